@@ -1,0 +1,81 @@
+// The run configuration: DESIGN.md's TOML schema as typed structs, with the defaults a preset
+// starts from. Keys follow the seeds' (Hugging Face / DeepSpeed) names so configs read as
+// familiar. Parsing, validation and --set overrides live in config.cpp; every error names the
+// file, line and key, and suggests the closest valid key.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace genesis {
+
+struct ModelConfig {
+  std::string kind = "mlp";  // "mlp" | "gpt"
+  // mlp: input_size -> hidden_sizes... -> num_classes, ReLU between
+  std::int64_t input_size = 784;
+  std::vector<std::int64_t> hidden_sizes = {512, 256};
+  std::int64_t num_classes = 10;
+  // gpt: GPT-2 layout (learned positions, pre-LN blocks, tied embeddings)
+  std::int64_t n_layer = 4;
+  std::int64_t n_head = 4;
+  std::int64_t n_embd = 256;
+  std::int64_t block_size = 128;
+  std::int64_t vocab_size = 256;
+  double dropout = 0.0;
+};
+
+struct DataConfig {
+  // "synthetic:classification" (mlp) | "synthetic:tokens" (gpt)
+  std::string source = "synthetic:classification";
+  std::int64_t num_samples = 20000;  // examples (classification) or sequences (tokens) generated
+  double eval_fraction = 0.1;        // held out for evaluation
+};
+
+struct TrainingConfig {
+  std::int64_t per_device_train_batch_size = 64;
+  std::int64_t gradient_accumulation_steps = 1;
+  std::int64_t max_steps = 500;
+  double learning_rate = 1e-3;
+  double weight_decay = 0.0;
+  std::string optimizer = "adamw";  // "adamw" | "adam" | "sgd"
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double momentum = 0.9;                   // sgd
+  std::string lr_scheduler_type = "cosine";  // "constant" | "linear" | "cosine"
+  double warmup_ratio = 0.0;                 // fraction of max_steps
+  std::int64_t warmup_steps = 0;             // wins over warmup_ratio when > 0
+  double max_grad_norm = 1.0;                // 0 disables clipping
+  std::string mixed_precision = "no";        // only "no" until mixed precision lands
+  std::int64_t logging_steps = 50;
+  std::int64_t eval_steps = 0;  // 0: evaluate only at the end
+  std::int64_t eval_batches = 0;  // 0: the whole eval split
+  std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  std::string output_dir = "runs";
+};
+
+struct Config {
+  std::string name = "run";  // run directory: <output_dir>/<name>/
+  std::uint64_t seed = 42;
+  ModelConfig model;
+  DataConfig data;
+  TrainingConfig training;
+};
+
+// Where presets are looked up, first match wins: $GENESIS_PRESET_PATH (':'-separated), then
+// <directory of the genesis binary>/../share/genesis/presets.
+std::vector<std::filesystem::path> preset_dirs();
+std::vector<std::string> list_presets();                  // names without .toml, sorted
+std::filesystem::path find_preset(const std::string& name);  // ConfigError if missing
+
+// Builds a config from defaults, then the preset (if any), then the file (if any), then each
+// "section.key=value" override in order. Throws ConfigError (exit 2) on any problem.
+Config load_config(const std::string& preset, const std::filesystem::path& file,
+                   const std::vector<std::string>& overrides);
+// The resolved config as TOML (what `genesis train --print-config` shows); load_config of this
+// text reproduces the same Config.
+std::string config_to_toml(const Config& config);
+
+}  // namespace genesis

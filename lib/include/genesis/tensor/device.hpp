@@ -1,0 +1,27 @@
+// Where a tensor's storage lives: the host ("cpu") or one CUDA device ("cuda:N").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace genesis {
+
+enum class DeviceType : std::uint8_t { cpu, cuda };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;  // CUDA ordinal; always 0 for cpu
+
+  static Device cpu() { return {}; }
+  static Device cuda(int index = 0) { return {DeviceType::cuda, index}; }
+  // "cpu", "cuda", "cuda:1"; throws InvalidArgument otherwise.
+  static Device parse(std::string_view text);
+
+  bool is_cpu() const { return type == DeviceType::cpu; }
+  bool is_cuda() const { return type == DeviceType::cuda; }
+  std::string str() const;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+}  // namespace genesis

@@ -1,0 +1,62 @@
+// The op table (STYLE.md habit 5): one row per op, one kernel per backend per row. Adding a row
+// without a kernel breaks the build (static_assert in each backend) and the op-table test.
+// The differentiable front end that users call lives in tensor/ops.hpp.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "genesis/tensor/tensor.hpp"
+
+namespace genesis {
+
+enum class OpId : int {
+#define GENESIS_OP(name, n_in, n_out, contract) name,
+#include "genesis/tensor/op_list.inc"
+#undef GENESIS_OP
+};
+
+inline constexpr int kOpCount = 0
+#define GENESIS_OP(name, n_in, n_out, contract) +1
+#include "genesis/tensor/op_list.inc"
+#undef GENESIS_OP
+    ;
+
+struct OpInfo {
+  std::string_view name;
+  int num_inputs;  // -1: variadic
+  int num_outputs;
+  std::string_view contract;
+};
+
+inline constexpr std::array<OpInfo, kOpCount> kOpInfo = {{
+#define GENESIS_OP(name, n_in, n_out, contract) {#name, n_in, n_out, contract},
+#include "genesis/tensor/op_list.inc"
+#undef GENESIS_OP
+}};
+
+// Scalars an op needs besides its tensors; each row's contract says which slots it reads.
+struct OpArgs {
+  std::array<std::int64_t, 4> i{};
+  std::array<double, 6> f{};
+};
+
+using Kernel = void (*)(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
+using KernelTable = std::array<Kernel, kOpCount>;
+
+const OpInfo& op_info(OpId id);
+// The kernels of a backend; cuda_kernels() is null in a build without CUDA.
+const KernelTable& cpu_kernels();
+const KernelTable* cuda_kernels();
+
+// Runs op `id` on the device of its first output (or input): every tensor must be on it.
+void dispatch(OpId id, std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args = {});
+inline void dispatch(OpId id, std::initializer_list<Tensor> in, std::initializer_list<Tensor> out,
+                     const OpArgs& args = {}) {
+  dispatch(id, std::span<const Tensor>(in.begin(), in.size()),
+           std::span<Tensor>(const_cast<Tensor*>(out.begin()), out.size()), args);
+}
+
+}  // namespace genesis

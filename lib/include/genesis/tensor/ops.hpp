@@ -1,0 +1,93 @@
+// The differentiable math on tensors, PyTorch's functional spelling. Each function checks shapes,
+// allocates its output, runs the op-table kernel for the tensors' device and, when autograd is
+// recording and an input requires grad, records the backward written beside it in
+// lib/src/tensor/ops/. Floating inputs of f16/bf16 are computed in f32 and the result keeps the
+// widest input float type.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "genesis/tensor/tensor.hpp"
+
+namespace genesis {
+
+// ---- elementwise (broadcasting)
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // tanh approximation, as GPT-2
+Tensor silu(const Tensor& x);
+// Comparisons give bool tensors and carry no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---- reductions; dims may be negative, an empty dims list means all dims
+Tensor sum(const Tensor& x, std::vector<std::int64_t> dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, std::vector<std::int64_t> dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x, std::int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim = false);
+// Sums broadcast dims away so that the result has `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- linear algebra
+// a (..., M, K) @ b (..., K, N), batch dims broadcast; 1-d operands as in torch.matmul.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x (..., K) @ weight (O, K)^T + bias (O): nn.Linear's math in one kernel.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- neural-network functions (over the last dim unless a dim is given)
+Tensor softmax(const Tensor& x, std::int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, std::int64_t dim = -1);
+// logits (N, C) or (..., C), target (N) or (...) of i64; mean over targets != ignore_index.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+Tensor embedding(const Tensor& weight, const Tensor& index);
+// Inverted dropout; identity when !training or p == 0. The mask is a pure function of a seed
+// drawn from `gen`, so backward recomputes it instead of storing it.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// q, k, v (B, H, T, D) -> (B, H, T, D). scale defaults to 1/sqrt(D). Fused: the (T, T) score
+// matrix is never materialised for the whole batch.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal = true, std::optional<double> scale = {});
+
+// ---- joining and splitting
+Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);
+// Views of `size` elements along dim (the last may be shorter).
+std::vector<Tensor> split(const Tensor& x, std::int64_t size, std::int64_t dim = 0);
+
+// ---- operators
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+
+// Normalises a possibly negative dim against rank `ndim`; throws InvalidArgument when out of range.
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim);
+// The broadcast of two shapes, or InvalidArgument naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+}  // namespace genesis

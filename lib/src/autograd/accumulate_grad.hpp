@@ -1,0 +1,26 @@
+// The sink node of a leaf that requires grad: adds the incoming gradient into the leaf's .grad
+// (in place when .grad exists, so a .grad that views a DDP bucket keeps viewing it) and then
+// runs the leaf's grad-ready hooks.
+#pragma once
+
+#include <memory>
+
+#include "genesis/autograd/node.hpp"
+
+namespace genesis::autograd {
+
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable) : variable_(std::move(variable)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  std::string name() const override { return "AccumulateGrad"; }
+
+ private:
+  // Strong: a leaf outlives every graph that uses it only if someone holds it; the graph does.
+  std::shared_ptr<TensorImpl> variable_;
+};
+
+// The AccumulateGrad node of a leaf, created on first use and cached weakly on the leaf.
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
+
+}  // namespace genesis::autograd

@@ -1,0 +1,116 @@
+// The backward engine. Two passes: count, for every node reachable from the roots, how many
+// edges lead into it; then run nodes whose count has dropped to zero, latest-created first.
+// Gradients arriving at the same (node, input) are summed before the node runs, so each node
+// runs once with its complete gradient.
+#include "genesis/autograd/engine.hpp"
+
+#include "accumulate_grad.hpp"
+
+#include <algorithm>
+#include <queue>
+#include <unordered_map>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/autograd/node.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/tensor/ops.hpp"
+
+namespace genesis::autograd {
+
+namespace {
+
+struct Pending {
+  int dependencies = 0;
+  std::vector<Tensor> grads;  // one slot per node output
+};
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
+  if (slots.size() <= index) slots.resize(index + 1);
+  slots[index] = slots[index].defined() ? add(slots[index], grad) : std::move(grad);
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, Pending> pending;
+  std::vector<std::shared_ptr<Node>> root_nodes;
+
+  // Seed: the roots' own gradients go to the nodes that produced them.
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    GENESIS_CHECK(root.requires_grad(), InvalidArgument,
+                  "backward() on a tensor that does not require grad (was it computed under "
+                  "NoGradGuard, or from inputs without requires_grad?)");
+    Tensor g = i < grads.size() ? grads[i] : Tensor();
+    if (!g.defined()) {
+      GENESIS_CHECK(root.numel() == 1, InvalidArgument,
+                    "backward() without a gradient needs a one-element tensor, got shape " +
+                        shape_str(root.shape()));
+      g = Tensor::ones(root.shape(), root.dtype(), root.device());
+    }
+    std::shared_ptr<Node> fn = root.grad_fn();
+    std::uint32_t slot = root.impl()->output_nr;
+    if (!fn) {  // a leaf: its accumulator is the whole graph
+      fn = grad_accumulator(root);
+      slot = 0;
+    }
+    add_into(pending[fn.get()].grads, slot, g);
+    root_nodes.push_back(fn);
+  }
+
+  // Pass 1: dependency counts over the reachable graph.
+  std::vector<Node*> stack;
+  std::unordered_map<Node*, bool> seen;
+  for (auto& fn : root_nodes)
+    if (fn && !seen[fn.get()]) {
+      seen[fn.get()] = true;
+      stack.push_back(fn.get());
+    }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& e : node->next_edges) {
+      if (!e.fn) continue;
+      pending[e.fn.get()].dependencies++;
+      if (!seen[e.fn.get()]) {
+        seen[e.fn.get()] = true;
+        stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  // Pass 2: run ready nodes, latest first.
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  for (auto& fn : root_nodes)
+    if (fn && pending[fn.get()].dependencies == 0) ready.push(fn.get());
+  std::unordered_map<Node*, bool> queued;
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    if (queued[node]) continue;
+    queued[node] = true;
+    Pending& state = pending[node];
+    std::vector<Tensor> inputs = std::move(state.grads);
+    inputs.resize(std::max(inputs.size(), node->output_meta.size()));
+    for (std::size_t k = 0; k < node->output_meta.size(); ++k)
+      if (!inputs[k].defined()) {
+        const auto& m = node->output_meta[k];
+        inputs[k] = Tensor::zeros(m.shape, m.dtype, m.device);
+      }
+    std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    for (std::size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.fn) continue;
+      Pending& next = pending[e.fn.get()];
+      if (i < outputs.size() && outputs[i].defined()) add_into(next.grads, e.input_nr, outputs[i]);
+      if (--next.dependencies == 0) ready.push(e.fn.get());
+    }
+  }
+}
+
+}  // namespace genesis::autograd

@@ -1,0 +1,99 @@
+// Recording ops into the graph, and the AccumulateGrad sink of leaves.
+#include "genesis/autograd/node.hpp"
+
+#include <atomic>
+
+#include "accumulate_grad.hpp"
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/tensor/ops.hpp"
+
+namespace genesis::autograd {
+
+namespace {
+
+std::atomic<std::uint64_t> g_next_sequence_nr{0};
+
+// A node whose backward is a closure written beside its op's forward.
+class FunctionNode : public Node {
+ public:
+  FunctionNode(const char* name, NeedsGrad needs, BackwardFn fn)
+      : name_(name), needs_(std::move(needs)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
+    return fn_(grad_outputs, needs_);
+  }
+  std::string name() const override { return name_; }
+
+ private:
+  const char* name_;
+  NeedsGrad needs_;
+  BackwardFn fn_;
+};
+
+}  // namespace
+
+Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return;
+  NeedsGrad needs(inputs.size());
+  std::vector<Edge> edges(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined() || !t.requires_grad()) continue;
+    needs[i] = true;
+    if (t.grad_fn())
+      edges[i] = Edge{t.grad_fn(), t.impl()->output_nr};
+    else
+      edges[i] = Edge{grad_accumulator(t), 0};
+  }
+  auto node = std::make_shared<FunctionNode>(name, std::move(needs), std::move(backward));
+  node->next_edges = std::move(edges);
+  for (std::uint32_t k = 0; k < outputs.size(); ++k) {
+    TensorImpl* impl = outputs[k].impl();
+    impl->requires_grad = true;
+    impl->grad_fn = node;
+    impl->output_nr = k;
+    node->output_meta.push_back({outputs[k].shape(), outputs[k].dtype(), outputs[k].device()});
+  }
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+  TensorImpl* impl = leaf.impl();
+  if (auto existing = impl->grad_accumulator.lock()) return existing;
+  auto node = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
+  impl->grad_accumulator = node;
+  return node;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
+  Tensor incoming = std::move(grad_outputs.at(0));
+  Tensor var(variable_);
+  if (incoming.defined()) {
+    if (incoming.dtype() != var.dtype()) incoming = incoming.to(var.dtype());
+    Tensor existing = var.grad();
+    if (existing.defined()) {
+      existing.copy_(add(existing, incoming));
+    } else {
+      // Keep the gradient only if nobody else shares its storage (it may be a view of a
+      // saved tensor); otherwise take a private copy.
+      if (!incoming.is_contiguous() || incoming.storage().use_count() > 1 ||
+          incoming.shape() != var.shape())
+        incoming = incoming.reshape(var.shape()).clone();
+      var.set_grad(incoming);
+    }
+  }
+  // Hooks may remove themselves; iterate over a copy.
+  auto hooks = variable_->grad_ready_hooks;
+  for (auto& [id, hook] : hooks) hook(var);
+  return {};
+}
+
+}  // namespace genesis::autograd

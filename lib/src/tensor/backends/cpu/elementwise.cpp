@@ -1,0 +1,4 @@
+#include "register.hpp"
+namespace genesis::cpu {
+void register_elementwise(KernelTable&) {}
+}

@@ -1,0 +1,26 @@
+// Device parsing and printing.
+#include "genesis/tensor/device.hpp"
+
+#include <charconv>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis {
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda(0);
+  if (text.starts_with("cuda:")) {
+    std::string_view num = text.substr(5);
+    int index = -1;
+    auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), index);
+    if (ec == std::errc() && ptr == num.data() + num.size() && index >= 0) return cuda(index);
+  }
+  throw InvalidArgument("unknown device '" + std::string(text) + "' (expected cpu, cuda or cuda:N)");
+}
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+}  // namespace genesis
