@@ -1,1 +1,79 @@
-int main() { return 0; }
+// The genesis binary: parse the command line (commands/cli_app.cpp), set up logging, run the
+// chosen subcommand, and turn any exception into one line on stderr and an exit code: 2 when the
+// user's input is wrong (bad flags, bad config), 1 when something failed at run time.
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <typeinfo>
+
+#include "commands/cli_app.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/core/log.hpp"
+
+namespace {
+
+std::string type_name_of(const std::exception& e) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? name.get() : typeid(e).name();
+}
+
+// Settings the error report needs, known once parsing got far enough.
+struct ReportStyle {
+  bool color = false;
+  bool debug = false;
+};
+
+int report(const std::string& message, const std::exception& e, int exit_code,
+           const ReportStyle& style) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  std::cerr << "genesis: " << (style.color ? "\033[1;31merror:\033[0m " : "error: ") << line << "\n";
+  if (style.debug) std::cerr << "genesis: exception type: " << type_name_of(e) << "\n";
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  genesis::commands::CliApp cli;
+  ReportStyle style;
+  try {
+    try {
+      cli.app().parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) return cli.app().exit(e);  // --help, --version
+      throw;
+    }
+    const auto level = genesis::parse_log_level(cli.global().log_level);
+    const auto color = genesis::parse_color_mode(cli.global().color);
+    genesis::setup_logging(level, color);
+    style = {genesis::use_color(color), level <= genesis::LogLevel::debug};
+
+    const auto* command = cli.selected();
+    if (command == nullptr) {
+      std::cerr << cli.app().help();
+      throw genesis::InvalidArgument("a subcommand is required");
+    }
+    return command->run({std::cout, genesis::stderr_is_terminal()});
+  } catch (const CLI::ParseError& e) {
+    const auto* command = cli.selected();
+    const auto extras = cli.app().remaining();
+    if (command == nullptr && !extras.empty() && !extras.front().starts_with("-")) {
+      // CLI11 calls a misspelt command an unexpected argument; users think of it as a command.
+      std::string names;
+      for (const auto& c : cli.commands()) names += (names.empty() ? "" : ", ") + c.name;
+      return report("unknown command '" + extras.front() + "' (commands: " + names + ")", e, 2, style);
+    }
+    std::string help = command ? "genesis " + command->name + " --help" : "genesis --help";
+    return report(std::string(e.what()) + " (see " + help + ")", e, 2, style);
+  } catch (const genesis::Error& e) {
+    return report(e.what(), e, e.exit_code(), style);
+  } catch (const std::exception& e) {
+    return report(e.what(), e, 1, style);
+  }
+}

@@ -23,4 +23,8 @@ std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
 }
 
+#ifndef GENESIS_WITH_CUDA
+int cuda_device_count() { return 0; }
+#endif
+
 }  // namespace genesis

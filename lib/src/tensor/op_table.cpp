@@ -9,9 +9,8 @@ namespace genesis {
 
 const OpInfo& op_info(OpId id) { return kOpInfo[static_cast<int>(id)]; }
 
-#ifndef GENESIS_WITH_CUDA
+// No CUDA kernels are registered yet in either build; dispatch() refuses CUDA tensors clearly.
 const KernelTable* cuda_kernels() { return nullptr; }
-#endif
 
 void dispatch(OpId id, std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Tensor* first = !out.empty() && out[0].defined() ? &out[0] : nullptr;

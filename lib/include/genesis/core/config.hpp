@@ -1,6 +1,6 @@
 // The run configuration: DESIGN.md's TOML schema as typed structs, with the defaults a preset
 // starts from. Keys follow the seeds' (Hugging Face / DeepSpeed) names so configs read as
-// familiar. Parsing, validation and --set overrides live in config.cpp; every error names the
+// familiar. Parsing, validation and --set overrides live in config_*.cpp; every error names the
 // file, line and key, and suggests the closest valid key.
 #pragma once
 

@@ -24,4 +24,8 @@ struct Device {
   friend bool operator==(const Device&, const Device&) = default;
 };
 
+// Number of CUDA devices this process can use: 0 in a build without CUDA, and 0 (not an error)
+// on a machine without a GPU or driver, so a CUDA build runs anywhere.
+int cuda_device_count();
+
 }  // namespace genesis

@@ -1,4 +1,167 @@
+// Fused scaled-dot-product attention on the CPU, forward and backward. Terms: a *pair* is one
+// (batch, head) slice, q/k/v (T, D) each; a *block* is up to kBlock consecutive query rows of a
+// pair. Scores exist only per block, (rows, keys) in a thread-local scratch, never for the whole
+// batch; with a causal mask a block's keys stop at its last row, so blocks above the diagonal
+// are never computed. Matrix products go to cblas_sgemm, which runs single-threaded inside our
+// OpenMP regions (OpenBLAS checks omp_in_parallel) and multi-threaded when we do not fork.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "nn_math.hpp"
 #include "register.hpp"
+
 namespace genesis::cpu {
-void register_attention(KernelTable&) {}
+
+namespace {
+
+// Query rows per block: large enough for efficient sgemm calls, small enough that causal
+// blocks skip most of the masked upper triangle.
+constexpr std::int64_t kBlock = 64;
+// Below this much work (pairs * T * T * D) the kernel stays on the calling thread.
+constexpr std::int64_t kParallelWork = 1 << 16;
+
+struct Geometry {
+  std::int64_t pairs, T, D;
+  bool causal;
+  float scale;
+  std::int64_t blocks() const { return (T + kBlock - 1) / kBlock; }
+  bool parallel(std::int64_t items) const {
+    return items > 1 && pairs * T * T * D >= kParallelWork;
+  }
+  // Keys that query block `blk` reads, and how many of them row r0 + i may see.
+  std::int64_t keys(std::int64_t blk) const {
+    return causal ? std::min(T, (blk + 1) * kBlock) : T;
+  }
+  std::int64_t visible(std::int64_t row) const { return causal ? row + 1 : T; }
+};
+
+Geometry geometry_of(const Tensor& q, const OpArgs& args) {
+  return {q.size(0) * q.size(1), q.size(2), q.size(3), args.i[0] != 0,
+          static_cast<float>(args.f[0])};
 }
+
+// q, k, v (B, H, T, D) -> out (B, H, T, D), lse (B, H, T). Work items are (pair, block), handed out
+// dynamically because causal blocks further down cost more.
+void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
+  const Geometry g = geometry_of(in[0], args);
+  const float* q = in[0].data<float>();
+  const float* k = in[1].data<float>();
+  const float* v = in[2].data<float>();
+  float* o = out[0].data<float>();
+  float* lse = out[1].data<float>();
+  const std::int64_t T = g.T, D = g.D, nblocks = g.blocks();
+  const std::int64_t items = g.pairs * nblocks;
+#pragma omp parallel if (g.parallel(items))
+  {
+    std::vector<float> scores(static_cast<std::size_t>(std::min(kBlock, T) * T));
+    float* S = scores.data();
+#pragma omp for schedule(dynamic)
+    for (std::int64_t item = 0; item < items; ++item) {
+      const std::int64_t pair = item / nblocks, blk = item % nblocks;
+      const std::int64_t r0 = blk * kBlock, rows = std::min(kBlock, T - r0), keys = g.keys(blk);
+      const float* qb = q + pair * T * D + r0 * D;
+      const float* kp = k + pair * T * D;
+      const float* vp = v + pair * T * D;
+      // S (rows, keys) = scale * q_blk k^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, g.scale, qb, D, kp, D,
+                  0.0f, S, keys);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        float* s = S + i * keys;
+        const std::int64_t len = g.visible(r0 + i);
+        const float m = row_max(s, len);
+        const float sum = exp_shifted(s, s, len, m);
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (std::int64_t j = 0; j < len; ++j) s[j] *= inv;
+        std::fill(s + len, s + keys, 0.0f);
+        lse[pair * T + r0 + i] = m + std::log(sum);
+      }
+      // out_blk (rows, D) = P v
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, 1.0f, S, keys, vp, D,
+                  0.0f, o + pair * T * D + r0 * D, D);
+    }
+  }
+}
+
+// (dout, q, k, v, out, lse) -> dq, dk, dv. P is recomputed from q, k and the saved lse, then
+// dS = P * (dP - rowsum(dout * out)) with dP = dout v^T; dq = scale dS k, dk = scale dS^T q,
+// dv = P^T dout. dk and dv gather from every block of a pair, so a pair is one work item and its
+// blocks run in order, accumulating with beta = 1.
+void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
+                               const OpArgs& args) {
+  const Geometry g = geometry_of(in[1], args);
+  const float* dout = in[0].data<float>();
+  const float* q = in[1].data<float>();
+  const float* k = in[2].data<float>();
+  const float* v = in[3].data<float>();
+  const float* o = in[4].data<float>();
+  const float* lse = in[5].data<float>();
+  float* dq = out[0].data<float>();
+  float* dk = out[1].data<float>();
+  float* dv = out[2].data<float>();
+  const std::int64_t T = g.T, D = g.D, nblocks = g.blocks();
+#pragma omp parallel if (g.parallel(g.pairs))
+  {
+    const std::int64_t max_rows = std::min(kBlock, T);
+    std::vector<float> scratch(static_cast<std::size_t>((2 * T + 1) * max_rows));
+    float* P = scratch.data();
+    float* dS = P + max_rows * T;
+    float* delta = dS + max_rows * T;
+#pragma omp for schedule(static)
+    for (std::int64_t pair = 0; pair < g.pairs; ++pair) {
+      const std::int64_t base = pair * T * D;
+      std::memset(dk + base, 0, T * D * sizeof(float));
+      std::memset(dv + base, 0, T * D * sizeof(float));
+      for (std::int64_t blk = 0; blk < nblocks; ++blk) {
+        const std::int64_t r0 = blk * kBlock, rows = std::min(kBlock, T - r0), keys = g.keys(blk);
+        const float* qb = q + base + r0 * D;
+        const float* dob = dout + base + r0 * D;
+        const float* ob = o + base + r0 * D;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, g.scale, qb, D,
+                    k + base, D, 0.0f, P, keys);
+        // dP (rows, keys) = dout_blk v^T, written into dS and turned into dS in place below.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, 1.0f, dob, D,
+                    v + base, D, 0.0f, dS, keys);
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (std::int64_t d = 0; d < D; ++d) dot += dob[i * D + d] * ob[i * D + d];
+          delta[i] = dot;
+        }
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* p = P + i * keys;
+          float* ds = dS + i * keys;
+          const std::int64_t len = g.visible(r0 + i);
+          const float l = lse[pair * T + r0 + i];
+          const float di = delta[i];
+#pragma omp simd
+          for (std::int64_t j = 0; j < len; ++j) {
+            p[j] = exp_approx(p[j] - l);
+            ds[j] = p[j] * (ds[j] - di);
+          }
+          std::fill(p + len, p + keys, 0.0f);
+          std::fill(ds + len, ds + keys, 0.0f);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, g.scale, dS, keys,
+                    k + base, D, 0.0f, dq + base + r0 * D, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, D, rows, g.scale, dS, keys, qb,
+                    D, 1.0f, dk + base, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, D, rows, 1.0f, P, keys, dob, D,
+                    1.0f, dv + base, D);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void register_attention(KernelTable& t) {
+  t[static_cast<int>(OpId::attention)] = attention_kernel;
+  t[static_cast<int>(OpId::attention_backward)] = attention_backward_kernel;
+}
+
+}  // namespace genesis::cpu

@@ -1,4 +1,175 @@
+// CPU matmul and linear on OpenBLAS sgemm. A transposed view is a column-major matrix, which
+// sgemm takes directly through its transpose flags and leading dimensions, so the backward
+// passes (which multiply by transposed views) copy nothing. Batches run as one sgemm per matrix,
+// spread over OpenMP threads when the matrices are small; a batch against one shared right
+// operand folds into a single taller sgemm.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "genesis/core/error.hpp"
 #include "register.hpp"
+
 namespace genesis::cpu {
-void register_linalg(KernelTable&) {}
+
+namespace {
+
+// One operand of a batched sgemm: matrix `i` of the batch starts at base + i * batch_stride and is
+// stored row-major with leading dimension ld, or column-major (trans) with leading dimension ld.
+struct GemmOperand {
+  const float* base = nullptr;
+  std::int64_t batch_stride = 0;
+  bool trans = false;
+  std::int64_t ld = 1;
+  Tensor keep;  // a contiguous copy, when the view had no BLAS layout
+};
+
+// Fits a (rows, cols) matrix with strides (sr, sc) to a BLAS layout. A dim of size 1 never
+// moves, so its stride is free and the leading dimension just has to be legal.
+bool blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t sr, std::int64_t sc,
+                 bool& trans, std::int64_t& ld) {
+  const std::int64_t min_row_ld = std::max<std::int64_t>(cols, 1);
+  const std::int64_t min_col_ld = std::max<std::int64_t>(rows, 1);
+  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= min_row_ld)) {
+    trans = false;
+    ld = rows == 1 ? min_row_ld : sr;
+    return ld <= INT_MAX;
+  }
+  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= min_col_ld)) {
+    trans = true;
+    ld = cols == 1 ? min_col_ld : sc;
+    return ld <= INT_MAX;
+  }
+  return false;
 }
+
+GemmOperand gemm_operand(const Tensor& t) {
+  GemmOperand op;
+  const std::int64_t rows = t.size(1), cols = t.size(2);
+  if (blas_layout(rows, cols, t.strides()[1], t.strides()[2], op.trans, op.ld)) {
+    op.base = t.data<float>();
+    op.batch_stride = t.size(0) == 1 ? 0 : t.strides()[0];
+    return op;
+  }
+  op.keep = Tensor::empty(t.shape(), DType::f32);
+  std::array<const Tensor, 1> src{t};
+  std::array<Tensor, 1> dst{op.keep};
+  dispatch(OpId::copy, src, dst);
+  op.base = op.keep.data<float>();
+  op.batch_stride = rows * cols;
+  op.trans = false;
+  op.ld = std::max<std::int64_t>(cols, 1);
+  return op;
+}
+
+CBLAS_TRANSPOSE flag(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
+
+int as_int(std::int64_t v, const char* what) {
+  GENESIS_CHECK(v <= INT_MAX, InvalidArgument,
+                std::string("sgemm: ") + what + " = " + std::to_string(v) +
+                    " exceeds the BLAS integer range");
+  return static_cast<int>(v);
+}
+
+void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
+  Tensor& c = out[0];
+  GENESIS_CHECK(a.dim() == 3 && b.dim() == 3 && c.dim() == 3, InvalidArgument,
+                "matmul: CPU kernel expects 3-d operands, got " + shape_str(a.shape()) + " and " +
+                    shape_str(b.shape()));
+  const std::int64_t B = c.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  GENESIS_CHECK(a.size(0) == B && b.size(0) == B && b.size(1) == K && c.size(1) == M &&
+                    c.size(2) == N,
+                InvalidArgument,
+                "matmul: shapes " + shape_str(a.shape()) + " @ " + shape_str(b.shape()) + " -> " +
+                    shape_str(c.shape()) + " do not agree");
+  GENESIS_CHECK(a.dtype() == DType::f32 && b.dtype() == DType::f32 && c.dtype() == DType::f32 &&
+                    c.is_contiguous(),
+                InvalidArgument, "matmul: CPU kernel expects f32 operands and a contiguous output");
+  float* pc = c.data<float>();
+  if (B * M * N == 0) return;
+  if (K == 0) {
+    std::memset(pc, 0, sizeof(float) * B * M * N);
+    return;
+  }
+  const GemmOperand ga = gemm_operand(a);
+  const GemmOperand gb = gemm_operand(b);
+
+  // Every matrix of a row-major left operand stacked at its row stride, times one shared right
+  // operand: the batch is just more rows of a single sgemm.
+  if (B > 1 && gb.batch_stride == 0 && !ga.trans && ga.batch_stride == M * ga.ld) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, flag(gb.trans), as_int(B * M, "rows"),
+                as_int(N, "N"), as_int(K, "K"), 1.0f, ga.base, as_int(ga.ld, "lda"), gb.base,
+                as_int(gb.ld, "ldb"), 0.0f, pc, as_int(N, "N"));
+    return;
+  }
+  const int m = as_int(M, "M"), n = as_int(N, "N"), k = as_int(K, "K");
+  const int lda = as_int(ga.ld, "lda"), ldb = as_int(gb.ld, "ldb");
+  auto one = [&](std::int64_t i) {
+    cblas_sgemm(CblasRowMajor, flag(ga.trans), flag(gb.trans), m, n, k, 1.0f,
+                ga.base + i * ga.batch_stride, lda, gb.base + i * gb.batch_stride, ldb, 0.0f,
+                pc + i * M * N, n);
+  };
+  // Small matrices: one sgemm per thread (OpenBLAS runs single-threaded inside a parallel
+  // region). Large ones: one at a time, each threaded by OpenBLAS. A tiny batch stays on this
+  // thread: waking the team would cost more than the products.
+  constexpr std::int64_t kSmallGemm = std::int64_t{1} << 24;  // multiply-adds per matrix
+  constexpr std::int64_t kMinBatchWork = std::int64_t{1} << 16;  // multiply-adds in all
+  const bool by_batch = B > 1 && B >= omp_get_max_threads() && M * N * K < kSmallGemm &&
+                        B * M * N * K >= kMinBatchWork;
+#pragma omp parallel for schedule(static) if (by_batch)
+  for (std::int64_t i = 0; i < B; ++i) one(i);
+}
+
+// out (N, O) = x (N, K) w (O, K)^T + bias: the bias is written into out first and sgemm adds the
+// product onto it (beta = 1).
+void linear_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const Tensor& bias = in[2];
+  Tensor& y = out[0];
+  GENESIS_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), InvalidArgument,
+                "linear: x " + shape_str(x.shape()) + " and weight " + shape_str(w.shape()) +
+                    " do not agree (expected (N, K) and (O, K))");
+  const std::int64_t N = x.size(0), K = x.size(1), O = w.size(0);
+  GENESIS_CHECK(y.shape() == Shape({N, O}) && y.is_contiguous() && y.dtype() == DType::f32,
+                InvalidArgument, "linear: output must be contiguous f32 of shape " +
+                                     shape_str({N, O}) + ", got " + shape_str(y.shape()));
+  GENESIS_CHECK(x.dtype() == DType::f32 && w.dtype() == DType::f32 && x.is_contiguous() &&
+                    w.is_contiguous(),
+                InvalidArgument, "linear: CPU kernel expects contiguous f32 x and weight");
+  float* py = y.data<float>();
+  const bool has_bias = bias.defined();
+  if (has_bias) {
+    GENESIS_CHECK(bias.shape() == Shape({O}) && bias.dtype() == DType::f32 &&
+                      bias.is_contiguous(),
+                  InvalidArgument,
+                  "linear: bias of shape " + shape_str(bias.shape()) + " for " +
+                      std::to_string(O) + " outputs");
+    const float* pb = bias.data<float>();
+#pragma omp parallel for schedule(static) if (N * O >= (1 << 16))
+    for (std::int64_t r = 0; r < N; ++r) std::memcpy(py + r * O, pb, sizeof(float) * O);
+  }
+  if (N * O == 0) return;
+  if (K == 0) {
+    if (!has_bias) std::memset(py, 0, sizeof(float) * N * O);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(N, "N"), as_int(O, "O"),
+              as_int(K, "K"), 1.0f, x.data<float>(), as_int(K, "K"), w.data<float>(),
+              as_int(K, "K"), has_bias ? 1.0f : 0.0f, py, as_int(O, "O"));
+}
+
+}  // namespace
+
+void register_linalg(KernelTable& t) {
+  t[static_cast<int>(OpId::matmul)] = matmul_kernel;
+  t[static_cast<int>(OpId::linear)] = linear_kernel;
+}
+
+}  // namespace genesis::cpu

@@ -1,0 +1,79 @@
+// `genesis train`: resolve the config (preset, --config, --set), then either list presets,
+// print the config, or hand it to the trainer. Every decision about the config lives in
+// lib/src/core/config*.cpp; every decision about training in lib/src/train.
+#include <memory>
+
+#include "commands/command_table.hpp"
+#include "genesis/core/config.hpp"
+#include "genesis/train/trainer.hpp"
+
+namespace genesis::commands {
+namespace {
+
+struct TrainFlags {
+  std::string preset;
+  std::string config;
+  std::vector<std::string> sets;
+  std::string name;
+  std::string output_dir;
+  bool list_presets = false;
+  bool print_config = false;
+};
+
+void add_train_flags(CLI::App& app, TrainFlags& flags) {
+  app.add_option("--preset,-p", flags.preset,
+                 "Start from a named preset (see --list-presets); --config and --set apply over it")
+      ->type_name("PRESET");
+  app.add_option("--config,-c", flags.config,
+                 "Read the TOML config FILE, applied over the preset (if any)")
+      ->type_name("FILE");
+  app.add_option("--set,-s", flags.sets,
+                 "Override one key, e.g. --set training.max_steps=100 or "
+                 "--set model.hidden_sizes=[64,32]; repeatable, applied last, in order")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  app.add_option("--name", flags.name,
+                 "Run name, the directory under the output directory (same as --set name=NAME, "
+                 "applied before --set)")
+      ->type_name("NAME");
+  app.add_option("--output-dir,-o", flags.output_dir,
+                 "Parent of the run directory (same as --set training.output_dir=DIR, applied "
+                 "before --set)")
+      ->type_name("DIR");
+  app.add_flag("--list-presets", flags.list_presets,
+               "Print the names of the installed presets, one per line, and exit");
+  app.add_flag("--print-config", flags.print_config,
+               "Print the resolved config as commented TOML and exit without training");
+}
+
+int run_train(const TrainFlags& flags, const RunContext& context) {
+  if (flags.list_presets) {
+    for (const auto& name : list_presets()) context.out << name << "\n";
+    return 0;
+  }
+  std::vector<std::string> overrides;
+  if (!flags.name.empty()) overrides.push_back("name=" + flags.name);
+  if (!flags.output_dir.empty()) overrides.push_back("training.output_dir=" + flags.output_dir);
+  overrides.insert(overrides.end(), flags.sets.begin(), flags.sets.end());
+  const Config config = load_config(flags.preset, flags.config, overrides);
+  if (flags.print_config) {
+    context.out << config_to_toml(config);
+    return 0;
+  }
+  train::TrainOptions options;
+  options.interactive = context.interactive;
+  options.out = &context.out;
+  train::run_training(config, options);
+  return 0;
+}
+
+}  // namespace
+
+Command make_train_command() {
+  auto flags = std::make_shared<TrainFlags>();
+  return {"train", "Train a model from a preset or a TOML config",
+          [flags](CLI::App& app) { add_train_flags(app, *flags); },
+          [flags](const RunContext& context) { return run_train(*flags, context); }};
+}
+
+}  // namespace genesis::commands

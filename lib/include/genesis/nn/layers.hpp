@@ -1,0 +1,60 @@
+// The basic layers, torch.nn's spelling and initialisation: Linear, Embedding, LayerNorm,
+// Dropout, ReLU, GELU. Constructors take the Generator that draws their initial weights, so a
+// model built twice from the same seed is the same model.
+#pragma once
+
+#include <memory>
+
+#include "genesis/nn/module.hpp"
+#include "genesis/tensor/random.hpp"
+
+namespace genesis::nn {
+
+class Linear : public Module {
+ public:
+  // weight (out, in) and bias (out) ~ U(-1/sqrt(in), 1/sqrt(in)), as torch.nn.Linear.
+  Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true);
+  Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
+  Tensor weight;
+  Tensor bias;  // undefined when built without bias
+};
+
+class Embedding : public Module {
+ public:
+  // weight (num, dim) ~ N(0, 1), as torch.nn.Embedding.
+  Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen);
+  Tensor forward(const Tensor& index) override;  // (...) i64 -> (..., dim)
+  Tensor weight;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight;  // ones
+  Tensor bias;    // zeros
+  double eps;
+};
+
+class Dropout : public Module {
+ public:
+  // Draws each call's mask seed from `gen`, which the owning model keeps (and checkpoints).
+  Dropout(double p, std::shared_ptr<Generator> gen);
+  Tensor forward(const Tensor& x) override;
+  double p;
+
+ private:
+  std::shared_ptr<Generator> gen_;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;  // tanh approximation
+};
+
+}  // namespace genesis::nn

@@ -1,0 +1,20 @@
+// Gradient clipping by global L2 norm, torch.nn.utils.clip_grad_norm_ semantics. Under DDP or
+// ZeRO the caller clips after the gradients are reduced (or all-reduces the squared norm of its
+// shards first); this function sees only the tensors it is given.
+#pragma once
+
+#include <vector>
+
+#include "genesis/tensor/tensor.hpp"
+
+namespace genesis::optim {
+
+// The L2 norm of all gradients together (accumulated in double), returned before clipping. When it
+// exceeds max_norm every gradient is scaled in place by max_norm / (norm + 1e-6). Parameters whose
+// .grad is undefined are skipped; max_norm must be > 0.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// The same total norm without modifying anything (for logging "grad_norm").
+double grad_norm(const std::vector<Tensor>& params);
+
+}  // namespace genesis::optim

@@ -1,0 +1,34 @@
+// The single entry point of `genesis train`: config -> model, data, optimizer, schedule; the
+// training loop with gradient accumulation and clipping; periodic evaluation; metrics.jsonl and
+// summary.json under <output_dir>/<name>/. Nothing here prints to stdout except through the
+// writer in TrainOptions; logging goes through spdlog.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+
+#include "genesis/core/config.hpp"
+
+namespace genesis::train {
+
+struct TrainOptions {
+  bool interactive = false;     // stderr is a terminal: draw a progress bar instead of log lines
+  std::ostream* out = nullptr;  // start-up banner and final report (stdout); null: silent
+};
+
+struct TrainResult {
+  std::int64_t steps = 0;
+  double final_loss = 0;      // mean training loss over the last logging window
+  double eval_loss = 0;
+  double eval_accuracy = 0;   // fraction of correct predictions (classes or next tokens)
+  double samples_per_s = 0;   // training throughput, evaluation time excluded
+  double tokens_per_s = 0;
+  double wall_s = 0;
+  std::filesystem::path run_dir;
+  std::filesystem::path summary_path;
+};
+
+TrainResult run_training(const Config& config, const TrainOptions& options);
+
+}  // namespace genesis::train

@@ -1,0 +1,186 @@
+// load_config and the preset search path: defaults, then a preset, then a --config file, then
+// --set overrides, each layer checked key by key as it is applied so an error points at the file
+// and line (or the --set) that caused it. The schema rows and value rules are in config_schema.cpp
+// and config_value.cpp; this file only walks files and override strings.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "config_value.hpp"
+#include "genesis/core/error.hpp"
+
+namespace genesis {
+namespace fs = std::filesystem;
+using namespace config_detail;
+
+namespace {
+
+// One value of a parsed file, in the order of its lines so the first error reported is the
+// first one in the file (toml++ iterates tables in key order).
+struct Entry {
+  std::string name;          // dotted key as written
+  const toml::node* node;
+  std::int64_t line;
+};
+
+void collect_entries(const toml::table& table, const std::string& prefix,
+                     std::vector<Entry>& out) {
+  for (auto&& [key, node] : table) {
+    std::string name = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+    std::int64_t line = key.source().begin.line ? key.source().begin.line : node.source().begin.line;
+    // Sections nest one level; anything else that is a table is reported as unknown below.
+    if (prefix.empty() && node.is_table() && is_section(name))
+      collect_entries(*node.as_table(), name, out);
+    else
+      out.push_back({std::move(name), &node, line});
+  }
+}
+
+void apply_file(Config& config, const fs::path& path, Origins& origins) {
+  const std::string file = path.string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ConfigError("config file '" + file + "' not found");
+  if (fs::is_directory(path, ec)) throw ConfigError("config file '" + file + "' is a directory");
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw IoError("cannot read config file '" + file + "'");
+
+  toml::table root;
+  try {
+    root = toml::parse(text.str(), std::string_view(file));
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(file + ":" + std::to_string(e.source().begin.line) + ":" +
+                      std::to_string(e.source().begin.column) +
+                      ": malformed TOML: " + std::string(e.description()));
+  }
+
+  std::vector<Entry> entries;
+  collect_entries(root, "", entries);
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.line < b.line; });
+  for (const auto& entry : entries) {
+    Location loc{file, entry.line, false};
+    const ConfigKey* key = find_key(entry.name);
+    if (key == nullptr && entry.node->is_table() && entry.name.find('.') == std::string::npos)
+      throw ConfigError(describe_location(loc) + ": unknown section [" + entry.name + "]" +
+                        did_you_mean(entry.name, section_names()));
+    if (key == nullptr)
+      throw ConfigError(describe_location(loc) + ": unknown key '" + entry.name + "'" +
+                        did_you_mean(entry.name, key_names()));
+    set_value(config, *key, *entry.node, loc);
+    origins[entry.name] = loc;
+  }
+}
+
+std::string trim(std::string_view s) {
+  auto begin = s.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return "";
+  auto end = s.find_last_not_of(" \t");
+  return std::string(s.substr(begin, end - begin + 1));
+}
+
+void apply_override(Config& config, const std::string& text, Origins& origins) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos)
+    throw ConfigError("--set '" + text + "' has no '=': use --set section.key=value");
+  const std::string name = trim(std::string_view(text).substr(0, eq));
+  const std::string value = trim(std::string_view(text).substr(eq + 1));
+  if (name.empty()) throw ConfigError("--set '" + text + "' has no key: use --set section.key=value");
+  const ConfigKey* key = find_key(name);
+  if (key == nullptr)
+    throw ConfigError("--set: unknown key '" + name + "'" + did_you_mean(name, key_names()));
+
+  // The value is TOML (42, 1e-3, [64, 32], "text"); anything that does not parse as a single
+  // TOML value is taken as a bare string, and a string key takes the text as written, so
+  // --set training.optimizer=sgd and --set name=2024 both mean what they say.
+  toml::table holder;
+  try {
+    holder = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+  }
+  const bool string_key = std::holds_alternative<std::string*>(key->field(config));
+  if (holder.size() != 1 || !holder.contains("v") || (string_key && !holder["v"].is_string())) {
+    holder.clear();
+    holder.insert("v", value);
+  }
+  Location loc{"", 0, true};
+  set_value(config, *key, *holder.get("v"), loc);
+  origins[name] = loc;
+}
+
+}  // namespace
+
+std::vector<fs::path> preset_dirs() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("GENESIS_PRESET_PATH")) {
+    std::stringstream list(env);
+    for (std::string dir; std::getline(list, dir, ':');)
+      if (!dir.empty()) dirs.emplace_back(dir);
+  }
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path() / ".." / "share" / "genesis" / "presets").lexically_normal());
+  return dirs;
+}
+
+std::vector<std::string> list_presets() {
+  std::vector<std::string> names;
+  for (const auto& dir : preset_dirs()) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().extension() == ".toml" && entry.is_regular_file(ec))
+        names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+fs::path find_preset(const std::string& name) {
+  if (name.find('/') != std::string::npos || fs::path(name).extension() == ".toml")
+    throw ConfigError("--preset takes a preset name, got '" + name + "': use --config " + name +
+                      " for a file");
+  for (const auto& dir : preset_dirs()) {
+    fs::path path = dir / (name + ".toml");
+    std::error_code ec;
+    if (fs::is_regular_file(path, ec)) return path;
+  }
+  const auto available = list_presets();
+  if (available.empty()) {
+    std::string searched;
+    for (const auto& dir : preset_dirs()) searched += (searched.empty() ? "" : ", ") + dir.string();
+    throw ConfigError("unknown preset '" + name + "' (no presets found in " + searched + ")");
+  }
+  std::string list;
+  for (const auto& n : available) list += (list.empty() ? "" : ", ") + n;
+  auto match = closest_match(name, available);
+  throw ConfigError("unknown preset '" + name + "' (" +
+                    (match ? "did you mean '" + *match + "'? " : "") + "available: " + list + ")");
+}
+
+Config load_config(const std::string& preset, const fs::path& file,
+                   const std::vector<std::string>& overrides) {
+  Config config;
+  Origins origins;
+  if (!preset.empty()) {
+    fs::path path = find_preset(preset);
+    spdlog::debug("config: preset '{}' from {}", preset, path.string());
+    apply_file(config, path, origins);
+  }
+  if (!file.empty()) {
+    spdlog::debug("config: file {}", file.string());
+    apply_file(config, file, origins);
+  }
+  for (const auto& text : overrides) {
+    spdlog::debug("config: --set {}", text);
+    apply_override(config, text, origins);
+  }
+  validate_config(config, origins);
+  return config;
+}
+
+}  // namespace genesis

@@ -1,0 +1,123 @@
+// The rows of the config schema (DESIGN.md's TOML keys, Hugging Face / DeepSpeed names), one per
+// key in the order --print-config shows them. Defaults live in config.hpp's member initialisers,
+// not here, so the C++ API and the TOML agree by construction.
+#include "config_schema.hpp"
+
+#include <algorithm>
+
+namespace genesis::config_detail {
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema{
+      {"name", "run directory: <training.output_dir>/<name>/",
+       [](Config& c) -> Field { return &c.name; }, Rule::run_name},
+      {"seed", "seed for initialisation, data generation and dropout",
+       [](Config& c) -> Field { return &c.seed; }},
+
+      {"model.kind", "model family: mlp | gpt", [](Config& c) -> Field { return &c.model.kind; },
+       Rule::any, {"mlp", "gpt"}},
+      {"model.input_size", "mlp: features per example",
+       [](Config& c) -> Field { return &c.model.input_size; }, Rule::positive},
+      {"model.hidden_sizes", "mlp: width of each hidden layer, ReLU between",
+       [](Config& c) -> Field { return &c.model.hidden_sizes; }, Rule::positive},
+      {"model.num_classes", "mlp: output classes",
+       [](Config& c) -> Field { return &c.model.num_classes; }, Rule::positive},
+      {"model.n_layer", "gpt: transformer blocks",
+       [](Config& c) -> Field { return &c.model.n_layer; }, Rule::positive},
+      {"model.n_head", "gpt: attention heads per block (must divide n_embd)",
+       [](Config& c) -> Field { return &c.model.n_head; }, Rule::positive},
+      {"model.n_embd", "gpt: embedding width",
+       [](Config& c) -> Field { return &c.model.n_embd; }, Rule::positive},
+      {"model.block_size", "gpt: context length in tokens",
+       [](Config& c) -> Field { return &c.model.block_size; }, Rule::positive},
+      {"model.vocab_size", "gpt: vocabulary size",
+       [](Config& c) -> Field { return &c.model.vocab_size; }, Rule::positive},
+      {"model.dropout", "gpt: dropout probability in [0, 1)",
+       [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
+
+      {"data.source", "dataset: synthetic:classification (mlp) | synthetic:tokens (gpt)",
+       [](Config& c) -> Field { return &c.data.source; }, Rule::any,
+       {"synthetic:classification", "synthetic:tokens"}},
+      {"data.num_samples", "examples (classification) or sequences (tokens) generated",
+       [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
+      {"data.eval_fraction", "fraction held out for evaluation, in (0, 1)",
+       [](Config& c) -> Field { return &c.data.eval_fraction; }, Rule::open_unit},
+
+      {"training.per_device_train_batch_size", "examples per step on each device",
+       [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
+      {"training.gradient_accumulation_steps", "micro-batches summed before each optimizer step",
+       [](Config& c) -> Field { return &c.training.gradient_accumulation_steps; }, Rule::positive},
+      {"training.max_steps", "optimizer steps to train",
+       [](Config& c) -> Field { return &c.training.max_steps; }, Rule::positive},
+      {"training.learning_rate", "peak learning rate",
+       [](Config& c) -> Field { return &c.training.learning_rate; }, Rule::positive},
+      {"training.weight_decay", "decoupled (adamw) or L2 (adam, sgd) weight decay",
+       [](Config& c) -> Field { return &c.training.weight_decay; }, Rule::non_negative},
+      {"training.optimizer", "adamw | adam | sgd",
+       [](Config& c) -> Field { return &c.training.optimizer; }, Rule::any,
+       {"adamw", "adam", "sgd"}},
+      {"training.adam_beta1", "adam/adamw: first-moment decay in [0, 1)",
+       [](Config& c) -> Field { return &c.training.adam_beta1; }, Rule::probability},
+      {"training.adam_beta2", "adam/adamw: second-moment decay in [0, 1)",
+       [](Config& c) -> Field { return &c.training.adam_beta2; }, Rule::probability},
+      {"training.adam_epsilon", "adam/adamw: denominator epsilon",
+       [](Config& c) -> Field { return &c.training.adam_epsilon; }, Rule::positive},
+      {"training.momentum", "sgd: momentum in [0, 1)",
+       [](Config& c) -> Field { return &c.training.momentum; }, Rule::probability},
+      {"training.lr_scheduler_type", "constant | linear | cosine (after warmup)",
+       [](Config& c) -> Field { return &c.training.lr_scheduler_type; }, Rule::any,
+       {"constant", "linear", "cosine"}},
+      {"training.warmup_ratio", "linear warmup as a fraction of max_steps, in [0, 1)",
+       [](Config& c) -> Field { return &c.training.warmup_ratio; }, Rule::probability},
+      {"training.warmup_steps", "linear warmup steps; wins over warmup_ratio when > 0",
+       [](Config& c) -> Field { return &c.training.warmup_steps; }, Rule::non_negative},
+      {"training.max_grad_norm", "clip gradients to this global norm; 0 disables clipping",
+       [](Config& c) -> Field { return &c.training.max_grad_norm; }, Rule::non_negative},
+      {"training.mixed_precision", "no (fp16 and bf16 are not supported by this build yet)",
+       [](Config& c) -> Field { return &c.training.mixed_precision; }, Rule::precision,
+       {"no", "fp16", "bf16"}},
+      {"training.logging_steps", "log loss and accuracy every this many steps",
+       [](Config& c) -> Field { return &c.training.logging_steps; }, Rule::positive},
+      {"training.eval_steps", "evaluate every this many steps; 0: only at the end",
+       [](Config& c) -> Field { return &c.training.eval_steps; }, Rule::non_negative},
+      {"training.eval_batches", "batches per evaluation; 0: the whole eval split",
+       [](Config& c) -> Field { return &c.training.eval_batches; }, Rule::non_negative},
+      {"training.device", "auto | cpu | cuda", [](Config& c) -> Field { return &c.training.device; },
+       Rule::any, {"auto", "cpu", "cuda"}},
+      {"training.output_dir", "parent of the run directory",
+       [](Config& c) -> Field { return &c.training.output_dir; }, Rule::non_empty},
+  };
+  return schema;
+}
+
+const ConfigKey* find_key(std::string_view name) {
+  const auto& schema = config_schema();
+  auto it = std::find_if(schema.begin(), schema.end(),
+                         [&](const ConfigKey& k) { return k.name == name; });
+  return it == schema.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> key_names() {
+  std::vector<std::string> names;
+  for (const auto& key : config_schema()) names.emplace_back(key.name);
+  return names;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> sections;
+  for (const auto& key : config_schema()) {
+    auto dot = key.name.find('.');
+    if (dot == std::string_view::npos) continue;
+    std::string section(key.name.substr(0, dot));
+    if (std::find(sections.begin(), sections.end(), section) == sections.end())
+      sections.push_back(section);
+  }
+  return sections;
+}
+
+bool is_section(std::string_view name) {
+  auto sections = section_names();
+  return std::find(sections.begin(), sections.end(), name) != sections.end();
+}
+
+}  // namespace genesis::config_detail

@@ -1,0 +1,34 @@
+// Checks across keys, run once after every layer is applied (a preset may set n_head and a
+// --set fix n_embd): each message names where the offending key was last set. Single-value
+// rules (types, ranges, choices) are checked as values are assigned, in config_value.cpp.
+#include "config_schema.hpp"
+#include "genesis/core/error.hpp"
+
+namespace genesis::config_detail {
+namespace {
+
+Location origin_of(const Origins& origins, std::string_view first, std::string_view second) {
+  if (auto it = origins.find(first); it != origins.end()) return it->second;
+  if (auto it = origins.find(second); it != origins.end()) return it->second;
+  return Location{};
+}
+
+}  // namespace
+
+void validate_config(const Config& config, const Origins& origins) {
+  const auto& m = config.model;
+  if (m.kind == "gpt" && m.n_embd % m.n_head != 0)
+    throw ConfigError(key_at(origin_of(origins, "model.n_embd", "model.n_head"), "model.n_embd") +
+                      " must be divisible by model.n_head, got n_embd = " +
+                      std::to_string(m.n_embd) + ", n_head = " + std::to_string(m.n_head));
+
+  // Each synthetic source produces what one model kind consumes: labelled feature vectors for
+  // the mlp, token sequences for the gpt.
+  const std::string wanted = m.kind == "gpt" ? "synthetic:tokens" : "synthetic:classification";
+  if (config.data.source != wanted)
+    throw ConfigError(key_at(origin_of(origins, "data.source", "model.kind"), "data.source") +
+                      " = \"" + config.data.source + "\" does not fit model.kind = \"" + m.kind +
+                      "\" (use \"" + wanted + "\")");
+}
+
+}  // namespace genesis::config_detail

@@ -1,0 +1,114 @@
+// GPT forward. Shapes: B batch, T sequence, C = n_embd, H heads of D = C/H.
+// The attention call wants contiguous (B, H, T, D) q, k, v, so the head split pays one copy each;
+// everything else is views.
+#include "genesis/nn/gpt.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/tensor/ops.hpp"
+
+namespace genesis::nn {
+
+namespace {
+
+void init_normal(Tensor& t, double std, Generator& gen) {
+  NoGradGuard no_grad;
+  t.copy_(Tensor::randn(t.shape(), gen, std));
+}
+
+std::shared_ptr<Linear> gpt_linear(std::int64_t in, std::int64_t out, double std, Generator& gen) {
+  auto layer = std::make_shared<Linear>(in, out, gen);
+  init_normal(layer->weight, std, gen);
+  NoGradGuard no_grad;
+  layer->bias.zero_();
+  return layer;
+}
+
+// A container with no forward of its own, so Block's MLP parameters read "mlp.c_fc.weight".
+class Container : public Module {
+ public:
+  template <typename M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
+};
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen,
+                                         std::shared_ptr<Generator> dropout_gen)
+    : n_head_(c.n_head) {
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  c_attn_ = register_module("c_attn", gpt_linear(c.n_embd, 3 * c.n_embd, 0.02, gen));
+  c_proj_ = register_module("c_proj", gpt_linear(c.n_embd, c.n_embd, proj_std, gen));
+  resid_dropout_ = std::make_shared<Dropout>(c.dropout, std::move(dropout_gen));
+  register_module("resid_dropout", resid_dropout_);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
+  Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
+  auto heads = [&](std::int64_t i) {  // (B, T, C) slice -> (B, H, T, D)
+    return qkv.slice(2, i * C, (i + 1) * C).reshape({B, T, H, D}).transpose(1, 2).contiguous();
+  };
+  Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);
+  y = y.transpose(1, 2).reshape({B, T, C});  // re-assemble heads side by side
+  return resid_dropout_->forward(c_proj_->forward(y));
+}
+
+Block::Block(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen) {
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(c.n_embd));
+  attn_ = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen, dropout_gen));
+  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd));
+  auto mlp = register_module("mlp", std::make_shared<Container>());
+  c_fc_ = mlp->add("c_fc", gpt_linear(c.n_embd, 4 * c.n_embd, 0.02, gen));
+  c_proj_ = mlp->add("c_proj", gpt_linear(4 * c.n_embd, c.n_embd, proj_std, gen));
+  mlp_dropout_ = mlp->add("dropout", std::make_shared<Dropout>(c.dropout, std::move(dropout_gen)));
+}
+
+Tensor Block::forward(const Tensor& x) {
+  Tensor h = x + attn_->forward(ln_1_->forward(x));
+  return h + mlp_dropout_->forward(c_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h)))));
+}
+
+GPT::GPT(const GPTConfig& c, Generator& gen)
+    : config_(c), dropout_gen_(std::make_shared<Generator>(gen.next_u64())) {
+  GENESIS_CHECK(c.n_embd % c.n_head == 0, InvalidArgument,
+                "n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
+                    std::to_string(c.n_head));
+  wte_ = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, gen));
+  wpe_ = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, gen));
+  init_normal(wte_->weight, 0.02, gen);
+  init_normal(wpe_->weight, 0.02, gen);
+  drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_gen_));
+  auto h = register_module("h", std::make_shared<Container>());
+  for (std::int64_t i = 0; i < c.n_layer; ++i)
+    blocks_.push_back(h->add(std::to_string(i), std::make_shared<Block>(c, gen, dropout_gen_)));
+  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd));
+}
+
+Tensor GPT::forward(const Tensor& idx) {
+  GENESIS_CHECK(idx.dim() == 2, InvalidArgument,
+                "GPT input must be (B, T) token ids, got shape " + shape_str(idx.shape()));
+  const std::int64_t T = idx.size(1);
+  GENESIS_CHECK(T <= config_.block_size, InvalidArgument,
+                "sequence length " + std::to_string(T) + " exceeds block_size " +
+                    std::to_string(config_.block_size));
+  Tensor pos = Tensor::arange(T, DType::i64, idx.device());
+  Tensor x = drop_->forward(wte_->forward(idx) + wpe_->forward(pos));  // (B, T, C)
+  for (auto& block : blocks_) x = block->forward(x);
+  return linear(ln_f_->forward(x), wte_->weight);  // tied LM head: (B, T, vocab)
+}
+
+double GPT::flops_per_token(std::int64_t seq_len) const {
+  const double C = static_cast<double>(config_.n_embd), L = static_cast<double>(config_.n_layer);
+  const double non_embedding = L * 12.0 * C * C;  // per block: 4C^2 (attn) + 8C^2 (mlp)
+  const double head = C * static_cast<double>(config_.vocab_size);  // tied head still costs flops
+  return 6.0 * (non_embedding + head) + 12.0 * L * C * static_cast<double>(seq_len);
+}
+
+}  // namespace genesis::nn

@@ -1,0 +1,39 @@
+// Layer forwards are one call into the differentiable ops; all the work is in tensor/ops.
+#include "genesis/nn/layers.hpp"
+
+#include <cmath>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/tensor/ops.hpp"
+
+namespace genesis::nn {
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool with_bias) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", Tensor::rand({out_features, in_features}, gen, -bound, bound));
+  if (with_bias) bias = register_parameter("bias", Tensor::rand({out_features}, gen, -bound, bound));
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+
+Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen) {
+  weight = register_parameter("weight", Tensor::randn({num_embeddings, dim}, gen));
+}
+
+Tensor Embedding::forward(const Tensor& index) { return embedding(weight, index); }
+
+LayerNorm::LayerNorm(std::int64_t dim, double eps_) : eps(eps_) {
+  weight = register_parameter("weight", Tensor::ones({dim}));
+  bias = register_parameter("bias", Tensor::zeros({dim}));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, weight, bias, eps); }
+
+Dropout::Dropout(double p_, std::shared_ptr<Generator> gen) : p(p_), gen_(std::move(gen)) {}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), *gen_); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+
+}  // namespace genesis::nn

@@ -1,0 +1,85 @@
+// Module bookkeeping: recursive naming, state dicts, train/eval.
+#include "genesis/nn/module.hpp"
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/error.hpp"
+
+namespace genesis::nn {
+
+Tensor Module::forward(const Tensor&) {
+  throw NotSupported("this module does not take a single tensor input");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value) {
+  value.set_requires_grad(true);
+  params_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
+  for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, out);
+  return out;
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.emplace(name, t.detach());
+  for (auto& [name, t] : named_buffers()) out.emplace(name, t.detach());
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  NoGradGuard no_grad;
+  auto mine = state_dict();
+  for (auto& [name, t] : mine) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      GENESIS_CHECK(!strict, InvalidArgument, "load_state_dict: missing key '" + name + "'");
+      continue;
+    }
+    GENESIS_CHECK(it->second.shape() == t.shape(), InvalidArgument,
+                  "load_state_dict: '" + name + "' has shape " + shape_str(it->second.shape()) +
+                      ", the model expects " + shape_str(t.shape()));
+    t.copy_(it->second);
+  }
+  if (strict)
+    for (auto& [name, t] : state)
+      GENESIS_CHECK(mine.count(name), InvalidArgument,
+                    "load_state_dict: unexpected key '" + name + "'");
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+std::int64_t Module::num_parameters() const {
+  std::int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+}  // namespace genesis::nn

@@ -1,0 +1,45 @@
+// Global-norm clipping. CPU gradients take the host loops; gradients on a device take the ops
+// form, so the norm is reduced where the gradients live and only a scalar crosses to the host.
+#include "genesis/optim/clip_grad.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "genesis/core/error.hpp"
+#include "update_math.hpp"
+
+namespace genesis::optim {
+
+double grad_norm(const std::vector<Tensor>& params) {
+  double total = 0.0;
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    total += g.device().is_cpu() ? detail::sum_of_squares_host(g) : detail::sum_of_squares_ops(g);
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  GENESIS_CHECK(max_norm > 0.0, InvalidArgument,
+                "clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
+  const double norm = grad_norm(params);
+  // A nan norm compares false and leaves the gradients alone: the caller sees the nan it returns
+  // (a GradScaler skips the step on it); an inf norm multiplies them by 0, as PyTorch does.
+  if (!(norm > max_norm)) return norm;
+  const double coef = max_norm / (norm + 1e-6);
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (g.device().is_cpu()) {
+      detail::scale_host(g, coef);
+    } else {
+      detail::scale_ops(g, coef);
+    }
+  }
+  return norm;
+}
+
+}  // namespace genesis::optim

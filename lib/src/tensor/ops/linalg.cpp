@@ -1,0 +1,153 @@
+// Linear-algebra front end: matmul with torch.matmul's semantics (1-d operands, broadcast batch
+// dims) and linear (nn.Linear's x W^T + b). Operands reach the sgemm kernel as (B, M, K) and
+// (B, K, N) views; transposes and broadcast batches are strides, not copies, so the backward
+// products on transposed views cost no copies either. A copy happens only for a batch whose
+// broadcast dims cannot be described by one stride.
+#include <string>
+
+#include "elementwise_promote.hpp"
+#include "genesis/autograd/node.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/tensor/op_table.hpp"
+#include "genesis/tensor/ops.hpp"
+
+namespace genesis {
+
+using autograd::NeedsGrad;
+using autograd::record;
+using detail::float_result_type;
+using detail::require_defined;
+using detail::to_f32;
+using detail::to_result;
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// Views `e`, shaped (batch..., R, C), as (B, R, C). The batch dims collapse into one stride when
+// they are nested in memory or all broadcast (stride 0); otherwise the operand is copied.
+Tensor as_batch3(const Tensor& e, std::int64_t B) {
+  const std::int64_t nb = e.dim() - 2;
+  std::int64_t stride = 0;
+  std::int64_t next = -1;  // the stride the next outer dim must have to nest
+  bool nested = true;
+  for (std::int64_t d = nb - 1; d >= 0 && nested; --d) {
+    if (e.size(d) == 1) continue;
+    if (next < 0) stride = e.strides()[d];
+    else nested = e.strides()[d] == next;
+    next = e.strides()[d] * e.size(d);
+  }
+  const Tensor src = nested ? e : e.contiguous();
+  if (!nested) stride = src.size(-2) * src.size(-1);
+  return make_view(src, {B, src.size(-2), src.size(-1)},
+                   {stride, src.strides()[nb], src.strides()[nb + 1]}, src.offset());
+}
+
+Shape concat(Shape a, const Shape& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  require_defined("matmul", a);
+  require_defined("matmul", b);
+  auto shapes = [&] { return shape_str(a.shape()) + " and " + shape_str(b.shape()); };
+  GENESIS_CHECK(a.dim() >= 1 && b.dim() >= 1, InvalidArgument,
+                "matmul: operands need at least 1 dim, got shapes " + shapes());
+  const DType rt = float_result_type({&a, &b});
+  Tensor x = to_f32(a);
+  Tensor y = to_f32(b);
+  // 1-d operands become a row (left) or a column (right) and lose that dim in the result.
+  const Tensor x2 = x.dim() == 1 ? x.detach().unsqueeze(0) : x.detach();
+  const Tensor y2 = y.dim() == 1 ? y.detach().unsqueeze(1) : y.detach();
+  const std::int64_t M = x2.size(-2), K = x2.size(-1), N = y2.size(-1);
+  GENESIS_CHECK(y2.size(-2) == K, InvalidArgument,
+                "matmul: shapes " + shapes() + " cannot be multiplied (" + std::to_string(K) +
+                    " vs " + std::to_string(y2.size(-2)) + ")");
+  const Shape batch_x(x2.shape().begin(), x2.shape().end() - 2);
+  const Shape batch_y(y2.shape().begin(), y2.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(batch_x, batch_y);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument("matmul: batch dims of shapes " + shapes() + " do not broadcast");
+  }
+  const std::int64_t B = shape_numel(batch);
+  const Tensor a3 = as_batch3(x2.expand(concat(batch, {M, K})), B);
+  const Tensor b3 = as_batch3(y2.expand(concat(batch, {K, N})), B);
+  Tensor out3 = Tensor::empty({B, M, N}, DType::f32, x.device());
+  dispatch(OpId::matmul, {a3, b3}, {out3});
+
+  const Shape full = concat(batch, {M, N});
+  Shape out_shape = batch;
+  if (x.dim() > 1) out_shape.push_back(M);
+  if (y.dim() > 1) out_shape.push_back(N);
+  Tensor out = make_view(out3, out_shape, contiguous_strides(out_shape), 0);
+
+  record("matmul", {x, y}, {out},
+         [x2, y2, full, sx = x.shape(), sy = y.shape()](const Grads& g,
+                                                        const NeedsGrad& needs) -> Grads {
+           const Tensor dy = g[0].reshape(full);
+           Grads r(2);
+           if (needs[0])  // dx = dy y^T, summed over the batch dims x was broadcast along
+             r[0] = sum_to(matmul(dy, y2.transpose(-1, -2)), x2.shape()).reshape(sx);
+           if (needs[1]) {
+             const std::int64_t K = x2.size(-1), N = y2.size(-1);
+             Tensor dw;
+             if (y2.dim() == 2 && dy.dim() > 2) {
+               // One matrix shared by the whole batch: fold the batch into the rows of a single
+               // product, x^T (K, B*M) @ dy (B*M, N), instead of B products summed afterwards.
+               Shape xs = dy.shape();
+               xs.back() = K;
+               dw = matmul(x2.expand(xs).reshape({-1, K}).transpose(0, 1), dy.reshape({-1, N}));
+             } else {
+               dw = sum_to(matmul(x2.transpose(-1, -2), dy), y2.shape());
+             }
+             r[1] = dw.reshape(sy);
+           }
+           return r;
+         });
+  return to_result(out, rt);
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  require_defined("linear", input);
+  require_defined("linear", weight);
+  GENESIS_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
+                InvalidArgument,
+                "linear: input of shape " + shape_str(input.shape()) + " and weight of shape " +
+                    shape_str(weight.shape()) +
+                    " do not match (expected input (..., K) and weight (O, K))");
+  const std::int64_t O = weight.size(0), K = weight.size(1);
+  GENESIS_CHECK(!bias.defined() || bias.shape() == Shape({O}), InvalidArgument,
+                "linear: bias of shape " + (bias.defined() ? shape_str(bias.shape()) : "") +
+                    " for weight of shape " + shape_str(weight.shape()) + " (expected [" +
+                    std::to_string(O) + "])");
+  const DType rt = float_result_type({&input, &weight, &bias});
+  Tensor x = to_f32(input).contiguous();
+  Tensor w = to_f32(weight).contiguous();
+  Tensor bvec = bias.defined() ? to_f32(bias).contiguous() : Tensor();
+  const Shape lead(x.shape().begin(), x.shape().end() - 1);
+  const std::int64_t N = shape_numel(lead);
+  const Tensor x2 = make_view(x, {N, K}, {K, 1}, x.offset());
+  Tensor out2 = Tensor::empty({N, O}, DType::f32, x.device());
+  dispatch(OpId::linear, {x2, w.detach(), bias.defined() ? bvec.detach() : Tensor()}, {out2});
+  const Shape out_shape = concat(lead, {O});
+  Tensor out = make_view(out2, out_shape, contiguous_strides(out_shape), 0);
+
+  // dx = dy W, dW = dy^T x, db = column sums of dy: two sgemms on views and one reduction.
+  record("linear", {x, w, bvec}, {out},
+         [x2, ws = w.detach(), sx = x.shape(), N, O](const Grads& g,
+                                                     const NeedsGrad& needs) -> Grads {
+           const Tensor dy = to_f32(g[0]).reshape({N, O});
+           Grads r(3);
+           if (needs[0]) r[0] = matmul(dy, ws).reshape(sx);
+           if (needs[1]) r[1] = matmul(dy.transpose(0, 1), x2);
+           if (needs[2]) r[2] = sum(dy, {0});
+           return r;
+         });
+  return to_result(out, rt);
+}
+
+}  // namespace genesis

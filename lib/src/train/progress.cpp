@@ -1,0 +1,52 @@
+// ProgressBar drawing. Writes to stderr directly: it is terminal UI, not a log record.
+#include "progress.hpp"
+
+#include <cstdio>
+
+namespace genesis::train {
+
+std::string format_duration(double seconds) {
+  long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  return buf;
+}
+
+ProgressBar::ProgressBar(std::int64_t total, bool enabled)
+    : total_(total > 0 ? total : 1), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+
+void ProgressBar::update(std::int64_t done, const std::string& metrics) {
+  if (!enabled_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  constexpr int kWidth = 24;
+  const int filled = static_cast<int>(kWidth * done / total_);
+  std::string bar(filled, '#');
+  bar.resize(kWidth, '.');
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double eta = done > 0 ? elapsed * static_cast<double>(total_ - done) / done : 0.0;
+  std::fprintf(stderr, "\r\033[K[%s] %lld/%lld %s ETA %s", bar.c_str(),
+               static_cast<long long>(done), static_cast<long long>(total_), metrics.c_str(),
+               format_duration(eta).c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void ProgressBar::clear() {
+  if (!enabled_ || !drawn_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  drawn_ = false;
+}
+
+void ProgressBar::finish() {
+  if (!enabled_ || !drawn_) return;
+  std::fprintf(stderr, "\n");
+  drawn_ = false;
+}
+
+}  // namespace genesis::train

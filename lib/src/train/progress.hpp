@@ -1,0 +1,30 @@
+// The training progress display: on a terminal, one bar redrawn in place on stderr
+// ("[#####.....] 120/600 loss 0.532 ... ETA 0:42"); elsewhere nothing, because the trainer
+// logs a plain line every logging_steps instead (CI logs and files stay readable).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace genesis::train {
+
+class ProgressBar {
+ public:
+  ProgressBar(std::int64_t total, bool enabled);
+  // Redraws at most ~10 times a second, and always at the last step.
+  void update(std::int64_t done, const std::string& metrics);
+  // Clears the bar so a log line can be printed, then the next update redraws it.
+  void clear();
+  void finish();
+
+ private:
+  std::int64_t total_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+std::string format_duration(double seconds);  // "1:02:03" or "2:03"
+
+}  // namespace genesis::train
