@@ -157,3 +157,36 @@ TEST_CASE("attention rejects mismatched shapes and names them", "[attention]") {
                       Contains("4-d") && Contains("[6, 5, 4]"));
   REQUIRE_THROWS_AS(scaled_dot_product_attention(a.to(DType::i64), a, a), InvalidArgument);
 }
+
+TEST_CASE("packed attention equals split heads plus scaled_dot_product_attention", "[attention]") {
+  // T = 70 spans two query blocks; the packed kernel reads q, k, v and writes the output through
+  // row-strided views, so any stride mistake shows up as a mismatch here.
+  const std::int64_t B = 2, T = 70, H = 3, D = 8, C = H * D;
+  Tensor qkv = leaf({B, T, 3 * C}, 71);
+  Tensor w = leaf({B, T, C}, 72);
+  for (bool causal : {true, false}) {
+    INFO("causal " << causal);
+    qkv.set_grad(Tensor());
+    Tensor packed = packed_attention(qkv, H, causal);
+    sum(mul(packed, w)).backward();
+    std::vector<float> packed_grad = qkv.grad().to_vector();
+
+    Tensor qkv2 = qkv.detach().clone().set_requires_grad(true);
+    auto heads = [&](std::int64_t i) {
+      return qkv2.slice(2, i * C, (i + 1) * C).reshape({B, T, H, D}).transpose(1, 2);
+    };
+    Tensor split = scaled_dot_product_attention(heads(0), heads(1), heads(2), causal)
+                       .transpose(1, 2)
+                       .reshape({B, T, C});
+    sum(mul(split, w)).backward();
+    std::vector<float> a = packed.to_vector(), b = split.to_vector();
+    std::vector<float> ga = packed_grad, gb = qkv2.grad().to_vector();
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-6));
+    for (std::size_t i = 0; i < ga.size(); ++i) REQUIRE(ga[i] == Approx(gb[i]).margin(1e-5));
+  }
+  check_gradients([&](const std::vector<Tensor>& in) { return packed_attention(in[0], 2, true); },
+                  {leaf({1, 5, 12}, 73)});
+  REQUIRE_THROWS_WITH(packed_attention(Tensor::zeros({2, 5, 10}), 2),
+                      Contains("qkv must be (B, T, 3C) with C divisible by n_head 2; got [2, 5, 10]"));
+}

@@ -1,6 +1,5 @@
-// GPT forward. Shapes: B batch, T sequence, C = n_embd, H heads of D = C/H.
-// The attention call wants contiguous (B, H, T, D) q, k, v, so the head split pays one copy each;
-// everything else is views.
+// GPT forward. Shapes: B batch, T sequence, C = n_embd, H heads of D = C/H. Attention runs on the
+// packed (B, T, 3C) projection directly, so no activation is copied to split or merge heads.
 #include "genesis/nn/gpt.hpp"
 
 #include <cmath>
@@ -49,13 +48,8 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen,
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
-  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = n_head_, D = C / H;
-  Tensor qkv = c_attn_->forward(x);  // (B, T, 3C)
-  auto heads = [&](std::int64_t i) {  // (B, T, C) slice -> (B, H, T, D)
-    return qkv.slice(2, i * C, (i + 1) * C).reshape({B, T, H, D}).transpose(1, 2).contiguous();
-  };
-  Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), /*causal=*/true);
-  y = y.transpose(1, 2).reshape({B, T, C});  // re-assemble heads side by side
+  Tensor qkv = c_attn_->forward(x);                             // (B, T, 3C)
+  Tensor y = packed_attention(qkv, n_head_, /*causal=*/true);  // (B, T, C)
   return resid_dropout_->forward(c_proj_->forward(y));
 }
 

@@ -67,6 +67,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // matrix is never materialised for the whole batch.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = true, std::optional<double> scale = {});
+// Multi-head attention on a packed projection: qkv (B, T, 3C) holding [q | k | v], each C wide
+// with n_head heads side by side -> (B, T, C), heads side by side (llm.c's layout). Same math as
+// splitting the heads and calling scaled_dot_product_attention with scale 1/sqrt(C/n_head), but
+// the kernel reads and writes the packed layouts directly: no head-split or merge copies.
+Tensor packed_attention(const Tensor& qkv, std::int64_t n_head, bool causal = true);
 
 // ---- joining and splitting
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);

@@ -1,6 +1,7 @@
-// scaled_dot_product_attention: shape checks, the f32 compute copies, and the backward that
-// replays the fused kernel from the saved log-sum-exp instead of a saved (T, T) probability
-// matrix. The kernels themselves are in backends/*/attention.*.
+// scaled_dot_product_attention and its packed form: shape checks, the f32 compute copies, and
+// the backward that replays the fused kernel from the saved log-sum-exp instead of a saved (T, T)
+// probability matrix. The kernels themselves are in backends/*/attention.*; they accept views
+// with unit stride along D, which the packed form uses to skip every head-split copy.
 #include <cmath>
 #include <string>
 
@@ -17,6 +18,23 @@ using autograd::record;
 using Grads = std::vector<Tensor>;
 using nn_compute::cast;
 using nn_compute::f32;
+
+namespace {
+
+// t as an f32 view the attention kernel accepts (unit stride along D), copying only if needed.
+Tensor f32_rows(const Tensor& t) {
+  return t.dtype() == DType::f32 && t.strides()[3] == 1 ? t.detach() : f32(t);
+}
+
+// The (B, H, T, D) view of heads packed side by side in the last dim of a contiguous
+// (B, T, width) tensor, starting at column `column`.
+Tensor heads_view(const Tensor& packed, std::int64_t H, std::int64_t D, std::int64_t column) {
+  const std::int64_t T = packed.size(1), width = packed.size(2);
+  return make_view(packed, {packed.size(0), H, T, D}, {T * width, D, width, 1},
+                   packed.offset() + column);
+}
+
+}  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal, std::optional<double> scale) {
@@ -37,7 +55,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   OpArgs args;
   args.i[0] = causal ? 1 : 0;
   args.f[0] = scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
-  Tensor qf = f32(q), kf = f32(k), vf = f32(v);
+  Tensor qf = f32_rows(q), kf = f32_rows(k), vf = f32_rows(v);
   Tensor o = Tensor::empty(q.shape(), DType::f32, qf.device());
   Tensor lse = Tensor::empty({q.size(0), q.size(1), q.size(2)}, DType::f32, qf.device());
   dispatch(OpId::attention, {qf, kf, vf}, {o, lse}, args);
@@ -50,10 +68,45 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
            Tensor dq = Tensor::empty(qf.shape(), DType::f32, dev);
            Tensor dk = Tensor::empty(qf.shape(), DType::f32, dev);
            Tensor dv = Tensor::empty(qf.shape(), DType::f32, dev);
-           dispatch(OpId::attention_backward, {f32(g[0]), qf, kf, vf, saved, lse}, {dq, dk, dv},
+           dispatch(OpId::attention_backward, {f32_rows(g[0]), qf, kf, vf, saved, lse}, {dq, dk, dv},
                     args);
            return {needs[0] ? cast(dq, qt) : Tensor(), needs[1] ? cast(dk, kt) : Tensor(),
                    needs[2] ? cast(dv, vt) : Tensor()};
+         });
+  return out;
+}
+
+Tensor packed_attention(const Tensor& qkv, std::int64_t n_head, bool causal) {
+  constexpr const char* kOp = "packed_attention";
+  nn_compute::check_floating(kOp, "qkv", qkv);
+  GENESIS_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, InvalidArgument,
+                std::string(kOp) + ": qkv must be (B, T, 3C) with C divisible by n_head " +
+                    std::to_string(n_head) + "; got " + shape_str(qkv.shape()));
+  const std::int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, H = n_head, D = C / H;
+  OpArgs args;
+  args.i[0] = causal ? 1 : 0;
+  args.f[0] = 1.0 / std::sqrt(static_cast<double>(D));
+  Tensor packed = f32(qkv);
+  Tensor y = Tensor::empty({B, T, C}, DType::f32, packed.device());
+  Tensor lse = Tensor::empty({B, H, T}, DType::f32, packed.device());
+  dispatch(OpId::attention,
+           {heads_view(packed, H, D, 0), heads_view(packed, H, D, C), heads_view(packed, H, D, 2 * C)},
+           {heads_view(y, H, D, 0), lse}, args);
+  Tensor out = cast(y, qkv.dtype());
+  const DType in_type = qkv.dtype();
+  record(kOp, {qkv}, {out},
+         [packed, saved = y.detach(), lse, args, H, D, C, in_type](const Grads& g,
+                                                                   const NeedsGrad&) -> Grads {
+           Tensor dy = f32(g[0]);
+           Tensor dqkv = Tensor::empty(packed.shape(), DType::f32, packed.device());
+           dispatch(OpId::attention_backward,
+                    {heads_view(dy, H, D, 0), heads_view(packed, H, D, 0),
+                     heads_view(packed, H, D, C), heads_view(packed, H, D, 2 * C),
+                     heads_view(saved, H, D, 0), lse},
+                    {heads_view(dqkv, H, D, 0), heads_view(dqkv, H, D, C),
+                     heads_view(dqkv, H, D, 2 * C)},
+                    args);
+           return {cast(dqkv, in_type)};
          });
   return out;
 }

@@ -4,6 +4,9 @@
 // batch; with a causal mask a block's keys stop at its last row, so blocks above the diagonal
 // are never computed. Matrix products go to cblas_sgemm, which runs single-threaded inside our
 // OpenMP regions (OpenBLAS checks omp_in_parallel) and multi-threaded when we do not fork.
+// Every (B, H, T, D) operand may be a strided view with unit stride along D (the row stride is
+// sgemm's leading dimension), so GPT can pass q, k, v straight out of its packed (B, T, 3C)
+// projection and receive the output already in (B, T, C) order, with no head-split copies.
 #include <cblas.h>
 
 #include <algorithm>
@@ -23,6 +26,17 @@ namespace {
 constexpr std::int64_t kBlock = 64;
 // Below this much work (pairs * T * T * D) the kernel stays on the calling thread.
 constexpr std::int64_t kParallelWork = 1 << 16;
+
+// Where pair p's (T, D) matrix starts in a (B, H, T, D) view, and its row stride.
+struct PairView {
+  std::int64_t heads, batch_stride, head_stride, row_stride;
+  explicit PairView(const Tensor& t)
+      : heads(t.size(1)), batch_stride(t.strides()[0]), head_stride(t.strides()[1]),
+        row_stride(t.strides()[2]) {}
+  std::int64_t offset(std::int64_t pair) const {
+    return (pair / heads) * batch_stride + (pair % heads) * head_stride;
+  }
+};
 
 struct Geometry {
   std::int64_t pairs, T, D;
@@ -53,6 +67,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
   const float* v = in[2].data<float>();
   float* o = out[0].data<float>();
   float* lse = out[1].data<float>();
+  const PairView qs(in[0]), ks(in[1]), vs(in[2]), os(out[0]);
   const std::int64_t T = g.T, D = g.D, nblocks = g.blocks();
   const std::int64_t items = g.pairs * nblocks;
 #pragma omp parallel if (g.parallel(items))
@@ -63,12 +78,12 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
     for (std::int64_t item = 0; item < items; ++item) {
       const std::int64_t pair = item / nblocks, blk = item % nblocks;
       const std::int64_t r0 = blk * kBlock, rows = std::min(kBlock, T - r0), keys = g.keys(blk);
-      const float* qb = q + pair * T * D + r0 * D;
-      const float* kp = k + pair * T * D;
-      const float* vp = v + pair * T * D;
+      const float* qb = q + qs.offset(pair) + r0 * qs.row_stride;
+      const float* kp = k + ks.offset(pair);
+      const float* vp = v + vs.offset(pair);
       // S (rows, keys) = scale * q_blk k^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, g.scale, qb, D, kp, D,
-                  0.0f, S, keys);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, g.scale, qb,
+                  qs.row_stride, kp, ks.row_stride, 0.0f, S, keys);
       for (std::int64_t i = 0; i < rows; ++i) {
         float* s = S + i * keys;
         const std::int64_t len = g.visible(r0 + i);
@@ -81,8 +96,8 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
         lse[pair * T + r0 + i] = m + std::log(sum);
       }
       // out_blk (rows, D) = P v
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, 1.0f, S, keys, vp, D,
-                  0.0f, o + pair * T * D + r0 * D, D);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, 1.0f, S, keys, vp,
+                  vs.row_stride, 0.0f, o + os.offset(pair) + r0 * os.row_stride, os.row_stride);
     }
   }
 }
@@ -103,6 +118,8 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
   float* dq = out[0].data<float>();
   float* dk = out[1].data<float>();
   float* dv = out[2].data<float>();
+  const PairView dos(in[0]), qs(in[1]), ks(in[2]), vs(in[3]), os(in[4]);
+  const PairView dqs(out[0]), dks(out[1]), dvs(out[2]);
   const std::int64_t T = g.T, D = g.D, nblocks = g.blocks();
 #pragma omp parallel if (g.parallel(g.pairs))
   {
@@ -113,23 +130,29 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
     float* delta = dS + max_rows * T;
 #pragma omp for schedule(static)
     for (std::int64_t pair = 0; pair < g.pairs; ++pair) {
-      const std::int64_t base = pair * T * D;
-      std::memset(dk + base, 0, T * D * sizeof(float));
-      std::memset(dv + base, 0, T * D * sizeof(float));
+      float* dkp = dk + dks.offset(pair);
+      float* dvp = dv + dvs.offset(pair);
+      const float* kp = k + ks.offset(pair);
+      const float* vp = v + vs.offset(pair);
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::memset(dkp + t * dks.row_stride, 0, D * sizeof(float));
+        std::memset(dvp + t * dvs.row_stride, 0, D * sizeof(float));
+      }
       for (std::int64_t blk = 0; blk < nblocks; ++blk) {
         const std::int64_t r0 = blk * kBlock, rows = std::min(kBlock, T - r0), keys = g.keys(blk);
-        const float* qb = q + base + r0 * D;
-        const float* dob = dout + base + r0 * D;
-        const float* ob = o + base + r0 * D;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, g.scale, qb, D,
-                    k + base, D, 0.0f, P, keys);
+        const float* qb = q + qs.offset(pair) + r0 * qs.row_stride;
+        const float* dob = dout + dos.offset(pair) + r0 * dos.row_stride;
+        const float* ob = o + os.offset(pair) + r0 * os.row_stride;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, g.scale, qb,
+                    qs.row_stride, kp, ks.row_stride, 0.0f, P, keys);
         // dP (rows, keys) = dout_blk v^T, written into dS and turned into dS in place below.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, 1.0f, dob, D,
-                    v + base, D, 0.0f, dS, keys);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, D, 1.0f, dob,
+                    dos.row_stride, vp, vs.row_stride, 0.0f, dS, keys);
         for (std::int64_t i = 0; i < rows; ++i) {
           float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-          for (std::int64_t d = 0; d < D; ++d) dot += dob[i * D + d] * ob[i * D + d];
+          for (std::int64_t d = 0; d < D; ++d)
+            dot += dob[i * dos.row_stride + d] * ob[i * os.row_stride + d];
           delta[i] = dot;
         }
         for (std::int64_t i = 0; i < rows; ++i) {
@@ -146,12 +169,13 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
           std::fill(p + len, p + keys, 0.0f);
           std::fill(ds + len, ds + keys, 0.0f);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, g.scale, dS, keys,
-                    k + base, D, 0.0f, dq + base + r0 * D, D);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, g.scale, dS, keys, kp,
+                    ks.row_stride, 0.0f, dq + dqs.offset(pair) + r0 * dqs.row_stride,
+                    dqs.row_stride);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, D, rows, g.scale, dS, keys, qb,
-                    D, 1.0f, dk + base, D);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, D, rows, 1.0f, P, keys, dob, D,
-                    1.0f, dv + base, D);
+                    qs.row_stride, 1.0f, dkp, dks.row_stride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, D, rows, 1.0f, P, keys, dob,
+                    dos.row_stride, 1.0f, dvp, dvs.row_stride);
       }
     }
   }
