@@ -5,8 +5,9 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-# Debian packages the build and the test suite need.
-DEB_PACKAGES := cmake g++ make pkg-config git bash \
+# Debian packages the build and the test suite need (groff, zsh and fish let the tests render
+# the man pages and syntax-check the generated completions).
+DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
 	libopenblas-openmp-dev
 

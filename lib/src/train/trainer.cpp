@@ -125,6 +125,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   }
 
   ProgressBar bar(tc.max_steps, options.interactive);
+  // A classifier's examples are not tokens; say samples/s for it.
+  const char* rate_unit = task.tokens_per_example > 1 ? "tok/s" : "samples/s";
   double train_s = 0, window_loss = 0, window_correct = 0, window_predictions = 0;
   std::int64_t window_steps = 0, examples = 0;
   EvalResult last_eval;
@@ -163,7 +165,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     const double samples_per_s = static_cast<double>(examples) / train_s;
     const double tokens_per_s = samples_per_s * static_cast<double>(task.tokens_per_example);
     char text[160];
-    std::snprintf(text, sizeof text, "loss %.4f acc %.3f lr %.2e %.0f tok/s", loss, acc, lr, tokens_per_s);
+    std::snprintf(text, sizeof text, "loss %.4f acc %.3f lr %.2e %.0f %s", loss, acc, lr,
+                  tokens_per_s, rate_unit);
     bar.update(step, text);
     if (step % tc.logging_steps == 0 || step == tc.max_steps) {
       metrics << json{{"step", step}, {"loss", loss}, {"accuracy", acc}, {"lr", lr},
@@ -172,8 +175,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
               << "\n";
       metrics.flush();
       if (!options.interactive)
-        spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} tok/s",
-                     step, tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s);
+        spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {}", step,
+                     tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit);
       result.final_loss = loss;
       window_loss = window_correct = window_predictions = 0;
       window_steps = 0;
@@ -217,11 +220,14 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   std::ofstream(result.summary_path) << summary.dump(2) << "\n";
 
   if (options.out != nullptr) {
-    *options.out << "done: " << result.steps << " steps in " << format_duration(result.wall_s)
-                 << "; final loss " << result.final_loss << ", eval loss " << result.eval_loss
-                 << ", eval accuracy " << result.eval_accuracy * 100.0 << "%, "
-                 << static_cast<long long>(result.tokens_per_s) << " tokens/s\n"
-                 << "summary: " << result.summary_path.string() << "\n";
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "done: %lld steps in %s; final loss %.4f, eval loss %.4f, eval accuracy %.2f%%, "
+                  "%.0f %s\n",
+                  static_cast<long long>(result.steps), format_duration(result.wall_s).c_str(),
+                  result.final_loss, result.eval_loss, result.eval_accuracy * 100.0,
+                  result.tokens_per_s, rate_unit);
+    *options.out << line << "summary: " << result.summary_path.string() << "\n";
   }
   return result;
 }
