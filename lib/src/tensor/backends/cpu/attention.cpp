@@ -163,7 +163,7 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
           const float di = delta[i];
 #pragma omp simd
           for (std::int64_t j = 0; j < len; ++j) {
-            p[j] = exp_approx(p[j] - l);
+            p[j] = exp_f32(p[j] - l);
             ds[j] = p[j] * (ds[j] - di);
           }
           std::fill(p + len, p + keys, 0.0f);

@@ -116,7 +116,7 @@ void log_softmax_backward_kernel(std::span<const Tensor> in, std::span<Tensor> o
 #pragma omp simd reduction(+ : total)
     for (std::int64_t i = 0; i < g.cols; ++i) total += dyr[i];
 #pragma omp simd
-    for (std::int64_t i = 0; i < g.cols; ++i) dxr[i] = dyr[i] - exp_approx(yr[i]) * total;
+    for (std::int64_t i = 0; i < g.cols; ++i) dxr[i] = dyr[i] - exp_f32(yr[i]) * total;
   }
 }
 

@@ -1,39 +1,14 @@
-// Row primitives shared by the softmax family (nn.cpp) and fused attention (attention.cpp): a
-// branch-free exp that the compiler vectorises under `omp simd` (std::exp does not without
-// -ffast-math), and the max / sum reductions over one row. Accuracy is a few ulp, which every
-// caller then normalises away; NaN and +-inf keep their meaning so overflow checks still see them.
+// Row primitives shared by the softmax family (nn.cpp) and fused attention (attention.cpp): the
+// max / sum reductions over one row, on the branch-free exp_f32 of elementwise_math.hpp, which
+// the compiler vectorises under `omp simd` (std::exp does not without -ffast-math).
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <limits>
 
-namespace genesis::cpu {
+#include "elementwise_math.hpp"
 
-// exp(x) = 2^n * exp(r) with n = round(x / ln 2) and |r| <= ln2 / 2; exp(r) is Cephes' degree-6
-// polynomial. Results below the smallest normal float flush to 0.
-inline float exp_approx(float x) {
-  constexpr float kLo = -87.3f;  // exp(kLo) is just above FLT_MIN
-  constexpr float kHi = 88.3f;   // exp(kHi) is just below FLT_MAX
-  // NaN-free clamp for the exponent arithmetic (NaN fails `x > kLo`); x itself carries NaN on.
-  float xc = x > kLo ? x : kLo;
-  xc = xc < kHi ? xc : kHi;
-  // Round to nearest by the 1.5 * 2^23 trick: no rint call, so the loop stays vectorisable.
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  // r = x - n ln2, with ln2 split in two so the product is exact.
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e_r = p * r * r + r + 1.0f;
-  const float two_n = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  const float y = e_r * two_n;
-  return x < kLo ? 0.0f : (x > kHi ? std::numeric_limits<float>::infinity() : y);
-}
+namespace genesis::cpu {
 
 inline float row_max(const float* x, std::int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
@@ -47,7 +22,7 @@ inline float exp_shifted(const float* x, float* y, std::int64_t n, float shift) 
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
   for (std::int64_t i = 0; i < n; ++i) {
-    y[i] = exp_approx(x[i] - shift);
+    y[i] = exp_f32(x[i] - shift);
     s += y[i];
   }
   return s;
@@ -57,7 +32,7 @@ inline float exp_shifted(const float* x, float* y, std::int64_t n, float shift) 
 inline float sum_exp_shifted(const float* x, std::int64_t n, float shift) {
   float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-  for (std::int64_t i = 0; i < n; ++i) s += exp_approx(x[i] - shift);
+  for (std::int64_t i = 0; i < n; ++i) s += exp_f32(x[i] - shift);
   return s;
 }
 
