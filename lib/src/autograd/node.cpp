@@ -5,6 +5,7 @@
 
 #include "accumulate_grad.hpp"
 #include "genesis/autograd/grad_mode.hpp"
+#include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/ops.hpp"
 
 namespace genesis::autograd {
@@ -80,7 +81,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     if (incoming.dtype() != var.dtype()) incoming = incoming.to(var.dtype());
     Tensor existing = var.grad();
     if (existing.defined()) {
-      existing.copy_(add(existing, incoming));
+      // In place, so a .grad that views a DDP bucket keeps viewing it; the add kernel allows its
+      // output to alias an input.
+      if (existing.dtype() == DType::f32 && incoming.dtype() == DType::f32 &&
+          existing.shape() == incoming.shape())
+        dispatch(OpId::add, {existing, incoming}, {existing});
+      else
+        existing.copy_(add(existing, incoming));
     } else {
       // Keep the gradient only if nobody else shares its storage (it may be a view of a
       // saved tensor); otherwise take a private copy.
