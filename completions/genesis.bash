@@ -14,7 +14,7 @@ _genesis() {
     local command="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            train) command=${COMP_WORDS[i]}; break ;;
+            launch|train) command=${COMP_WORDS[i]}; break ;;
         esac
     done
     COMPREPLY=()
@@ -28,6 +28,55 @@ _genesis() {
             return ;;
     esac
     case $command in
+        launch)
+            case $prev in
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
+                    return ;;
+                --emit-sbatch)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
+                --gpus)
+                    :
+                    return ;;
+                --grace-period)
+                    :
+                    return ;;
+                --local-ranks-filter)
+                    :
+                    return ;;
+                --log-dir)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))
+                    return ;;
+                --log-level)
+                    COMPREPLY=($(compgen -W "trace debug info warn error off" -- "$cur"))
+                    return ;;
+                --master-addr)
+                    :
+                    return ;;
+                --master-port)
+                    :
+                    return ;;
+                --max-restarts)
+                    :
+                    return ;;
+                --nnodes)
+                    :
+                    return ;;
+                --node-rank)
+                    :
+                    return ;;
+                --nproc-per-node|--nproc)
+                    :
+                    return ;;
+                --run-id)
+                    :
+                    return ;;
+                --timeout)
+                    :
+                    return ;;
+            esac
+            ;;
         train)
             case $prev in
                 --config|-c)
@@ -50,10 +99,11 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "train" -- "$cur"))
+        COMPREPLY=($(compgen -W "launch train" -- "$cur"))
         return
     fi
     case $command in
+        launch) COMPREPLY=($(compgen -W "--color --dry-run --emit-sbatch --gpus --grace-period --help -h --local-ranks-filter --log-dir --log-level --master-addr --master-port --max-restarts --nnodes --node-rank --nproc-per-node --nproc --run-id --tee --timeout --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--color --config -c --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac

@@ -122,3 +122,13 @@ TEST_CASE("genesis train runs end to end and logs plain lines off a terminal", "
   REQUIRE(r.err.find("\r") == std::string::npos);  // no progress bar off a terminal
   REQUIRE(std::filesystem::exists(dir.path() / "mlp" / "summary.json"));
 }
+
+TEST_CASE("train refuses to run as one rank of many until DDP exists", "[train][cli]") {
+  testing::TempDir dir;
+  testing::RunOptions options;
+  options.env = {{"WORLD_SIZE", "2"}, {"RANK", "1"}};
+  auto r = testing::run_genesis({"train", "--preset", "mlp", "-o", dir.path().string()}, options);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.err.find("multi-rank training arrives with the DDP strategy") != std::string::npos);
+  REQUIRE_FALSE(std::filesystem::exists(dir.path() / "mlp"));
+}

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,11 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   const TrainingConfig& tc = config.training;
   GENESIS_CHECK(tc.device != "cuda", NotSupported,
                 "training.device = \"cuda\" needs the CUDA backend, which this build does not have yet");
+  // Under a launcher every rank would otherwise train alone and overwrite the others' files.
+  const char* world = std::getenv("WORLD_SIZE");
+  GENESIS_CHECK(world == nullptr || std::atoi(world) <= 1, NotSupported,
+                "genesis train runs single-process for now (WORLD_SIZE=" + std::string(world ? world : "") +
+                    "); multi-rank training arrives with the DDP strategy");
   const auto wall_start = Clock::now();
   Task task = make_task(config);
   nn::Module& model = *task.model;

@@ -11,7 +11,7 @@ struct BuildInfo {
   std::string build_type;
   bool cuda;         // CUDA backend, cuBLAS and the NCCL process group compiled in
   std::string blas;  // CPU matmul library
-  std::string gloo;  // Gloo process group: "not built" until the distributed runtime lands
+  std::string gloo;  // the Gloo library behind the CPU process group
 };
 
 const BuildInfo& build_info();

@@ -1,0 +1,42 @@
+// The seed's torch.distributed-style API (genesis.distributed in seed 000): one default process
+// group per process, held in the only process-wide registry the library has. Init methods:
+// env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GENESIS_STORE_TOKEN), tcp://host:port and
+// file:///path. world_size 1 needs no launcher and no environment. NCCL is not built yet.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genesis/dist/process_group.hpp"
+
+namespace genesis::dist {
+
+inline constexpr Milliseconds kDefaultProcessGroupTimeout = std::chrono::minutes(30);
+
+// backend: "gloo", "auto" (gloo on CPU) or "nccl" (NotSupported in this build). world_size and
+// rank: -1 reads WORLD_SIZE / RANK from the environment (world_size 1 when WORLD_SIZE is unset).
+// InvalidArgument names the values when they disagree; already initialized -> InvalidArgument.
+void init_process_group(const std::string& backend = "gloo", int world_size = -1, int rank = -1,
+                        const std::string& init_method = "env://",
+                        Milliseconds timeout = kDefaultProcessGroupTimeout);
+bool is_initialized();
+int get_rank();
+int get_world_size();
+// Tears down the default group, every subgroup handle the registry holds and the store server.
+void destroy_process_group();
+std::shared_ptr<ProcessGroup> default_group();
+// The store the default group rendezvoused on (other components, e.g. checkpoints, share it).
+std::shared_ptr<Store> default_store();
+
+// Every rank must call new_group with the same ranks in the same order. A rank's position in
+// `ranks` is its rank in the new group; ranks outside get nullptr.
+std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
+
+// Blocking collectives on the default group.
+void barrier();
+void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+void broadcast(Tensor& tensor, int src);
+void all_gather(std::vector<Tensor>& outputs, const Tensor& input);
+
+}  // namespace genesis::dist

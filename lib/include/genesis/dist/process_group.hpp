@@ -1,0 +1,93 @@
+// ProcessGroup: the collective-communication interface every backend implements (Gloo on CPU
+// tensors now, NCCL later). Every op works in place on contiguous tensors, takes an options struct
+// and returns a Work; ops of one group run in submission order, so every rank must submit the same
+// collectives in the same order. Not here: creating groups (distributed.hpp) or backend details.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genesis/dist/reduce_op.hpp"
+#include "genesis/dist/store.hpp"
+#include "genesis/dist/work.hpp"
+#include "genesis/tensor/tensor.hpp"
+
+namespace genesis::dist {
+
+// A timeout of zero in any options struct means "the group's default timeout".
+inline constexpr Milliseconds kGroupTimeout{0};
+
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::SUM;
+  Milliseconds timeout = kGroupTimeout;
+};
+struct BroadcastOptions {
+  int root = 0;  // the rank whose tensor every rank receives
+  Milliseconds timeout = kGroupTimeout;
+};
+struct AllGatherOptions {
+  Milliseconds timeout = kGroupTimeout;
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::SUM;
+  Milliseconds timeout = kGroupTimeout;
+};
+struct ReduceOptions {
+  ReduceOp op = ReduceOp::SUM;
+  int root = 0;  // the only rank whose tensor holds the result; others' tensors are unspecified
+  Milliseconds timeout = kGroupTimeout;
+};
+struct GatherOptions {
+  int root = 0;  // the rank that receives; outputs are read on the root only
+  Milliseconds timeout = kGroupTimeout;
+};
+struct ScatterOptions {
+  int root = 0;  // the rank that sends; inputs are read on the root only
+  Milliseconds timeout = kGroupTimeout;
+};
+struct BarrierOptions {
+  Milliseconds timeout = kGroupTimeout;
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  // tensor becomes op(tensor of every rank).
+  virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) = 0;
+  virtual std::shared_ptr<Work> broadcast(Tensor& tensor, BroadcastOptions options = {}) = 0;
+  // outputs[r] becomes rank r's input; size() outputs, each shaped like input.
+  virtual std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                           AllGatherOptions options = {}) = 0;
+  // Flat form: output holds size() * input.numel() elements, rank r's input at chunk r.
+  virtual std::shared_ptr<Work> all_gather_tensor(Tensor& output, const Tensor& input,
+                                                  AllGatherOptions options = {}) = 0;
+  // output becomes op over ranks of inputs[rank()]; size() inputs, each shaped like output.
+  virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                               ReduceScatterOptions options = {}) = 0;
+  // Flat form: input holds size() * output.numel() elements; output gets chunk rank() reduced.
+  virtual std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input,
+                                                      ReduceScatterOptions options = {}) = 0;
+  virtual std::shared_ptr<Work> reduce(Tensor& tensor, ReduceOptions options = {}) = 0;
+  // On the root, outputs[r] becomes rank r's input; elsewhere outputs is ignored (may be empty).
+  virtual std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                       GatherOptions options = {}) = 0;
+  // output becomes the root's inputs[rank()]; inputs is read on the root only.
+  virtual std::shared_ptr<Work> scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                        ScatterOptions options = {}) = 0;
+  virtual std::shared_ptr<Work> barrier(BarrierOptions options = {}) = 0;
+  // Point to point; a send matches the recv on `dst` with the same tag.
+  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) = 0;
+  virtual std::shared_ptr<Work> recv(Tensor& tensor, int src, int tag = 0) = 0;
+};
+
+// The group of a world_size 1 job: every collective is a local copy (or nothing) and completes at
+// once; send/recv have no peer and throw InvalidArgument. `backend_name` is what it reports.
+std::shared_ptr<ProcessGroup> make_single_rank_group(std::string backend_name);
+
+}  // namespace genesis::dist

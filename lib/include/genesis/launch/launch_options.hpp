@@ -1,0 +1,44 @@
+// What `genesis launch` is asked to do: how many ranks, on which node of how many, where the
+// rendezvous store lives, what each worker runs, and how failures are handled. Checking the
+// values lives here too, so the command and the tests reject the same bad input the same way.
+// Filling these from SLURM variables is in slurm.hpp; spawning and supervising in supervisor.hpp.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace genesis::launch {
+
+inline constexpr int kDefaultMultiNodePort = 29500;
+
+struct LaunchOptions {
+  int nproc_per_node = 1;             // local ranks on this node
+  bool gpus = false;                  // each local rank sees one GPU: CUDA_VISIBLE_DEVICES=<local rank>
+  int nnodes = 1;
+  int node_rank = 0;                  // GROUP_RANK; node 0 hosts the store
+  std::string master_addr = "127.0.0.1";
+  int master_port = -1;               // -1: 0 (a free port) on one node, 29500 across nodes
+  int max_restarts = 0;               // whole-group restarts after a failure
+  double grace_period_s = 5.0;        // SIGTERM -> SIGKILL delay when tearing the group down
+  int timeout_s = 1800;               // default collective timeout, GENESIS_TIMEOUT_S
+  std::string run_id;                 // GENESIS_RUN_ID; empty: SLURM_JOB_ID or a random id
+  std::filesystem::path log_dir;      // empty: no log files
+  bool tee = false;                   // log files as well as the console (default dir when none)
+  std::vector<int> local_ranks_filter;  // local ranks shown on the console; empty: all
+  bool dry_run = false;
+  // argv of every worker. argv[0] "/proc/self/exe" means this genesis binary.
+  std::vector<std::string> command;
+};
+
+// The port the job uses once -1 ("auto") is resolved.
+int resolved_master_port(const LaunchOptions& options);
+
+// Throws InvalidArgument naming the flag for values no job can run with (nproc < 1,
+// node-rank >= nnodes, an empty command, an auto port on a multi-node job, ...).
+void validate_launch_options(const LaunchOptions& options);
+
+// "0,1,3" -> {0, 1, 3}; InvalidArgument for anything that is not a list of ranks >= 0.
+std::vector<int> parse_rank_list(const std::string& text);
+
+}  // namespace genesis::launch

@@ -1,0 +1,39 @@
+// The environment contract between the launcher and its workers (DESIGN.md): the torchrun
+// variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
+// MASTER_PORT) plus the GENESIS_* ones, computed as plain name/value pairs so that the dry run
+// prints exactly what a real launch sets. Spawning the process is child_process.hpp's job.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "genesis/launch/launch_options.hpp"
+
+namespace genesis::launch {
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// What is the same for every worker of one attempt.
+struct JobIdentity {
+  int master_port = 0;      // after the store server picked it
+  std::string run_id;
+  std::string store_token;  // secret shared by the job's store clients
+  int restart_count = 0;    // attempt number, 0 first
+};
+
+// The variables worker `local_rank` gets. OMP_NUM_THREADS is added (max(1, cores / local ranks))
+// only when `user_set_omp` is false; `cores` is the CPUs this process may use.
+EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int local_rank,
+                   int cores, bool user_set_omp);
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+int usable_cores();
+
+// Hex string from the OS's random source: run ids and store tokens.
+std::string random_hex(int bytes);
+
+// The current environment with `changes` applied (set or replaced), as "NAME=value" strings.
+std::vector<std::string> merged_environment(const EnvVars& changes);
+
+}  // namespace genesis::launch

@@ -1,0 +1,164 @@
+// The init methods of init_process_group. env:// follows torchrun's contract; a job started by
+// `genesis launch` (GENESIS_RUN_ID set) finds the launcher's TCPStore server, anything else has
+// rank 0 host it (torch's behaviour). world_size 1 needs nothing: an in-process HashStore.
+// Gloo binds the local IPv4 address that routes to the master, so multi-homed hosts pick the
+// interface the job actually uses.
+#include "init_method.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include "genesis/core/error.hpp"
+#include "genesis/dist/file_store.hpp"
+
+namespace genesis::dist::detail {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int parse_int(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  GENESIS_CHECK(used == text.size() && !text.empty(), InvalidArgument,
+                what + " must be an integer, got '" + text + "'");
+  return value;
+}
+
+int parse_port(const std::string& text, const std::string& what) {
+  int port = parse_int(text, what);
+  GENESIS_CHECK(port > 0 && port < 65536, InvalidArgument,
+                what + " must be a port in 1..65535, got " + text);
+  return port;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The local address of the interface the kernel would use to reach host:port (a UDP connect()
+// sends nothing). Falls back to the host name when there is no route.
+std::string local_address_towards(const std::string& host, int port) {
+  if (is_loopback(host)) return "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  GENESIS_CHECK(rc == 0 && found != nullptr, InvalidArgument,
+                "cannot resolve the master address '" + host + "': " + gai_strerror(rc));
+  std::string address;
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr)
+      address = text;
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(found);
+  if (!address.empty()) return address;
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::shared_ptr<Store> connect_tcp(Rendezvous& rv, const std::string& host, int port,
+                                   bool host_server, Milliseconds timeout) {
+  std::string token = env("GENESIS_STORE_TOKEN").value_or("");
+  if (host_server)
+    rv.server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{host, port, token});
+  rv.bind_host = local_address_towards(host, port);
+  return std::make_shared<TCPStore>(TCPStoreOptions{host, port, token, timeout});
+}
+
+}  // namespace
+
+Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
+                      Milliseconds timeout) {
+  Rendezvous rv;
+  GENESIS_CHECK(world_size == -1 || world_size >= 1, InvalidArgument,
+                "init_process_group world_size must be >= 1 (or -1 to read WORLD_SIZE), got " +
+                    std::to_string(world_size));
+  GENESIS_CHECK(rank >= -1, InvalidArgument,
+                "init_process_group rank must be >= 0 (or -1 to read RANK), got " +
+                    std::to_string(rank));
+  if (world_size == -1) {
+    auto ws = env("WORLD_SIZE");
+    world_size = ws ? parse_int(*ws, "WORLD_SIZE") : 1;
+    GENESIS_CHECK(world_size >= 1, InvalidArgument,
+                  "WORLD_SIZE must be >= 1, got " + std::to_string(world_size));
+  }
+  if (rank == -1) {
+    auto r = env("RANK");
+    GENESIS_CHECK(r || world_size == 1, InvalidArgument,
+                  "RANK is not set but the world size is " + std::to_string(world_size) +
+                      "; set RANK (a launcher does) or pass rank to init_process_group");
+    rank = r ? parse_int(*r, "RANK") : 0;
+  }
+  GENESIS_CHECK(rank >= 0 && rank < world_size, InvalidArgument,
+                "rank " + std::to_string(rank) + " is outside world size " +
+                    std::to_string(world_size));
+  rv.rank = rank;
+  rv.world_size = world_size;
+  auto restart = env("GENESIS_RESTART_COUNT");
+  rv.key_prefix = "attempt_" + std::to_string(restart ? parse_int(*restart, "GENESIS_RESTART_COUNT")
+                                                      : 0);
+
+  const std::string kEnv = "env://", kTcp = "tcp://", kFile = "file://";
+  if (init_method.rfind(kFile, 0) == 0) {
+    std::string path = init_method.substr(kFile.size());
+    GENESIS_CHECK(!path.empty(), InvalidArgument, "file:// init method needs a path, got '" +
+                                                      init_method + "'");
+    rv.store = std::make_shared<FileStore>(path, timeout);
+    if (world_size > 1) {
+      char name[256] = {};
+      ::gethostname(name, sizeof(name) - 1);
+      rv.bind_host = name;
+    }
+  } else if (init_method == kEnv || init_method.rfind(kTcp, 0) == 0) {
+    if (world_size == 1) {
+      rv.store = std::make_shared<HashStore>();
+    } else if (init_method == kEnv) {
+      auto addr = env("MASTER_ADDR");
+      auto port = env("MASTER_PORT");
+      GENESIS_CHECK(addr && port, InvalidArgument,
+                    std::string("env:// with world size ") + std::to_string(world_size) +
+                        " needs MASTER_ADDR and MASTER_PORT; missing:" +
+                        (addr ? "" : " MASTER_ADDR") + (port ? "" : " MASTER_PORT"));
+      bool launcher_hosts = env("GENESIS_RUN_ID").has_value();
+      rv.store = connect_tcp(rv, *addr, parse_port(*port, "MASTER_PORT"),
+                             rank == 0 && !launcher_hosts, timeout);
+    } else {
+      std::string rest = init_method.substr(kTcp.size());
+      auto colon = rest.rfind(':');
+      GENESIS_CHECK(colon != std::string::npos && colon > 0, InvalidArgument,
+                    "tcp:// init method must be tcp://host:port, got '" + init_method + "'");
+      rv.store = connect_tcp(rv, rest.substr(0, colon),
+                             parse_port(rest.substr(colon + 1), "the port of " + init_method),
+                             rank == 0, timeout);
+    }
+  } else {
+    throw InvalidArgument("unknown init_method '" + init_method +
+                          "'; use env://, tcp://host:port or file:///path");
+  }
+  rv.store->set_timeout(timeout);
+  return rv;
+}
+
+}  // namespace genesis::dist::detail

@@ -1,0 +1,83 @@
+// Work's completion state and the argument checks shared by the process-group backends.
+#include <string>
+
+#include "genesis/core/error.hpp"
+#include "genesis/dist/work.hpp"
+#include "process_group_checks.hpp"
+
+namespace genesis::dist {
+
+void Work::wait() {
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+void Work::mark_completed(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (done_) return;
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
+std::shared_ptr<Work> Work::completed(std::string description) {
+  auto work = std::make_shared<Work>(std::move(description));
+  work->mark_completed();
+  return work;
+}
+
+namespace detail {
+
+void check_tensor(const Tensor& t, std::string_view op, std::string_view which) {
+  std::string where = std::string(op) + " " + std::string(which);
+  GENESIS_CHECK(t.defined(), InvalidArgument, where + " is an undefined tensor");
+  GENESIS_CHECK(t.device().is_cpu(), InvalidArgument,
+                where + " must be a CPU tensor for this process group, got " + t.str());
+  GENESIS_CHECK(t.is_contiguous(), InvalidArgument, where + " must be contiguous, got " + t.str());
+  GENESIS_CHECK(t.dtype() != DType::boolean, InvalidArgument,
+                where + " has dtype bool; collectives take f32, f16, bf16, i32 or i64");
+}
+
+void check_reduce_op(ReduceOp reduce, DType dtype, std::string_view op) {
+  GENESIS_CHECK(reduce != ReduceOp::AVG || is_floating(dtype), InvalidArgument,
+                std::string(op) + " with AVG needs a floating tensor, got " +
+                    std::string(dtype_name(dtype)));
+}
+
+void check_rank(int r, int size, std::string_view op, std::string_view which) {
+  GENESIS_CHECK(r >= 0 && r < size, InvalidArgument,
+                std::string(op) + " " + std::string(which) + " " + std::to_string(r) +
+                    " is not a rank of this group of size " + std::to_string(size));
+}
+
+void check_list(const std::vector<Tensor>& list, std::size_t count, const Tensor& like,
+                std::string_view op, std::string_view which) {
+  GENESIS_CHECK(list.size() == count, InvalidArgument,
+                std::string(op) + " needs " + std::to_string(count) + " " + std::string(which) +
+                    " (one per rank), got " + std::to_string(list.size()));
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    std::string name = std::string(which) + "[" + std::to_string(i) + "]";
+    check_tensor(list[i], op, name);
+    GENESIS_CHECK(list[i].dtype() == like.dtype() && list[i].numel() == like.numel(),
+                  InvalidArgument,
+                  std::string(op) + " " + name + " is " + list[i].str() + " but must match " +
+                      like.str());
+  }
+}
+
+void check_numel(const Tensor& t, std::int64_t numel, std::string_view op, std::string_view which) {
+  GENESIS_CHECK(t.numel() == numel, InvalidArgument,
+                std::string(op) + " " + std::string(which) + " must hold " +
+                    std::to_string(numel) + " elements, got " + t.str());
+}
+
+}  // namespace detail
+}  // namespace genesis::dist

@@ -1,0 +1,61 @@
+// Checks on LaunchOptions that hold for every way of launching (local, per node, under SLURM):
+// each failure is an InvalidArgument naming the flag, so the CLI exits 2 before starting anything.
+#include "genesis/launch/launch_options.hpp"
+
+#include <charconv>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::launch {
+
+int resolved_master_port(const LaunchOptions& options) {
+  if (options.master_port >= 0) return options.master_port;
+  return options.nnodes > 1 ? kDefaultMultiNodePort : 0;
+}
+
+void validate_launch_options(const LaunchOptions& options) {
+  auto fail = [](const std::string& message) { throw InvalidArgument(message); };
+  if (options.nproc_per_node < 1)
+    fail("--nproc-per-node must be at least 1 (got " + std::to_string(options.nproc_per_node) + ")");
+  if (options.nnodes < 1) fail("--nnodes must be at least 1 (got " + std::to_string(options.nnodes) + ")");
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes)
+    fail("--node-rank " + std::to_string(options.node_rank) + " is out of range for --nnodes " +
+         std::to_string(options.nnodes) + " (valid: 0.." + std::to_string(options.nnodes - 1) + ")");
+  if (options.master_port > 65535)
+    fail("--master-port must be 0..65535 (got " + std::to_string(options.master_port) + ")");
+  if (options.nnodes > 1 && options.master_port == 0)
+    fail("--master-port 0 (pick a free port) only works on one node: the other nodes could not "
+         "know the port; give a fixed port");
+  if (options.master_addr.empty()) fail("--master-addr must not be empty");
+  if (options.max_restarts < 0)
+    fail("--max-restarts must be >= 0 (got " + std::to_string(options.max_restarts) + ")");
+  if (!(options.grace_period_s >= 0)) fail("--grace-period must be >= 0 seconds");
+  if (options.timeout_s < 1) fail("--timeout must be at least 1 second");
+  for (int rank : options.local_ranks_filter)
+    if (rank >= options.nproc_per_node)
+      fail("--local-ranks-filter names local rank " + std::to_string(rank) + " but there are only " +
+           std::to_string(options.nproc_per_node) + " local ranks");
+  if (options.command.empty())
+    fail("nothing to launch: give a genesis command (genesis launch --nproc 2 train ...) or "
+         "-- PROGRAM ARGS");
+}
+
+std::vector<int> parse_rank_list(const std::string& text) {
+  std::vector<int> ranks;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    int value = -1;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 0)
+      throw InvalidArgument("--local-ranks-filter: '" + item + "' in '" + text +
+                            "' is not a rank (expected a list like 0,1,3)");
+    ranks.push_back(value);
+    start = comma + 1;
+  }
+  return ranks;
+}
+
+}  // namespace genesis::launch

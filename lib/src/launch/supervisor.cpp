@@ -1,0 +1,309 @@
+// The launcher's main loop. One thread polls every worker's stdout/stderr pipe and reaps exits;
+// a failure (non-zero exit or a signal) or a SIGINT/SIGTERM to the launcher starts the teardown:
+// SIGTERM to every worker's process group, SIGKILL once the grace period has passed. Restarts
+// rerun the whole group with GENESIS_RESTART_COUNT incremented and the same store, as torchrun
+// does, so workers namespace their store keys by the restart count.
+#include "genesis/launch/supervisor.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <iomanip>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "genesis/core/error.hpp"
+#include "genesis/dist/tcp_store.hpp"
+#include "genesis/launch/child_process.hpp"
+#include "genesis/launch/output_relay.hpp"
+#include "genesis/launch/slurm.hpp"
+#include "genesis/launch/worker_env.hpp"
+
+namespace genesis::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kTailLines = 3;
+// After the last worker exits, how long pipes held open by its leftovers are still read.
+constexpr auto kDrainTime = std::chrono::milliseconds(500);
+
+// The signal a handler saw; a handler may only touch a sig_atomic_t, so this one flag is global.
+volatile sig_atomic_t g_received_signal = 0;
+
+void record_signal(int signal) { g_received_signal = signal; }
+
+// Installs SIGINT/SIGTERM handlers (no SA_RESTART, so poll() wakes up) and ignores SIGPIPE for
+// the launch, and puts the previous dispositions back afterwards.
+class SignalCapture {
+ public:
+  SignalCapture() {
+    g_received_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = record_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+    // A closed console must not kill the launcher before it has stopped its workers.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  ~SignalCapture() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
+  }
+  SignalCapture(const SignalCapture&) = delete;
+  SignalCapture& operator=(const SignalCapture&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+  struct sigaction old_pipe_ {};
+};
+
+struct Worker {
+  int rank = 0;
+  int local_rank = 0;
+  std::unique_ptr<std::ofstream> log;
+  std::deque<std::string> tail;
+  std::unique_ptr<OutputRelay> out_relay;
+  std::unique_ptr<OutputRelay> err_relay;
+  std::optional<ChildProcess> process;
+};
+
+struct AttemptResult {
+  std::optional<std::size_t> failed;  // index of the first worker that failed
+  int interrupt_signal = 0;           // SIGINT/SIGTERM the launcher received, 0 when none
+};
+
+std::string resolved_run_id(const LaunchOptions& options) {
+  if (!options.run_id.empty()) return options.run_id;
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0') return job;
+  return random_hex(6);
+}
+
+bool shown_on_console(const LaunchOptions& options, int local_rank) {
+  if (options.local_ranks_filter.empty()) return true;
+  for (int shown : options.local_ranks_filter)
+    if (shown == local_rank) return true;
+  return false;
+}
+
+// "[rank N] ", or "" when rank 0 is the only rank this console shows.
+std::string console_prefix(const LaunchOptions& options, int rank) {
+  int shown = 0;
+  for (int local = 0; local < options.nproc_per_node; ++local)
+    shown += shown_on_console(options, local) ? 1 : 0;
+  if (shown == 1 && rank == 0) return "";
+  return "[rank " + std::to_string(rank) + "] ";
+}
+
+std::filesystem::path effective_log_dir(const LaunchOptions& options, const std::string& run_id) {
+  if (!options.log_dir.empty()) return options.log_dir;
+  if (options.tee) return std::filesystem::path("genesis-logs") / run_id;
+  return {};
+}
+
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& word : argv) line += (line.empty() ? "" : " ") + shell_quote(word);
+  return line;
+}
+
+// Reads what is available on `fd` into `relay`; false at end of stream.
+bool pump(int fd, OutputRelay& relay) {
+  char buffer[65536];
+  const ssize_t n = read(fd, buffer, sizeof buffer);
+  if (n > 0) {
+    relay.feed(std::string_view(buffer, static_cast<std::size_t>(n)));
+    return true;
+  }
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  relay.flush();
+  return false;
+}
+
+AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
+                          const std::filesystem::path& log_dir, const LaunchStreams& streams,
+                          std::vector<Worker>& workers) {
+  const int cores = usable_cores();
+  const bool user_set_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
+  std::filesystem::path attempt_dir;
+  if (!log_dir.empty()) {
+    attempt_dir = log_dir / ("attempt_" + std::to_string(job.restart_count));
+    std::error_code ec;
+    std::filesystem::create_directories(attempt_dir, ec);
+    GENESIS_CHECK(!ec, IoError, "cannot create log directory " + attempt_dir.string() + ": " + ec.message());
+  }
+  workers.clear();
+  workers.resize(static_cast<std::size_t>(options.nproc_per_node));
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    Worker& w = workers[static_cast<std::size_t>(local)];
+    w.local_rank = local;
+    w.rank = options.node_rank * options.nproc_per_node + local;
+    if (!attempt_dir.empty()) {
+      const auto file = attempt_dir / ("rank_" + std::to_string(w.rank) + ".log");
+      w.log = std::make_unique<std::ofstream>(file);
+      GENESIS_CHECK(w.log->good(), IoError, "cannot write log file " + file.string());
+    }
+    const bool shown = shown_on_console(options, local);
+    const std::string prefix = console_prefix(options, w.rank);
+    w.out_relay = std::make_unique<OutputRelay>(prefix, shown ? &streams.out : nullptr,
+                                                w.log.get(), &w.tail, kTailLines);
+    w.err_relay = std::make_unique<OutputRelay>(prefix, shown ? &streams.err : nullptr,
+                                                w.log.get(), &w.tail, kTailLines);
+    const EnvVars env = worker_env(options, job, local, cores, user_set_omp);
+    w.process.emplace(options.command, merged_environment(env));
+  }
+
+  AttemptResult result;
+  std::optional<Clock::time_point> kill_at, drain_until;
+  bool killed = false;
+  auto tear_down = [&](int signal) {
+    for (auto& w : workers) w.process->signal_group(signal);
+    if (!kill_at) kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(options.grace_period_s));
+  };
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<std::size_t, bool>> owners;  // worker index, is stdout
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      const ChildProcess& p = *workers[i].process;
+      if (p.stdout_fd() >= 0) fds.push_back({p.stdout_fd(), POLLIN, 0}), owners.push_back({i, true});
+      if (p.stderr_fd() >= 0) fds.push_back({p.stderr_fd(), POLLIN, 0}), owners.push_back({i, false});
+    }
+    bool all_exited = true;
+    for (auto& w : workers) all_exited = all_exited && w.process->exit_status().has_value();
+    if (all_exited) {
+      if (!drain_until) drain_until = Clock::now() + kDrainTime;
+      if (fds.empty() || Clock::now() >= *drain_until) break;
+    }
+    const int ready = poll(fds.data(), fds.size(), 50);
+    if (ready > 0) {
+      for (std::size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents == 0) continue;
+        Worker& w = workers[owners[k].first];
+        const bool is_out = owners[k].second;
+        if (!pump(fds[k].fd, is_out ? *w.out_relay : *w.err_relay))
+          is_out ? w.process->close_stdout() : w.process->close_stderr();
+      }
+    }
+    if (g_received_signal != 0 && result.interrupt_signal == 0) {
+      result.interrupt_signal = g_received_signal;
+      streams.err << "genesis launch: received " << signal_name(result.interrupt_signal)
+                  << ", stopping all workers\n" << std::flush;
+      tear_down(result.interrupt_signal);
+    }
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      const bool was_running = !workers[i].process->exit_status().has_value();
+      const auto status = workers[i].process->poll_exit();
+      if (!was_running || !status) continue;
+      if (!status->success() && !result.failed && result.interrupt_signal == 0) {
+        result.failed = i;
+        tear_down(SIGTERM);
+      }
+    }
+    if (kill_at && !killed && Clock::now() >= *kill_at) {
+      for (auto& w : workers) w.process->signal_group(SIGKILL);
+      killed = true;
+    }
+  }
+  for (auto& w : workers) {
+    w.out_relay->flush();
+    w.err_relay->flush();
+  }
+  return result;
+}
+
+void print_summary(const LaunchOptions& options, const std::vector<Worker>& workers,
+                   const AttemptResult& result, int restart_count, std::ostream& err) {
+  const Worker& failed = workers[*result.failed];
+  const ExitStatus& status = *failed.process->exit_status();
+  err << "genesis launch: rank " << failed.rank << " (local rank " << failed.local_rank << ") "
+      << (status.signaled ? "was killed by " + status.describe()
+                          : "exited with code " + status.describe())
+      << " (attempt " << restart_count + 1 << " of " << options.max_restarts + 1 << ")\n";
+  const std::string host = host_name();
+  err << "  " << std::left << std::setw(6) << "RANK" << std::setw(7) << "LOCAL" << std::setw(20)
+      << "HOST" << "EXIT\n";
+  for (const Worker& w : workers) {
+    const auto& s = w.process->exit_status();
+    err << "  " << std::left << std::setw(6) << w.rank << std::setw(7) << w.local_rank
+        << std::setw(20) << host << (s ? s->describe() : "?") << "\n";
+    for (const auto& line : w.tail) err << "      | " << line << "\n";
+  }
+  err << std::flush;
+}
+
+}  // namespace
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
+  validate_launch_options(options);
+  if (options.dry_run) {
+    print_dry_run(options, streams.out);
+    return 0;
+  }
+  JobIdentity job;
+  job.run_id = resolved_run_id(options);
+  job.store_token = random_hex(16);
+  job.master_port = resolved_master_port(options);
+  // Node 0 hosts the rendezvous; with port 0 the OS picks a free one and workers are told which.
+  std::optional<dist::TCPStoreServer> server;
+  if (options.node_rank == 0)
+    server.emplace(dist::TCPStoreServerOptions{options.master_addr, job.master_port, job.store_token});
+  if (server) job.master_port = server->port();
+
+  const auto log_dir = effective_log_dir(options, job.run_id);
+  if (!log_dir.empty())
+    streams.err << "genesis launch: writing each rank's output under " << log_dir.string() << "\n";
+  SignalCapture signals;
+  std::vector<Worker> workers;
+  for (job.restart_count = 0;; ++job.restart_count) {
+    const AttemptResult result = run_attempt(options, job, log_dir, streams, workers);
+    if (result.interrupt_signal != 0) return 128 + result.interrupt_signal;
+    if (!result.failed) return 0;
+    print_summary(options, workers, result, job.restart_count, streams.err);
+    const int code = workers[*result.failed].process->exit_status()->shell_code();
+    if (job.restart_count >= options.max_restarts) return code == 0 ? 1 : code;
+    streams.err << "genesis launch: restarting all " << options.nproc_per_node
+                << " local ranks (restart " << job.restart_count + 1 << " of "
+                << options.max_restarts << ")\n" << std::flush;
+  }
+}
+
+void print_dry_run(const LaunchOptions& options, std::ostream& out) {
+  validate_launch_options(options);
+  JobIdentity job;
+  job.run_id = resolved_run_id(options);
+  job.master_port = resolved_master_port(options);
+  const int cores = usable_cores();
+  const bool user_set_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    const int rank = options.node_rank * options.nproc_per_node + local;
+    out << "rank " << rank << " (local rank " << local << ", node " << options.node_rank
+        << "): " << command_line(options.command) << "\n";
+    for (const auto& [name, value] : worker_env(options, job, local, cores, user_set_omp)) {
+      std::string shown = value;
+      if (name == "GENESIS_STORE_TOKEN") shown = "<random per job>";
+      if (name == "MASTER_PORT" && job.master_port == 0) shown = "<free port picked at launch>";
+      out << "  " << name << "=" << shown << "\n";
+    }
+  }
+}
+
+}  // namespace genesis::launch

@@ -1,0 +1,74 @@
+// The env contract's values for one worker, and the helpers around it (usable CPUs, random ids,
+// merging with the launcher's own environment). Pure functions: the dry run and the real launch
+// both call worker_env(), so what --dry-run prints is what workers get.
+#include "genesis/launch/worker_env.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+extern char** environ;
+
+namespace genesis::launch {
+
+EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int local_rank,
+                   int cores, bool user_set_omp) {
+  const int local_world = options.nproc_per_node;
+  const int rank = options.node_rank * local_world + local_rank;
+  EnvVars env = {
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(options.nnodes * local_world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(job.master_port)},
+      {"GENESIS_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"GENESIS_MAX_RESTARTS", std::to_string(options.max_restarts)},
+      {"GENESIS_RUN_ID", job.run_id},
+      {"GENESIS_STORE_TOKEN", job.store_token},
+      {"GENESIS_TIMEOUT_S", std::to_string(options.timeout_s)},
+  };
+  if (options.gpus) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(local_rank));
+  // Every rank starting one OpenMP thread per core oversubscribes the node local_world times.
+  if (!user_set_omp)
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1, cores / local_world)));
+  return env;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
+}
+
+std::string random_hex(int bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::random_device device;  // /dev/urandom on Linux
+  std::string hex;
+  for (int i = 0; i < bytes; ++i) {
+    const unsigned value = device() & 0xffu;
+    hex += kDigits[value >> 4];
+    hex += kDigits[value & 0xfu];
+  }
+  return hex;
+}
+
+std::vector<std::string> merged_environment(const EnvVars& changes) {
+  std::vector<std::string> merged;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text(*entry);
+    const std::string name = text.substr(0, text.find('='));
+    const bool replaced = std::any_of(changes.begin(), changes.end(),
+                                      [&](const auto& change) { return change.first == name; });
+    if (!replaced) merged.push_back(text);
+  }
+  for (const auto& [name, value] : changes) merged.push_back(name + "=" + value);
+  return merged;
+}
+
+}  // namespace genesis::launch

@@ -1,0 +1,348 @@
+// `genesis launch` end to end, as users run it: workers see the env contract, their output comes
+// back prefixed in whole lines, a failing rank stops the group within the grace period and is
+// named in the summary, no worker process outlives the launcher, restarts rerun the group, and
+// bad input exits 2 with one line. Workers are small `sh -c` programs.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "support/cli_run.hpp"
+
+namespace fs = std::filesystem;
+using genesis::testing::lines_of;
+using genesis::testing::run_genesis;
+using genesis::testing::run_process;
+using genesis::testing::RunOptions;
+using genesis::testing::TempDir;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Live (non-zombie) processes whose process group is `pgid`, read from /proc.
+int live_processes_in_group(pid_t pgid) {
+  int live = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_text(entry.path() / "stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) continue;
+    if (pgrp == pgid && state != 'Z') ++live;
+  }
+  return live;
+}
+
+// "KEY=value KEY=value" -> map.
+std::map<std::string, std::string> fields(const std::string& line) {
+  std::map<std::string, std::string> out;
+  std::size_t start = 0;
+  while (start < line.size()) {
+    std::size_t end = line.find(' ', start);
+    if (end == std::string::npos) end = line.size();
+    const std::string word = line.substr(start, end - start);
+    const auto eq = word.find('=');
+    if (eq != std::string::npos) out[word.substr(0, eq)] = word.substr(eq + 1);
+    start = end + 1;
+  }
+  return out;
+}
+
+const RunOptions kNoOmp{{{"OMP_NUM_THREADS", std::nullopt}, {"SLURM_PROCID", std::nullopt}}, {}};
+
+}  // namespace
+
+TEST_CASE("launch gives every worker the env contract", "[launch]") {
+  const std::string show =
+      "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+      "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR "
+      "MASTER_PORT=$MASTER_PORT RC=$GENESIS_RESTART_COUNT MR=$GENESIS_MAX_RESTARTS "
+      "ID=$GENESIS_RUN_ID TOKEN=$GENESIS_STORE_TOKEN OMP=$OMP_NUM_THREADS TO=$GENESIS_TIMEOUT_S";
+  auto r = run_genesis({"launch", "--nproc", "2", "--timeout", "77", "--", "sh", "-c", show}, kNoOmp);
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::map<int, std::map<std::string, std::string>> seen;
+  for (const auto& line : lines_of(r.out)) {
+    REQUIRE(line.rfind("[rank ", 0) == 0);
+    const int rank = line[6] - '0';
+    seen[rank] = fields(line);
+  }
+  REQUIRE(seen.size() == 2);
+  for (int rank : {0, 1}) {
+    auto& env = seen[rank];
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "2");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+    CHECK(std::stoi(env["MASTER_PORT"]) > 0);  // the free port the store bound
+    CHECK(env["RC"] == "0");
+    CHECK(env["MR"] == "0");
+    CHECK(env["TOKEN"].size() == 32);
+    CHECK(env["TO"] == "77");
+    const int cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    CHECK(std::stoi(env["OMP"]) >= 1);
+    CHECK(std::stoi(env["OMP"]) <= std::max(1, cores / 2));
+  }
+  CHECK(seen[0]["MASTER_PORT"] == seen[1]["MASTER_PORT"]);
+  CHECK(seen[0]["TOKEN"] == seen[1]["TOKEN"]);
+  CHECK(seen[0]["ID"] == seen[1]["ID"]);
+  CHECK_FALSE(seen[0]["ID"].empty());
+
+  // The user's own OMP_NUM_THREADS is left alone.
+  auto own = run_genesis({"launch", "--nproc", "2", "--", "sh", "-c", "echo OMP=$OMP_NUM_THREADS"},
+                         {{{"OMP_NUM_THREADS", "7"}}, {}});
+  auto own_lines = lines_of(own.out);  // ranks run concurrently: their lines come in any order
+  std::sort(own_lines.begin(), own_lines.end());
+  CHECK(own_lines == std::vector<std::string>{"[rank 0] OMP=7", "[rank 1] OMP=7"});
+}
+
+TEST_CASE("launch runs a genesis subcommand with this binary", "[launch]") {
+  auto r = run_genesis({"launch", "--nproc", "2", "train", "--list-presets"});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "[rank 0] mlp\n"));
+  CHECK(contains(r.out, "[rank 1] mlp\n"));
+}
+
+TEST_CASE("relayed output keeps whole lines from concurrent ranks", "[launch]") {
+  // Each rank writes 3000 lines of 300 copies of its rank digit; awk's block-buffered writes
+  // split lines across pipe reads, so any mid-line interleaving would show as a mixed line.
+  const std::string program =
+      "awk -v r=$RANK 'BEGIN { s = \"\"; for (i = 0; i < 300; i++) s = s r; "
+      "for (j = 0; j < 3000; j++) print s; printf \"tail%s\", r }'";
+  auto r = run_genesis({"launch", "--nproc", "2", "--", "sh", "-c", program});
+  REQUIRE(r.exit_code == 0);
+  std::map<std::string, int> counts;
+  for (const auto& line : lines_of(r.out)) ++counts[line];
+  CHECK(counts["[rank 0] " + std::string(300, '0')] == 3000);
+  CHECK(counts["[rank 1] " + std::string(300, '1')] == 3000);
+  CHECK(counts["[rank 0] tail0"] == 1);  // the partial last line is flushed at exit
+  CHECK(counts["[rank 1] tail1"] == 1);
+  CHECK(counts.size() == 4);
+}
+
+TEST_CASE("a failing rank stops the group within the grace period", "[launch]") {
+  // Rank 0 ignores SIGTERM, so only the SIGKILL after the grace period stops it.
+  const std::string program =
+      "if [ $RANK = 1 ]; then echo 'about to fail' >&2; sleep 0.2; exit 3; fi; "
+      "trap '' TERM; echo $$ > pid_$RANK; sleep 60";
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_genesis({"launch", "--nproc", "2", "--grace-period", "1", "--", "sh", "-c", program},
+                       {{}, dir.path()});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(seconds < 1 + 2);
+  CHECK(contains(r.err, "rank 1 (local rank 1) exited with code 3"));
+  CHECK(contains(r.err, "[rank 1] about to fail"));
+  CHECK(contains(r.err, "      | about to fail"));  // the last lines under the rank's row
+  CHECK(contains(r.err, "SIGKILL"));                // rank 0's row
+  const pid_t rank0 = std::stoi(read_text(dir.path() / "pid_0"));
+  CHECK(live_processes_in_group(rank0) == 0);
+}
+
+TEST_CASE("a rank killed by a signal is reported by name and nothing is left behind", "[launch]") {
+  const std::string program =
+      "echo $$ > pid_$RANK; if [ $RANK = 1 ]; then sleep 0.3; kill -9 $$; fi; sleep 60";
+  TempDir dir;
+  auto r = run_genesis({"launch", "--nproc", "2", "--", "sh", "-c", program}, {{}, dir.path()});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK(contains(r.err, "rank 1 (local rank 1) was killed by SIGKILL"));
+  for (int rank : {0, 1}) {
+    const pid_t pid = std::stoi(read_text(dir.path() / ("pid_" + std::to_string(rank))));
+    CHECK(live_processes_in_group(pid) == 0);
+  }
+}
+
+TEST_CASE("SIGTERM to the launcher stops every worker", "[launch]") {
+  TempDir dir;
+  const std::string script = "\"$0\" launch --nproc 2 -- sh -c 'echo $$ > pid_$RANK; sleep 60' & "
+                             "L=$!; while [ ! -s pid_0 ] || [ ! -s pid_1 ]; do sleep 0.05; done; "
+                             "kill -TERM $L; wait $L; echo code=$?";
+  auto r = run_process({"sh", "-c", script, GENESIS_TEST_BIN}, {{}, dir.path()});
+  INFO("stderr: " << r.err);
+  CHECK(contains(r.out, "code=143"));
+  CHECK(contains(r.err, "received SIGTERM"));
+  for (int rank : {0, 1}) {
+    const pid_t pid = std::stoi(read_text(dir.path() / ("pid_" + std::to_string(rank))));
+    CHECK(live_processes_in_group(pid) == 0);
+  }
+}
+
+TEST_CASE("workers die with a launcher killed by SIGKILL", "[launch]") {
+  TempDir dir;
+  const std::string script = "\"$0\" launch -- sh -c 'echo $$ > pid_0; exec sleep 60' & L=$!; "
+                             "while [ ! -s pid_0 ]; do sleep 0.05; done; kill -KILL $L; wait $L; "
+                             "sleep 0.3";
+  run_process({"sh", "-c", script, GENESIS_TEST_BIN}, {{}, dir.path()});
+  const pid_t pid = std::stoi(read_text(dir.path() / "pid_0"));
+  CHECK(live_processes_in_group(pid) == 0);
+}
+
+TEST_CASE("max-restarts reruns the group after a failure", "[launch]") {
+  TempDir dir;
+  const std::string program =
+      "if [ $GENESIS_RESTART_COUNT = 0 ] && [ $RANK = 1 ]; then echo failing; exit 5; fi; "
+      "echo ok rank $RANK attempt $GENESIS_RESTART_COUNT";
+  const auto logs = dir.path() / "logs";
+  auto r = run_genesis({"launch", "--nproc", "2", "--max-restarts", "2", "--log-dir", logs.string(),
+                        "--", "sh", "-c", program});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "[rank 0] ok rank 0 attempt 1\n"));
+  CHECK(contains(r.out, "[rank 1] ok rank 1 attempt 1\n"));
+  CHECK(contains(r.err, "rank 1 (local rank 1) exited with code 5 (attempt 1 of 3)"));
+  CHECK(contains(r.err, "restart 1 of 2"));
+  CHECK(read_text(logs / "attempt_0" / "rank_1.log") == "failing\n");
+  CHECK(read_text(logs / "attempt_1" / "rank_0.log") == "ok rank 0 attempt 1\n");
+
+  // Out of restarts: the last failure's code.
+  auto always = run_genesis({"launch", "--max-restarts", "1", "--", "sh", "-c", "exit 4"});
+  CHECK(always.exit_code == 4);
+  CHECK(contains(always.err, "(attempt 2 of 2)"));
+}
+
+TEST_CASE("the console shows the filtered ranks and the logs keep all", "[launch]") {
+  TempDir dir;
+  auto r = run_genesis({"launch", "--nproc", "2", "--local-ranks-filter", "0", "--log-dir",
+                        dir.path().string(), "--", "sh", "-c", "echo hello $RANK"});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == "hello 0\n");  // rank 0 alone on the console: no prefix
+  CHECK(read_text(dir.path() / "attempt_0" / "rank_1.log") == "hello 1\n");
+  auto one = run_genesis({"launch", "--nproc", "2", "--local-ranks-filter", "1", "--", "sh", "-c",
+                          "echo hello $RANK"});
+  CHECK(one.out == "[rank 1] hello 1\n");
+}
+
+TEST_CASE("dry-run prints each rank's command and env", "[launch]") {
+  auto r = run_genesis({"launch", "--nproc", "2", "--dry-run", "--", "echo", "hi there"}, kNoOmp);
+  // Words after -- reach the program untouched, brackets, commas and dashes included.
+  auto verbatim = run_genesis({"launch", "--", "printf", "<%s>", "[a,b]", "--", "-x", "--y"});
+  CHECK(verbatim.out == "<[a,b]><--><-x><--y>\n");  // a partial last line ends at exit
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "rank 0 (local rank 0, node 0): echo 'hi there'\n"));
+  CHECK(contains(r.out, "rank 1 (local rank 1, node 0): echo 'hi there'\n"));
+  CHECK(contains(r.out, "  RANK=1\n"));
+  CHECK(contains(r.out, "  WORLD_SIZE=2\n"));
+  CHECK(contains(r.out, "  MASTER_PORT=<free port picked at launch>\n"));
+  CHECK(contains(r.out, "  GENESIS_STORE_TOKEN=<random per job>\n"));
+
+  auto multi = run_genesis({"launch", "--gpus", "2", "--nnodes", "2", "--node-rank", "1",
+                            "--master-addr", "10.1.2.3", "--dry-run", "train", "--preset", "mlp"},
+                           kNoOmp);
+  INFO("stderr: " << multi.err);
+  REQUIRE(multi.exit_code == 0);
+  const std::string self = fs::canonical(GENESIS_TEST_BIN).string();
+  CHECK(contains(multi.out, "rank 3 (local rank 1, node 1): " + self + " train --preset mlp\n"));
+  CHECK(contains(multi.out, "  WORLD_SIZE=4\n"));
+  CHECK(contains(multi.out, "  GROUP_RANK=1\n"));
+  CHECK(contains(multi.out, "  MASTER_ADDR=10.1.2.3\n"));
+  CHECK(contains(multi.out, "  MASTER_PORT=29500\n"));
+  CHECK(contains(multi.out, "  CUDA_VISIBLE_DEVICES=1\n"));
+}
+
+TEST_CASE("under srun the node layout comes from SLURM", "[launch]") {
+  const RunOptions slurm{{{"RANK", std::nullopt},
+                          {"SLURM_PROCID", "1"},
+                          {"SLURM_LOCALID", "0"},
+                          {"SLURM_NTASKS", "2"},
+                          {"SLURM_NNODES", "2"},
+                          {"SLURM_NODEID", "1"},
+                          {"SLURM_JOB_ID", "4242"},
+                          {"SLURM_JOB_NODELIST", "cn[07-08]"},
+                          {"PATH", "/usr/bin:/bin"}},  // no scontrol: the built-in parser
+                         {}};
+  auto r = run_genesis({"launch", "--nproc", "2", "--dry-run", "--", "true"}, slurm);
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  if (run_process({"sh", "-c", "command -v scontrol"}, slurm).exit_code != 0)
+    CHECK(contains(r.out, "  MASTER_ADDR=cn07\n"));
+  CHECK(contains(r.out, "rank 3 (local rank 1, node 1): true\n"));
+  CHECK(contains(r.out, "  WORLD_SIZE=4\n"));
+  CHECK(contains(r.out, "  GENESIS_RUN_ID=4242\n"));
+  CHECK(contains(r.out, "  MASTER_PORT=29500\n"));
+  // Flags on the command line win over SLURM.
+  auto pinned = run_genesis({"launch", "--nnodes", "1", "--node-rank", "0", "--dry-run", "--", "true"}, slurm);
+  CHECK(contains(pinned.out, "  WORLD_SIZE=1\n"));
+}
+
+TEST_CASE("emit-sbatch writes a runnable script", "[launch]") {
+  TempDir dir;
+  const auto file = dir.path() / "job.sbatch";
+  auto r = run_genesis({"launch", "--nnodes", "2", "--gpus", "4", "--emit-sbatch", file.string(),
+                        "train", "--preset", "sft"});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string script = read_text(file);
+  CHECK(contains(script, "#SBATCH --nodes=2\n"));
+  CHECK(contains(script, "#SBATCH --gpus-per-node=4\n"));
+  CHECK(contains(script, "--node-rank \"$SLURM_NODEID\""));
+  CHECK(contains(script, "--gpus 4 train --preset sft'\n"));
+  CHECK(run_process({"bash", "-n", file.string()}).exit_code == 0);
+}
+
+TEST_CASE("bad launch input exits 2 with one line", "[launch]") {
+  auto expect_usage = [](const std::vector<std::string>& args, const std::string& part) {
+    auto r = run_genesis(args);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK(contains(r.err, part));
+  };
+  expect_usage({"launch", "--nproc", "0", "--", "true"}, "--nproc-per-node must be at least 1");
+  expect_usage({"launch", "--nnodes", "2", "--node-rank", "2", "--", "true"}, "out of range");
+  expect_usage({"launch", "--nproc", "2"}, "nothing to launch");
+  expect_usage({"launch", "--bogus", "--", "true"}, "unknown launch flag '--bogus'");
+  expect_usage({"launch", "--local-ranks-filter", "0,a", "--", "true"}, "'a'");
+  expect_usage({"launch", "--log-level", "loud", "--", "true"}, "--log-level: loud not in");
+}
+
+TEST_CASE("a taken port and a missing program fail at run time", "[launch]") {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  auto r = run_genesis({"launch", "--master-port", port, "--", "true"});
+  close(fd);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(lines_of(r.err).size() == 1);
+  CHECK(contains(r.err, port));
+
+  auto missing = run_genesis({"launch", "--", "/nonexistent/program"});
+  CHECK(missing.exit_code == 127);
+  CHECK(contains(missing.err, "cannot execute /nonexistent/program"));
+}
