@@ -77,7 +77,8 @@ TEST_CASE("launch gives every worker the env contract", "[launch]") {
       "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
       "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR "
       "MASTER_PORT=$MASTER_PORT RC=$GENESIS_RESTART_COUNT MR=$GENESIS_MAX_RESTARTS "
-      "ID=$GENESIS_RUN_ID TOKEN=$GENESIS_STORE_TOKEN OMP=$OMP_NUM_THREADS TO=$GENESIS_TIMEOUT_S";
+      "ID=$GENESIS_RUN_ID TOKEN=$GENESIS_STORE_TOKEN OMP=$OMP_NUM_THREADS TO=$GENESIS_TIMEOUT_S "
+      "STORE=$GENESIS_STORE_PORT";
   auto r = run_genesis({"launch", "--nproc", "2", "--timeout", "77", "--", "sh", "-c", show}, kNoOmp);
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
@@ -96,7 +97,9 @@ TEST_CASE("launch gives every worker the env contract", "[launch]") {
     CHECK(env["LOCAL_WORLD_SIZE"] == "2");
     CHECK(env["GROUP_RANK"] == "0");
     CHECK(env["MASTER_ADDR"] == "127.0.0.1");
-    CHECK(std::stoi(env["MASTER_PORT"]) > 0);  // the free port the store bound
+    CHECK(std::stoi(env["MASTER_PORT"]) > 0);  // a free port, left for the program
+    CHECK(std::stoi(env["STORE"]) > 0);        // the port the launcher's store bound
+    CHECK(env["STORE"] != env["MASTER_PORT"]);
     CHECK(env["RC"] == "0");
     CHECK(env["MR"] == "0");
     CHECK(env["TOKEN"].size() == 32);

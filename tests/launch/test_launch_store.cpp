@@ -1,6 +1,7 @@
 // The rendezvous store the launcher hosts, seen from real workers: genesis_tests itself is
 // launched on two ranks and runs the hidden "[launch-worker]" case, which connects a TCPStore
-// with MASTER_ADDR/MASTER_PORT/GENESIS_STORE_TOKEN from the env contract and exchanges keys.
+// with MASTER_ADDR/GENESIS_STORE_PORT/GENESIS_STORE_TOKEN from the env contract and exchanges
+// keys, while rank 0 also binds MASTER_PORT, as a PyTorch rank 0 does with env://.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -16,10 +17,14 @@ TEST_CASE("launched worker: exchange keys through the launcher's store", "[.][la
   REQUIRE(rank != nullptr);  // only meaningful under genesis launch
   genesis::dist::TCPStoreOptions options;
   options.host = std::getenv("MASTER_ADDR");
-  options.port = std::stoi(std::getenv("MASTER_PORT"));
+  options.port = std::stoi(std::getenv("GENESIS_STORE_PORT"));
   options.token = std::getenv("GENESIS_STORE_TOKEN");
   options.timeout = std::chrono::seconds(20);
   genesis::dist::TCPStore store(options);
+  if (std::string(rank) == "0") {  // MASTER_PORT is free for the program's own use
+    genesis::dist::TCPStoreServer own({std::getenv("MASTER_ADDR"), std::stoi(std::getenv("MASTER_PORT")), ""});
+    CHECK(own.port() == std::stoi(std::getenv("MASTER_PORT")));
+  }
   const std::string attempt = std::getenv("GENESIS_RESTART_COUNT");
   store.set(attempt + "/from_" + rank, std::string("hello from ") + rank);
   CHECK(store.get(attempt + "/from_0") == "hello from 0");

@@ -91,7 +91,7 @@ TEST_CASE("worker_env follows the torchrun contract", "[launch]") {
   o.master_addr = "10.0.0.1";
   o.max_restarts = 2;
   o.timeout_s = 60;
-  JobIdentity job{29501, "run7", "secret", 1};
+  JobIdentity job{29501, 29502, "run7", "secret", 1};
   const EnvVars env = worker_env(o, job, 3, 16, false);
   CHECK(value_of(env, "RANK") == "11");
   CHECK(value_of(env, "LOCAL_RANK") == "3");
@@ -104,6 +104,7 @@ TEST_CASE("worker_env follows the torchrun contract", "[launch]") {
   CHECK(value_of(env, "GENESIS_MAX_RESTARTS") == "2");
   CHECK(value_of(env, "GENESIS_RUN_ID") == "run7");
   CHECK(value_of(env, "GENESIS_STORE_TOKEN") == "secret");
+  CHECK(value_of(env, "GENESIS_STORE_PORT") == "29502");
   CHECK(value_of(env, "GENESIS_TIMEOUT_S") == "60");
   CHECK(value_of(env, "OMP_NUM_THREADS") == "4");  // 16 cores / 4 local ranks
   CHECK(value_of(env, "CUDA_VISIBLE_DEVICES") == "<unset>");

@@ -1,5 +1,5 @@
 // The init methods of init_process_group. env:// follows torchrun's contract; a job started by
-// `genesis launch` (GENESIS_RUN_ID set) finds the launcher's TCPStore server, anything else has
+// `genesis launch` (GENESIS_STORE_PORT set) finds the launcher's TCPStore server, anything else has
 // rank 0 host it (torch's behaviour). world_size 1 needs nothing: an in-process HashStore.
 // Gloo binds the local IPv4 address that routes to the master, so multi-homed hosts pick the
 // interface the job actually uses.
@@ -141,9 +141,13 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
                     std::string("env:// with world size ") + std::to_string(world_size) +
                         " needs MASTER_ADDR and MASTER_PORT; missing:" +
                         (addr ? "" : " MASTER_ADDR") + (port ? "" : " MASTER_PORT"));
-      bool launcher_hosts = env("GENESIS_RUN_ID").has_value();
-      rv.store = connect_tcp(rv, *addr, parse_port(*port, "MASTER_PORT"),
-                             rank == 0 && !launcher_hosts, timeout);
+      // Under `genesis launch` the launcher hosts the store on GENESIS_STORE_PORT (MASTER_PORT
+      // stays free for programs that bind it); without a launcher rank 0 hosts it on MASTER_PORT.
+      auto store_port = env("GENESIS_STORE_PORT");
+      rv.store = store_port ? connect_tcp(rv, *addr, parse_port(*store_port, "GENESIS_STORE_PORT"),
+                                          false, timeout)
+                            : connect_tcp(rv, *addr, parse_port(*port, "MASTER_PORT"), rank == 0,
+                                          timeout);
     } else {
       std::string rest = init_method.substr(kTcp.size());
       auto colon = rest.rfind(':');

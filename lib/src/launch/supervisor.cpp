@@ -5,13 +5,18 @@
 // does, so workers namespace their store keys by the restart count.
 #include "genesis/launch/supervisor.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <iomanip>
@@ -28,6 +33,35 @@
 
 namespace genesis::launch {
 namespace {
+
+// Binds `host`:`port` for a moment and returns the port bound (the OS picks one for port 0):
+// how the launcher finds a free MASTER_PORT (torchrun's approach) and checks a requested one.
+int probe_port(const std::string& host, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  GENESIS_CHECK(fd >= 0, IoError, "cannot create a socket to check a port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = INADDR_ANY;
+  socklen_t len = sizeof addr;
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  const int error = errno;
+  const bool named = bound && ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!bound)
+    throw IoError("cannot use " + host + ":" + std::to_string(port) + " as MASTER_PORT: " +
+                  (error == EADDRINUSE ? std::string("the port is already in use")
+                                       : std::string(std::strerror(error))));
+  GENESIS_CHECK(named, IoError, "cannot read the port bound on " + host);
+  return ntohs(addr.sin_port);
+}
+
+// A free port for MASTER_PORT other than the store's own.
+int free_port(const std::string& host, int avoid) {
+  for (int attempt = 0; attempt < 16; ++attempt)
+    if (const int port = probe_port(host, 0); port != avoid) return port;
+  throw IoError("cannot find a free port on " + host);
+}
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kTailLines = 3;
@@ -262,11 +296,18 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
   job.run_id = resolved_run_id(options);
   job.store_token = random_hex(16);
   job.master_port = resolved_master_port(options);
-  // Node 0 hosts the rendezvous; with port 0 the OS picks a free one and workers are told which.
+  // Node 0 hosts genesis's rendezvous store on its own port, so MASTER_PORT stays free for a
+  // program whose rank 0 binds it (PyTorch does). Across nodes every launcher must agree on the
+  // store's port without talking first: MASTER_PORT + 1. On one node the OS picks both.
+  job.store_port = options.nnodes > 1 ? job.master_port + 1 : 0;
   std::optional<dist::TCPStoreServer> server;
   if (options.node_rank == 0)
-    server.emplace(dist::TCPStoreServerOptions{options.master_addr, job.master_port, job.store_token});
-  if (server) job.master_port = server->port();
+    server.emplace(dist::TCPStoreServerOptions{options.master_addr, job.store_port, job.store_token});
+  if (server) job.store_port = server->port();
+  if (job.master_port == 0)
+    job.master_port = free_port(options.master_addr, job.store_port);
+  else if (options.node_rank == 0)  // it must be free for the program's rank 0 to bind
+    probe_port(options.master_addr, job.master_port);
 
   const auto log_dir = effective_log_dir(options, job.run_id);
   if (!log_dir.empty())
@@ -291,6 +332,7 @@ void print_dry_run(const LaunchOptions& options, std::ostream& out) {
   JobIdentity job;
   job.run_id = resolved_run_id(options);
   job.master_port = resolved_master_port(options);
+  job.store_port = options.nnodes > 1 ? job.master_port + 1 : 0;
   const int cores = usable_cores();
   const bool user_set_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
   for (int local = 0; local < options.nproc_per_node; ++local) {
@@ -300,7 +342,9 @@ void print_dry_run(const LaunchOptions& options, std::ostream& out) {
     for (const auto& [name, value] : worker_env(options, job, local, cores, user_set_omp)) {
       std::string shown = value;
       if (name == "GENESIS_STORE_TOKEN") shown = "<random per job>";
-      if (name == "MASTER_PORT" && job.master_port == 0) shown = "<free port picked at launch>";
+      if ((name == "MASTER_PORT" && job.master_port == 0) ||
+          (name == "GENESIS_STORE_PORT" && job.store_port == 0))
+        shown = "<free port picked at launch>";
       out << "  " << name << "=" << shown << "\n";
     }
   }

@@ -29,6 +29,7 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
       {"GENESIS_MAX_RESTARTS", std::to_string(options.max_restarts)},
       {"GENESIS_RUN_ID", job.run_id},
       {"GENESIS_STORE_TOKEN", job.store_token},
+      {"GENESIS_STORE_PORT", std::to_string(job.store_port)},
       {"GENESIS_TIMEOUT_S", std::to_string(options.timeout_s)},
   };
   if (options.gpus) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(local_rank));

@@ -16,7 +16,10 @@ using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
 // What is the same for every worker of one attempt.
 struct JobIdentity {
-  int master_port = 0;      // after the store server picked it
+  // MASTER_PORT is left free for the program's own rank 0 (PyTorch's env:// binds it there);
+  // genesis's rendezvous store listens on GENESIS_STORE_PORT.
+  int master_port = 0;
+  int store_port = 0;       // after the store server picked it
   std::string run_id;
   std::string store_token;  // secret shared by the job's store clients
   int restart_count = 0;    // attempt number, 0 first
