@@ -14,7 +14,7 @@ _genesis() {
     local command="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            launch|train) command=${COMP_WORDS[i]}; break ;;
+            bench-allreduce|launch|train) command=${COMP_WORDS[i]}; break ;;
         esac
     done
     COMPREPLY=()
@@ -28,6 +28,46 @@ _genesis() {
             return ;;
     esac
     case $command in
+        bench-allreduce)
+            case $prev in
+                --backend)
+                    COMPREPLY=($(compgen -W "auto gloo nccl" -- "$cur"))
+                    return ;;
+                --check|-c)
+                    COMPREPLY=($(compgen -W "0 1" -- "$cur"))
+                    return ;;
+                --collective)
+                    COMPREPLY=($(compgen -W "all_reduce all_gather reduce_scatter broadcast" -- "$cur"))
+                    return ;;
+                --datatype|-d)
+                    COMPREPLY=($(compgen -W "float half bfloat16 int32 int64" -- "$cur"))
+                    return ;;
+                --iters|-n)
+                    :
+                    return ;;
+                --json)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
+                --maxbytes|-e)
+                    :
+                    return ;;
+                --min-busbw)
+                    :
+                    return ;;
+                --minbytes|-b)
+                    :
+                    return ;;
+                --op|-o)
+                    COMPREPLY=($(compgen -W "sum prod max min avg" -- "$cur"))
+                    return ;;
+                --stepfactor|-f)
+                    :
+                    return ;;
+                --warmup_iters|-w)
+                    :
+                    return ;;
+            esac
+            ;;
         launch)
             case $prev in
                 --color)
@@ -99,10 +139,11 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "launch train" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench-allreduce launch train" -- "$cur"))
         return
     fi
     case $command in
+        bench-allreduce) COMPREPLY=($(compgen -W "--backend --check -c --collective --color --datatype -d --help -h --iters -n --json --log-level --maxbytes -e --min-busbw --minbytes -b --op -o --stepfactor -f --version --warmup_iters -w" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --emit-sbatch --gpus --grace-period --help -h --local-ranks-filter --log-dir --log-level --master-addr --master-port --max-restarts --nnodes --node-rank --nproc-per-node --nproc --run-id --tee --timeout --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--color --config -c --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;

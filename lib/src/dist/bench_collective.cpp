@@ -1,0 +1,309 @@
+// The collective benchmark: size sweep, parsers, busbw factors, the timed loop with its exact
+// check, and the nccl-tests style table text. Inputs are small integers (k(i) + d(r) with the d(r)
+// summing to zero, or powers of two for PROD), so every op's result is exact in every dtype and a
+// checked element either matches bit for bit or is wrong.
+#include "genesis/dist/bench_collective.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::dist {
+
+std::uint64_t parse_byte_size(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  GENESIS_CHECK(!text.empty(), InvalidArgument, "empty byte size");
+  std::uint64_t multiplier = 1;
+  switch (text.back()) {
+    case 'K': case 'k': multiplier = 1ull << 10; break;
+    case 'M': case 'm': multiplier = 1ull << 20; break;
+    case 'G': case 'g': multiplier = 1ull << 30; break;
+    default: break;
+  }
+  if (multiplier != 1) text.remove_suffix(1);
+  const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  GENESIS_CHECK(!text.empty() && text.size() <= 12 && std::all_of(text.begin(), text.end(), is_digit),
+                InvalidArgument, "bad byte size " + quoted + " (expected e.g. 8, 1K, 64M, 1G)");
+  return std::stoull(std::string(text)) * multiplier;
+}
+
+std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes,
+                                      std::uint64_t step_factor, std::size_t element_size) {
+  GENESIS_CHECK(step_factor >= 2, InvalidArgument,
+                "step factor must be at least 2 (got " + std::to_string(step_factor) + ")");
+  GENESIS_CHECK(min_bytes <= max_bytes, InvalidArgument,
+                "minbytes " + std::to_string(min_bytes) + " is larger than maxbytes " +
+                    std::to_string(max_bytes));
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t bytes = std::max<std::uint64_t>(min_bytes, 1); bytes <= max_bytes;) {
+    const std::uint64_t whole = bytes / element_size * element_size;
+    if (whole > 0 && (sizes.empty() || sizes.back() != whole)) sizes.push_back(whole);
+    if (bytes > max_bytes / step_factor) break;  // the next step would pass max (or overflow)
+    bytes *= step_factor;
+  }
+  return sizes;
+}
+
+double bus_bandwidth_factor(BenchCollective collective, int world_size) {
+  GENESIS_CHECK(world_size >= 1, InvalidArgument, "world size must be at least 1");
+  const double n = world_size;
+  switch (collective) {
+    case BenchCollective::all_reduce: return 2.0 * (n - 1) / n;
+    case BenchCollective::all_gather:
+    case BenchCollective::reduce_scatter: return (n - 1) / n;
+    case BenchCollective::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+BenchCollective parse_bench_collective(std::string_view name) {
+  for (auto c : {BenchCollective::all_reduce, BenchCollective::all_gather,
+                 BenchCollective::reduce_scatter, BenchCollective::broadcast})
+    if (bench_collective_name(c) == name) return c;
+  throw InvalidArgument("unknown collective '" + std::string(name) +
+                        "' (all_reduce, all_gather, reduce_scatter, broadcast)");
+}
+
+std::string_view bench_collective_name(BenchCollective collective) {
+  switch (collective) {
+    case BenchCollective::all_reduce: return "all_reduce";
+    case BenchCollective::all_gather: return "all_gather";
+    case BenchCollective::reduce_scatter: return "reduce_scatter";
+    case BenchCollective::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+ReduceOp parse_bench_op(std::string_view name) {
+  for (auto op : {ReduceOp::SUM, ReduceOp::PROD, ReduceOp::MAX, ReduceOp::MIN, ReduceOp::AVG}) {
+    std::string lower(reduce_op_name(op));
+    for (char& c : lower) c = static_cast<char>(c - 'A' + 'a');
+    if (lower == name) return op;
+  }
+  throw InvalidArgument("unknown reduction '" + std::string(name) + "' (sum, prod, max, min, avg)");
+}
+
+DType parse_bench_dtype(std::string_view name) {
+  if (name == "float") return DType::f32;
+  if (name == "half") return DType::f16;
+  if (name == "bfloat16") return DType::bf16;
+  if (name == "int32" || name == "int") return DType::i32;
+  if (name == "int64") return DType::i64;
+  const DType dtype = parse_dtype(name);  // genesis' own spellings; throws on anything else
+  GENESIS_CHECK(dtype != DType::boolean, InvalidArgument, "bool cannot be reduced");
+  return dtype;
+}
+
+std::string_view bench_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float";
+    case DType::f16: return "half";
+    case DType::bf16: return "bfloat16";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+namespace {
+
+// Rank r's element i and the exact result over n ranks, both small integers every dtype holds.
+float input_value(ReduceOp op, std::uint64_t i, int r, int n) {
+  if (op == ReduceOp::PROD) return (i + static_cast<std::uint64_t>(r)) % 3 == 0 ? 2.0f : 1.0f;
+  return static_cast<float>(i % 4 + 1) + static_cast<float>(2 * r - (n - 1));
+}
+
+float expected_value(ReduceOp op, std::uint64_t i, int n) {
+  const float k = static_cast<float>(i % 4 + 1);
+  switch (op) {
+    case ReduceOp::SUM: return k * static_cast<float>(n);
+    case ReduceOp::AVG: return k;
+    case ReduceOp::MAX: return k + static_cast<float>(n - 1);
+    case ReduceOp::MIN: return k - static_cast<float>(n - 1);
+    case ReduceOp::PROD: {
+      float p = 1;
+      for (int r = 0; r < n; ++r) p *= input_value(op, i, r, n);
+      return p;
+    }
+  }
+  return 0;
+}
+
+// Counts elements of `result` (dtype `dtype`) that differ from `expected`.
+std::int64_t count_wrong(const Tensor& result, DType dtype, const std::vector<float>& expected,
+                         std::vector<float>& scratch) {
+  convert_elements(result.raw_data(), dtype, scratch.data(), DType::f32, scratch.size());
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < scratch.size(); ++i) wrong += scratch[i] != expected[i];
+  return wrong;
+}
+
+// The buffers of one size: what each iteration starts from, what it runs in, and the values the
+// result must hold. Sizes are totals as nccl-tests counts them: the gathered output of all_gather,
+// the scattered input of reduce_scatter (n equal chunks, so the sweep rounds to n elements).
+struct Buffers {
+  Tensor input, work, output;
+  std::vector<float> expected;
+};
+
+Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank, int n) {
+  const DType dtype = options.dtype;
+  const std::uint64_t chunk = count / static_cast<std::uint64_t>(n);
+  const bool gather = options.collective == BenchCollective::all_gather;
+  const bool scatter = options.collective == BenchCollective::reduce_scatter;
+  const std::uint64_t in_count = gather ? chunk : count;
+  const std::uint64_t out_count = scatter ? chunk : count;
+  // all_gather and broadcast move values unreduced: rank r's input is the SUM pattern of rank r.
+  const ReduceOp pattern = gather || options.collective == BenchCollective::broadcast
+                               ? ReduceOp::SUM : options.op;
+  std::vector<float> values(in_count);
+  Buffers b;
+  b.expected.resize(out_count);
+  for (std::uint64_t i = 0; i < in_count; ++i) values[i] = input_value(pattern, i, rank, n);
+  for (std::uint64_t i = 0; i < out_count; ++i) {
+    switch (options.collective) {
+      case BenchCollective::all_reduce: b.expected[i] = expected_value(options.op, i, n); break;
+      case BenchCollective::broadcast: b.expected[i] = input_value(pattern, i, 0, n); break;
+      case BenchCollective::all_gather:
+        b.expected[i] = input_value(pattern, i % chunk, static_cast<int>(i / chunk), n);
+        break;
+      case BenchCollective::reduce_scatter:
+        b.expected[i] = expected_value(options.op, static_cast<std::uint64_t>(rank) * chunk + i, n);
+        break;
+    }
+  }
+  b.input = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype);
+  convert_elements(values.data(), DType::f32, b.input.raw_data(), dtype, in_count);
+  b.work = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype);
+  b.output = gather || scatter ? Tensor::empty({static_cast<std::int64_t>(out_count)}, dtype)
+                               : b.work;
+  return b;
+}
+
+void run_once(ProcessGroup& group, const BenchOptions& options, Buffers& b) {
+  switch (options.collective) {
+    case BenchCollective::all_reduce:
+      group.all_reduce(b.work, AllReduceOptions{options.op})->wait();
+      return;
+    case BenchCollective::broadcast: group.broadcast(b.work, BroadcastOptions{0})->wait(); return;
+    case BenchCollective::all_gather: group.all_gather_tensor(b.output, b.work)->wait(); return;
+    case BenchCollective::reduce_scatter:
+      group.reduce_scatter_tensor(b.output, b.work, ReduceScatterOptions{options.op})->wait();
+      return;
+  }
+}
+
+BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t bytes) {
+  const int n = group.size();
+  BenchRow row;
+  row.bytes = bytes;
+  row.count = bytes / dtype_size(options.dtype);
+  Buffers b = make_buffers(options, row.count, group.rank(), n);
+  std::vector<float> scratch(b.expected.size());
+  const std::size_t in_bytes = static_cast<std::size_t>(b.input.numel()) * dtype_size(options.dtype);
+
+  // all_reduce and broadcast work in place, so each iteration starts from a fresh copy of the
+  // input; the copy and the check stay outside the timed region.
+  for (int it = 0; it < options.warmup_iters; ++it) {
+    std::memcpy(b.work.raw_data(), b.input.raw_data(), in_bytes);
+    run_once(group, options, b);
+  }
+  std::chrono::steady_clock::duration total{};
+  for (int it = 0; it < options.iters; ++it) {
+    std::memcpy(b.work.raw_data(), b.input.raw_data(), in_bytes);
+    const auto start = std::chrono::steady_clock::now();
+    run_once(group, options, b);
+    total += std::chrono::steady_clock::now() - start;
+    if (options.check) row.wrong += count_wrong(b.output, options.dtype, b.expected, scratch);
+  }
+  const double mean_us = std::chrono::duration<double, std::micro>(total).count() / options.iters;
+
+  // Every rank reports the slowest rank's time and the total of wrong elements.
+  Tensor time = Tensor::from_vector(std::vector<float>{static_cast<float>(mean_us)}, {1});
+  group.all_reduce(time, AllReduceOptions{ReduceOp::MAX})->wait();
+  Tensor wrong = Tensor::from_vector(std::vector<std::int64_t>{row.wrong}, {1});
+  group.all_reduce(wrong, AllReduceOptions{ReduceOp::SUM})->wait();
+  row.time_us = time.data<float>()[0];
+  row.wrong = wrong.data<std::int64_t>()[0];
+  row.algbw_gbps = row.time_us > 0 ? static_cast<double>(bytes) / (row.time_us * 1e3) : 0.0;
+  row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, n);
+  return row;
+}
+
+}  // namespace
+
+void validate_bench_options(const BenchOptions& options) {
+  GENESIS_CHECK(options.iters >= 1, InvalidArgument,
+                "iters must be at least 1 (got " + std::to_string(options.iters) + ")");
+  GENESIS_CHECK(options.warmup_iters >= 0, InvalidArgument,
+                "warmup iters must be at least 0 (got " + std::to_string(options.warmup_iters) +
+                    ")");
+  GENESIS_CHECK(options.dtype != DType::boolean, InvalidArgument, "bool cannot be reduced");
+  GENESIS_CHECK(options.op != ReduceOp::AVG || is_floating(options.dtype), InvalidArgument,
+                "avg needs a floating datatype (got " +
+                    std::string(bench_dtype_name(options.dtype)) + ")");
+  size_sweep(options.min_bytes, options.max_bytes, options.step_factor, dtype_size(options.dtype));
+}
+
+std::vector<BenchRow> run_collective_bench(ProcessGroup& group, const BenchOptions& options,
+                                           const std::function<void(const BenchRow&)>& on_row) {
+  validate_bench_options(options);
+  std::vector<BenchRow> rows;
+  // all_gather and reduce_scatter split each size into one equal chunk per rank.
+  const bool chunked = options.collective == BenchCollective::all_gather ||
+                       options.collective == BenchCollective::reduce_scatter;
+  const std::size_t unit = dtype_size(options.dtype) * (chunked ? group.size() : 1);
+  for (std::uint64_t bytes :
+       size_sweep(options.min_bytes, options.max_bytes, options.step_factor, unit)) {
+    rows.push_back(measure(group, options, bytes));
+    if (on_row) on_row(rows.back());
+  }
+  return rows;
+}
+
+namespace {
+
+// The redop column: the lower-case op, or "none" for collectives that do not reduce (nccl-tests).
+std::string redop_column(const BenchOptions& options) {
+  if (options.collective == BenchCollective::all_gather ||
+      options.collective == BenchCollective::broadcast)
+    return "none";
+  std::string name(reduce_op_name(options.op));
+  for (char& c : name) c = static_cast<char>(c - 'A' + 'a');
+  return name;
+}
+
+}  // namespace
+
+std::string format_bench_header(const BenchOptions& options, int world_size,
+                                std::string_view backend) {
+  const std::string op_name = redop_column(options);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "# %s: %d ranks, backend %s, %s %s, iters %d, warmup %d, check %d\n",
+                std::string(bench_collective_name(options.collective)).c_str(), world_size,
+                std::string(backend).c_str(), std::string(bench_dtype_name(options.dtype)).c_str(),
+                op_name.c_str(), options.iters, options.warmup_iters, options.check ? 1 : 0);
+  std::string text = line;
+  text += "#\n";
+  text += "#       size         count      type   redop     time   algbw   busbw  #wrong\n";
+  text += "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)        \n";
+  return text;
+}
+
+std::string format_bench_row(const BenchOptions& options, const BenchRow& row) {
+  const std::string op_name = redop_column(options);
+  char line[256];
+  std::snprintf(line, sizeof line, "%12llu  %12llu  %8s  %6s  %7.1f  %6.2f  %6.2f  %6lld\n",
+                static_cast<unsigned long long>(row.bytes),
+                static_cast<unsigned long long>(row.count),
+                std::string(bench_dtype_name(options.dtype)).c_str(), op_name.c_str(),
+                row.time_us, row.algbw_gbps, row.busbw_gbps, static_cast<long long>(row.wrong));
+  return line;
+}
+
+}  // namespace genesis::dist
