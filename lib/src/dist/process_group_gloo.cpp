@@ -1,9 +1,12 @@
 // ProcessGroupGloo's lifetime: the rendezvous (a gloo::rendezvous::Store adapter over our Store,
 // a TCP device, a full mesh of pairs), the communication thread that runs ops in submission order,
+// the watchdog that records which collective a slow rank reached,
 // and the CommError a failed op reports. The collectives are in process_group_gloo_collectives.cpp.
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
 
 #include "genesis/core/error.hpp"
 #include "process_group_gloo_impl.hpp"
@@ -72,6 +75,7 @@ ProcessGroupGloo::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int s
                     std::to_string(size) + " failed: " + e.what());
   }
   context = std::move(ctx);
+  watchdog_ = std::thread([this] { run_watchdog(); });
   thread_ = std::thread([this] { run_thread(); });
 }
 
@@ -83,6 +87,12 @@ ProcessGroupGloo::Impl::~Impl() {
   }
   queued_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(watch_mutex_);
+    watch_stopping_ = true;
+  }
+  watch_changed_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::Impl::submit(const std::string& op, Milliseconds timeout,
@@ -128,10 +138,12 @@ void ProcessGroupGloo::Impl::run_op(Work& work, std::uint64_t seq, Milliseconds 
     return;
   }
   try {
-    if (seq != 0) store->set(arrival_key(rank), std::to_string(seq));
+    if (seq != 0) set_running(seq, timeout);
     body(timeout);
+    set_running(0, timeout);
     work.mark_completed();
   } catch (const std::exception& e) {
+    set_running(0, timeout);
     std::string what = e.what();
     bool timed_out = what.find("Timed out") != std::string::npos ||
                      what.find("timed out") != std::string::npos;
@@ -142,8 +154,44 @@ void ProcessGroupGloo::Impl::run_op(Work& work, std::uint64_t seq, Milliseconds 
     broken_ = message;
     work.mark_completed(std::make_exception_ptr(CommError(message)));
   } catch (...) {
+    set_running(0, timeout);
     broken_ = work.description() + " failed with an unknown exception";
     work.mark_completed(std::make_exception_ptr(CommError(broken_)));
+  }
+}
+
+void ProcessGroupGloo::Impl::set_running(std::uint64_t seq, Milliseconds timeout) {
+  {
+    std::lock_guard lock(watch_mutex_);
+    running_seq_ = seq;
+    // Short enough that a peer's report (at its own timeout) sees this rank's record.
+    publish_at_ = std::chrono::steady_clock::now() + std::min(Milliseconds(100), timeout / 4);
+  }
+  watch_changed_.notify_one();
+}
+
+// Writes the arrival record of a collective that has run longer than its publish delay: a store
+// round trip per op would double the latency of small collectives, while an op that waits on a
+// missing peer has all the time in the world.
+void ProcessGroupGloo::Impl::run_watchdog() {
+  std::unique_lock lock(watch_mutex_);
+  std::uint64_t published = 0;
+  while (!watch_stopping_) {
+    if (running_seq_ == 0 || running_seq_ == published) {
+      watch_changed_.wait(lock);
+      continue;
+    }
+    const std::uint64_t seq = running_seq_;
+    if (watch_changed_.wait_until(lock, publish_at_,
+                                  [&] { return watch_stopping_ || running_seq_ != seq; }))
+      continue;
+    lock.unlock();
+    try {
+      store->set(arrival_key(rank), std::to_string(seq));
+    } catch (...) {  // the peer's report then says the store could not tell
+    }
+    lock.lock();
+    published = seq;
   }
 }
 

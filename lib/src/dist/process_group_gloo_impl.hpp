@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,8 +27,9 @@ struct ProcessGroupGloo::Impl {
   Impl(std::shared_ptr<Store> store, int rank, int size, GlooOptions options);
   ~Impl();
 
-  // Queues `body` behind every earlier op. A collective gets the next sequence number and records
-  // on the store that this rank reached it, so a failure can name the ranks that never did.
+  // Queues `body` behind every earlier op. A collective gets the next sequence number; if it is
+  // still running after a short delay, the watchdog records on the store that this rank reached
+  // it, so a failure can name the ranks that never did. Fast ops never touch the store.
   std::shared_ptr<Work> submit(const std::string& op, Milliseconds timeout, bool collective,
                                Body body);
   Milliseconds resolve(Milliseconds timeout) const {
@@ -44,7 +46,9 @@ struct ProcessGroupGloo::Impl {
 
  private:
   void run_thread();
+  void run_watchdog();
   void run_op(Work& work, std::uint64_t seq, Milliseconds timeout, const Body& body);
+  void set_running(std::uint64_t seq, Milliseconds timeout);
   std::string arrival_report(std::uint64_t seq);
 
   std::mutex mutex_;
@@ -54,7 +58,16 @@ struct ProcessGroupGloo::Impl {
   std::atomic<bool> destroyed_{false};
   std::uint64_t next_seq_ = 0;
   std::string broken_;  // first failure; only the communication thread touches it
-  std::thread thread_;  // last member: started when everything above exists
+
+  // The collective the communication thread is in (0: none), for the watchdog.
+  std::mutex watch_mutex_;
+  std::condition_variable watch_changed_;
+  std::uint64_t running_seq_ = 0;
+  std::chrono::steady_clock::time_point publish_at_;
+  bool watch_stopping_ = false;
+
+  std::thread watchdog_;
+  std::thread thread_;  // last members: started when everything above exists
 };
 
 }  // namespace genesis::dist
