@@ -30,7 +30,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 run: build
-	$(BUILD)/bin/genesis train --preset mlp
+	$(BUILD)/bin/genesis launch --nproc 2 train --preset mlp
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

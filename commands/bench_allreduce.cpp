@@ -1,7 +1,7 @@
-// `genesis bench-allreduce`: nccl-tests' flags turned into BenchOptions, the process group from the
-// launcher's environment (world size 1 without one), rank 0 printing the table and writing --json,
-// and the exit code: 1 when an element was wrong or --min-busbw is missed. The measuring itself
-// lives in lib/src/dist/bench_collective.cpp.
+// `genesis bench-allreduce`: nccl-tests' flags turned into BenchOptions, the process group (gloo,
+// nccl or auto) from the launcher's environment (world size 1 without one), rank 0 printing the
+// table and writing --json, and the exit code: 1 when an element was wrong or --min-busbw is
+// missed. The measuring itself lives in lib/src/dist/bench_collective.cpp.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -65,7 +65,7 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast"}))
       ->capture_default_str();
   app.add_option("--backend", flags.backend,
-                 "Process group backend; auto is gloo on CPU (nccl is not in this build)")
+                 "Process group backend; auto is nccl when each local rank has a GPU, else gloo")
       ->type_name("NAME")
       ->check(CLI::IsMember({"auto", "gloo", "nccl"}))
       ->capture_default_str();
@@ -113,18 +113,10 @@ void write_json(const std::string& path, const dist::BenchOptions& o, int world_
 
 int run_bench(const BenchFlags& flags, const RunContext& context) {
   const dist::BenchOptions o = resolve_options(flags);
-  if (flags.backend == "nccl")
-    throw NotSupported("--backend nccl: this genesis was built without CUDA/NCCL");
-  dist::init_process_group("gloo");
-  struct Teardown {
-    // Runs while an error may be unwinding; a failed teardown must not replace that error.
-    ~Teardown() {
-      try {
-        dist::destroy_process_group();
-      } catch (const std::exception&) {
-      }
-    }
-  } teardown;
+  // nccl without CUDA in the build or without a GPU fails here with the reason, before any
+  // rendezvous; nccl's buffers go on the device of this rank (LOCAL_RANK % visible GPUs).
+  dist::init_process_group(flags.backend);
+  dist::ProcessGroupScope teardown;
   auto group = dist::default_group();
   const bool leader = group->rank() == 0;
   if (leader)

@@ -68,9 +68,9 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
       ->type_name("SECONDS")
       ->capture_default_str();
   app.add_option("--timeout", o.timeout_s,
-                 "Default collective timeout for the workers (GENESIS_TIMEOUT_S)")
-      ->type_name("SECONDS")
-      ->capture_default_str();
+                 "Collective timeout for the workers (GENESIS_TIMEOUT_S); default: the "
+                 "workers' own (train: distributed.timeout_s, 1800)")
+      ->type_name("SECONDS");
   app.add_option("--run-id", o.run_id, "Job id given to workers (default: SLURM_JOB_ID or random)")
       ->type_name("ID");
   app.add_option("--log-dir", o.log_dir,

@@ -1,7 +1,10 @@
 // `genesis train`: resolve the config (preset, --config, --set), then either list presets,
 // print the config, or hand it to the trainer. Every decision about the config lives in
 // lib/src/core/config*.cpp; every decision about training in lib/src/train.
+#include <cstdlib>
 #include <memory>
+
+#include <spdlog/spdlog.h>
 
 #include "commands/command_table.hpp"
 #include "genesis/core/config.hpp"
@@ -18,6 +21,7 @@ struct TrainFlags {
   std::string output_dir;
   bool list_presets = false;
   bool print_config = false;
+  bool dry_run = false;
 };
 
 void add_train_flags(CLI::App& app, TrainFlags& flags) {
@@ -42,6 +46,9 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
       ->type_name("DIR");
   app.add_flag("--list-presets", flags.list_presets,
                "Print the names of the installed presets, one per line, and exit");
+  app.add_flag("--dry-run", flags.dry_run,
+               "Print the model size and each strategy's per-rank memory (and what "
+               "strategy = auto picks) for WORLD_SIZE ranks, then exit without training");
   app.add_flag("--print-config", flags.print_config,
                "Print the resolved config as commented TOML and exit without training");
 }
@@ -60,9 +67,15 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
     context.out << config_to_toml(config);
     return 0;
   }
+  // Under a launcher only rank 0 reports; the others speak up for warnings and errors (and
+  // for everything when the user asked for debug logs).
+  const char* rank = std::getenv("RANK");
+  if (rank != nullptr && std::string(rank) != "0" && spdlog::get_level() == spdlog::level::info)
+    spdlog::set_level(spdlog::level::warn);
   train::TrainOptions options;
   options.interactive = context.interactive;
-  options.out = &context.out;
+  options.out = rank == nullptr || std::string(rank) == "0" ? &context.out : nullptr;
+  options.dry_run = flags.dry_run;
   train::run_training(config, options);
   return 0;
 }

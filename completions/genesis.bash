@@ -14,7 +14,7 @@ _genesis() {
     local command="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            bench-allreduce|launch|train) command=${COMP_WORDS[i]}; break ;;
+            bench-allreduce|doctor|launch|train) command=${COMP_WORDS[i]}; break ;;
         esac
     done
     COMPREPLY=()
@@ -64,6 +64,16 @@ _genesis() {
                     :
                     return ;;
                 --warmup_iters|-w)
+                    :
+                    return ;;
+            esac
+            ;;
+        doctor)
+            case $prev in
+                --backend)
+                    COMPREPLY=($(compgen -W "auto gloo nccl" -- "$cur"))
+                    return ;;
+                --timeout)
                     :
                     return ;;
             esac
@@ -139,13 +149,14 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "bench-allreduce launch train" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench-allreduce doctor launch train" -- "$cur"))
         return
     fi
     case $command in
         bench-allreduce) COMPREPLY=($(compgen -W "--backend --check -c --collective --color --datatype -d --help -h --iters -n --json --log-level --maxbytes -e --min-busbw --minbytes -b --op -o --stepfactor -f --version --warmup_iters -w" -- "$cur")) ;;
+        doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --emit-sbatch --gpus --grace-period --help -h --local-ranks-filter --log-dir --log-level --master-addr --master-port --max-restarts --nnodes --node-rank --nproc-per-node --nproc --run-id --tee --timeout --version" -- "$cur")) ;;
-        train) COMPREPLY=($(compgen -W "--color --config -c --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --set -s --version" -- "$cur")) ;;
+        train) COMPREPLY=($(compgen -W "--color --config -c --dry-run --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac
 }

@@ -123,12 +123,13 @@ TEST_CASE("genesis train runs end to end and logs plain lines off a terminal", "
   REQUIRE(std::filesystem::exists(dir.path() / "mlp" / "summary.json"));
 }
 
-TEST_CASE("train refuses to run as one rank of many until DDP exists", "[train][cli]") {
+TEST_CASE("train as one rank of many without a launcher names what is missing", "[train][cli]") {
   testing::TempDir dir;
   testing::RunOptions options;
-  options.env = {{"WORLD_SIZE", "2"}, {"RANK", "1"}};
+  options.env = {{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", std::nullopt},
+                 {"MASTER_PORT", std::nullopt}};
   auto r = testing::run_genesis({"train", "--preset", "mlp", "-o", dir.path().string()}, options);
-  REQUIRE(r.exit_code == 1);
-  REQUIRE(r.err.find("multi-rank training arrives with the DDP strategy") != std::string::npos);
+  REQUIRE(r.exit_code == 2);
+  REQUIRE(r.err.find("needs MASTER_ADDR and MASTER_PORT") != std::string::npos);
   REQUIRE_FALSE(std::filesystem::exists(dir.path() / "mlp"));
 }

@@ -28,6 +28,10 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
+// The callbacks of the backward pass running on this thread; null outside one. Nested passes
+// (a backward inside a hook) keep their own list.
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
 void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
   if (slots.size() <= index) slots.resize(index + 1);
   slots[index] = slots[index].defined() ? add(slots[index], grad) : std::move(grad);
@@ -35,8 +39,22 @@ void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
 
 }  // namespace
 
+void queue_callback(std::function<void()> callback) {
+  GENESIS_CHECK(current_callbacks != nullptr, InvalidArgument,
+                "autograd::queue_callback outside a backward pass");
+  current_callbacks->push_back(std::move(callback));
+}
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
+  std::vector<std::function<void()>> callbacks;
+  struct CallbackScope {
+    std::vector<std::function<void()>>* saved;
+    explicit CallbackScope(std::vector<std::function<void()>>* mine) : saved(current_callbacks) {
+      current_callbacks = mine;
+    }
+    ~CallbackScope() { current_callbacks = saved; }
+  } scope(&callbacks);
   std::unordered_map<Node*, Pending> pending;
   std::vector<std::shared_ptr<Node>> root_nodes;
 
@@ -111,6 +129,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (--next.dependencies == 0) ready.push(e.fn.get());
     }
   }
+  // By index: a callback may queue another.
+  for (std::size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
 }
 
 }  // namespace genesis::autograd

@@ -18,7 +18,7 @@
 namespace genesis::config_detail {
 
 // A pointer to the Config member a key sets; the alternative is the key's TOML type.
-using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*,
+using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*, bool*,
                            std::vector<std::int64_t>*>;
 
 // What a value must satisfy beyond its type. Lists apply the rule to each element.

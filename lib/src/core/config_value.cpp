@@ -182,6 +182,11 @@ void set_value(Config& config, const ConfigKey& key, const toml::node& node, con
             check_number(key, loc, value, node);
             *field = value;
           },
+          [&](bool* field) {
+            const auto* v = node.as_boolean();
+            if (v == nullptr) fail_type(key, loc, "true or false", node);
+            *field = v->get();
+          },
           [&](std::vector<std::int64_t>* field) {
             const auto* array = node.as_array();
             if (array == nullptr || !std::all_of(array->begin(), array->end(),
@@ -217,6 +222,9 @@ std::unique_ptr<toml::node> value_node(const Config& config, const ConfigKey& ke
           },
           [](double* v) -> std::unique_ptr<toml::node> {
             return std::make_unique<toml::value<double>>(*v);
+          },
+          [](bool* v) -> std::unique_ptr<toml::node> {
+            return std::make_unique<toml::value<bool>>(*v);
           },
           [](std::vector<std::int64_t>* v) -> std::unique_ptr<toml::node> {
             auto array = std::make_unique<toml::array>();

@@ -1,7 +1,8 @@
 // The collective benchmark: size sweep, parsers, busbw factors, the timed loop with its exact
 // check, and the nccl-tests style table text. Inputs are small integers (k(i) + d(r) with the d(r)
 // summing to zero, or powers of two for PROD), so every op's result is exact in every dtype and a
-// checked element either matches bit for bit or is wrong.
+// checked element either matches bit for bit or is wrong. Buffers live where the group wants its
+// tensors (the GPU for NCCL); results are checked on a host copy, outside the timed region.
 #include "genesis/dist/bench_collective.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "genesis/core/error.hpp"
+#include "genesis/dist/process_group_nccl.hpp"
 
 namespace genesis::dist {
 
@@ -133,24 +135,27 @@ float expected_value(ReduceOp op, std::uint64_t i, int n) {
   return 0;
 }
 
-// Counts elements of `result` (dtype `dtype`) that differ from `expected`.
+// Counts elements of `result` (dtype `dtype`, on any device) that differ from `expected`.
 std::int64_t count_wrong(const Tensor& result, DType dtype, const std::vector<float>& expected,
                          std::vector<float>& scratch) {
-  convert_elements(result.raw_data(), dtype, scratch.data(), DType::f32, scratch.size());
+  const Tensor host = result.device().is_cpu() ? result : result.to(Device::cpu());
+  convert_elements(host.raw_data(), dtype, scratch.data(), DType::f32, scratch.size());
   std::int64_t wrong = 0;
   for (std::size_t i = 0; i < scratch.size(); ++i) wrong += scratch[i] != expected[i];
   return wrong;
 }
 
-// The buffers of one size: what each iteration starts from, what it runs in, and the values the
-// result must hold. Sizes are totals as nccl-tests counts them: the gathered output of all_gather,
-// the scattered input of reduce_scatter (n equal chunks, so the sweep rounds to n elements).
+// The buffers of one size, all on `device`: what each iteration starts from, what it runs in,
+// and the values the result must hold. Sizes are totals as nccl-tests counts them: the gathered
+// output of all_gather, the scattered input of reduce_scatter (n equal chunks, so the sweep
+// rounds to n elements).
 struct Buffers {
   Tensor input, work, output;
   std::vector<float> expected;
 };
 
-Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank, int n) {
+Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank, int n,
+                     Device device) {
   const DType dtype = options.dtype;
   const std::uint64_t chunk = count / static_cast<std::uint64_t>(n);
   const bool gather = options.collective == BenchCollective::all_gather;
@@ -176,12 +181,23 @@ Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank,
         break;
     }
   }
-  b.input = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype);
-  convert_elements(values.data(), DType::f32, b.input.raw_data(), dtype, in_count);
-  b.work = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype);
-  b.output = gather || scatter ? Tensor::empty({static_cast<std::int64_t>(out_count)}, dtype)
-                               : b.work;
+  Tensor host_input = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype);
+  convert_elements(values.data(), DType::f32, host_input.raw_data(), dtype, in_count);
+  b.input = host_input.to(device);
+  b.work = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype, device);
+  b.output = gather || scatter
+                 ? Tensor::empty({static_cast<std::int64_t>(out_count)}, dtype, device)
+                 : b.work;
   return b;
+}
+
+// Restores the in-place buffer before an iteration: a memcpy on the host, a device copy (ordered
+// before the collective by the group's stream wait) on the GPU.
+void refill(Buffers& b, std::size_t nbytes) {
+  if (b.work.device().is_cpu())
+    std::memcpy(b.work.raw_data(), b.input.raw_data(), nbytes);
+  else
+    b.work.copy_(b.input);
 }
 
 void run_once(ProcessGroup& group, const BenchOptions& options, Buffers& b) {
@@ -202,19 +218,20 @@ BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t
   BenchRow row;
   row.bytes = bytes;
   row.count = bytes / dtype_size(options.dtype);
-  Buffers b = make_buffers(options, row.count, group.rank(), n);
+  const Device device = group_device(group);
+  Buffers b = make_buffers(options, row.count, group.rank(), n, device);
   std::vector<float> scratch(b.expected.size());
   const std::size_t in_bytes = static_cast<std::size_t>(b.input.numel()) * dtype_size(options.dtype);
 
   // all_reduce and broadcast work in place, so each iteration starts from a fresh copy of the
   // input; the copy and the check stay outside the timed region.
   for (int it = 0; it < options.warmup_iters; ++it) {
-    std::memcpy(b.work.raw_data(), b.input.raw_data(), in_bytes);
+    refill(b, in_bytes);
     run_once(group, options, b);
   }
   std::chrono::steady_clock::duration total{};
   for (int it = 0; it < options.iters; ++it) {
-    std::memcpy(b.work.raw_data(), b.input.raw_data(), in_bytes);
+    refill(b, in_bytes);
     const auto start = std::chrono::steady_clock::now();
     run_once(group, options, b);
     total += std::chrono::steady_clock::now() - start;
@@ -223,12 +240,12 @@ BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t
   const double mean_us = std::chrono::duration<double, std::micro>(total).count() / options.iters;
 
   // Every rank reports the slowest rank's time and the total of wrong elements.
-  Tensor time = Tensor::from_vector(std::vector<float>{static_cast<float>(mean_us)}, {1});
+  Tensor time = Tensor::from_vector(std::vector<float>{static_cast<float>(mean_us)}, {1}, device);
   group.all_reduce(time, AllReduceOptions{ReduceOp::MAX})->wait();
-  Tensor wrong = Tensor::from_vector(std::vector<std::int64_t>{row.wrong}, {1});
+  Tensor wrong = Tensor::from_vector(std::vector<std::int64_t>{row.wrong}, {1}, device);
   group.all_reduce(wrong, AllReduceOptions{ReduceOp::SUM})->wait();
-  row.time_us = time.data<float>()[0];
-  row.wrong = wrong.data<std::int64_t>()[0];
+  row.time_us = time.item<float>();
+  row.wrong = wrong.item<std::int64_t>();
   row.algbw_gbps = row.time_us > 0 ? static_cast<double>(bytes) / (row.time_us * 1e3) : 0.0;
   row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, n);
   return row;

@@ -1,17 +1,40 @@
 // The registry behind the seed's module-level API: the default group, its store, the store server
 // rank 0 may host, and the counter that names subgroups. It is the one process-wide mutable state
-// STYLE.md allows; a mutex guards it so threads of one process may query it.
+// STYLE.md allows; a mutex guards it so threads of one process may query it. Also the backend
+// choice (gloo, nccl, auto), and in a build without CUDA the NCCL entry points that say so.
 #include "genesis/dist/distributed.hpp"
 
 #include <algorithm>
 #include <mutex>
 
+#include <spdlog/spdlog.h>
+
 #include "genesis/core/error.hpp"
 #include "genesis/dist/prefix_store.hpp"
 #include "genesis/dist/process_group_gloo.hpp"
+#include "genesis/dist/process_group_nccl.hpp"
 #include "init_method.hpp"
 
 namespace genesis::dist {
+
+#ifndef GENESIS_WITH_CUDA
+// The NCCL group is compiled only with CUDA (lib/src/dist/cuda/); these keep its names callable.
+namespace {
+[[noreturn]] void throw_built_without_cuda() {
+  throw NotSupported("backend nccl: built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+}
+}  // namespace
+
+void require_nccl() { throw_built_without_cuda(); }
+bool nccl_available() { return false; }
+int nccl_device_for_rank(int) { throw_built_without_cuda(); }
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store>, int, int, Milliseconds,
+                                              int) {
+  throw_built_without_cuda();
+}
+Device group_device(const ProcessGroup&) { return Device::cpu(); }
+#endif
+
 namespace {
 
 struct Registry {
@@ -38,14 +61,33 @@ std::shared_ptr<ProcessGroup> require_group(const char* caller) {
   return r.group;
 }
 
+// "auto" is nccl where it can run (a CUDA build, a GPU per local rank: nccl_available), gloo
+// elsewhere; an explicit nccl that cannot run fails here, before any rendezvous, saying why.
+std::string resolve_backend(const std::string& backend) {
+  if (backend == "auto") return nccl_available() ? "nccl" : "gloo";
+  if (backend == "nccl") require_nccl();
+  return backend;
+}
+
+// A group of `size` ranks of `backend` on `store`; world_size 1 on gloo needs no communication,
+// while nccl always gets a real communicator (its tensors live on the device).
+std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
+                                         std::shared_ptr<Store> store, int rank, int size,
+                                         const std::string& bind_host, Milliseconds timeout,
+                                         int device) {
+  if (backend == "nccl") return make_nccl_group(std::move(store), rank, size, timeout, device);
+  if (size == 1) return make_single_rank_group("gloo");
+  return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size,
+                                            GlooOptions{bind_host, timeout});
+}
+
 }  // namespace
 
 void init_process_group(const std::string& backend, int world_size, int rank,
                         const std::string& init_method, Milliseconds timeout) {
   GENESIS_CHECK(backend == "gloo" || backend == "auto" || backend == "nccl", InvalidArgument,
                 "unknown backend '" + backend + "'; use gloo, nccl or auto");
-  if (backend == "nccl")
-    throw NotSupported("the NCCL process group arrives with the CUDA backend; use backend gloo");
+  const std::string resolved = resolve_backend(backend);
   GENESIS_CHECK(timeout.count() > 0, InvalidArgument,
                 "init_process_group timeout must be positive, got " +
                     std::to_string(timeout.count()) + " ms");
@@ -54,14 +96,10 @@ void init_process_group(const std::string& backend, int world_size, int rank,
   GENESIS_CHECK(r.group == nullptr, InvalidArgument,
                 "init_process_group called twice; call destroy_process_group first");
   detail::Rendezvous rv = detail::rendezvous(init_method, world_size, rank, timeout);
-  std::shared_ptr<ProcessGroup> group;
-  if (rv.world_size == 1) {
-    group = make_single_rank_group("gloo");
-  } else {
-    auto store = std::make_shared<PrefixStore>(rv.key_prefix + "/default_pg", rv.store);
-    group = std::make_shared<ProcessGroupGloo>(store, rv.rank, rv.world_size,
-                                               GlooOptions{rv.bind_host, timeout});
-  }
+  const int device = resolved == "nccl" ? nccl_device_for_rank(rv.rank) : -1;
+  auto store = std::make_shared<PrefixStore>(rv.key_prefix + "/default_pg", rv.store);
+  std::shared_ptr<ProcessGroup> group =
+      make_group(resolved, store, rv.rank, rv.world_size, rv.bind_host, timeout, device);
   r.server = std::move(rv.server);
   r.store = rv.store;
   r.key_prefix = rv.key_prefix;
@@ -116,12 +154,14 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) {
   if (me == ranks.end()) return nullptr;
   int group_rank = static_cast<int>(me - ranks.begin());
   int group_size = static_cast<int>(ranks.size());
-  if (group_size == 1) return make_single_rank_group(world->backend_name());
   auto store = std::make_shared<PrefixStore>(r.key_prefix + "/group_" + std::to_string(id),
                                              r.store);
-  GlooOptions options{r.bind_host, r.timeout};
+  const std::string backend = world->backend_name();
+  const std::string bind_host = r.bind_host;
+  const Milliseconds timeout = r.timeout;
+  const Device device = group_device(*world);  // a subgroup's ranks keep their device
   lock.unlock();  // the rendezvous blocks until every member arrives
-  return std::make_shared<ProcessGroupGloo>(store, group_rank, group_size, options);
+  return make_group(backend, store, group_rank, group_size, bind_host, timeout, device.index);
 }
 
 void barrier() { require_group("barrier")->barrier()->wait(); }
@@ -136,6 +176,14 @@ void broadcast(Tensor& tensor, int src) {
 
 void all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
   require_group("all_gather")->all_gather(outputs, input)->wait();
+}
+
+ProcessGroupScope::~ProcessGroupScope() {
+  try {
+    destroy_process_group();
+  } catch (const std::exception& e) {
+    spdlog::debug("destroy_process_group during unwinding: {}", e.what());
+  }
 }
 
 }  // namespace genesis::dist

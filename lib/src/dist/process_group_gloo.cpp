@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "genesis/core/error.hpp"
+#include "collective_errors.hpp"
 #include "process_group_gloo_impl.hpp"
 
 namespace genesis::dist {
@@ -34,10 +35,6 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   std::shared_ptr<dist::Store> store_;
 };
 
-// The store key where `rank` records the sequence number of the last collective it entered. One
-// key per rank (overwritten), so a long job does not grow the store.
-std::string arrival_key(int rank) { return "gloo_arrived/" + std::to_string(rank); }
-
 }  // namespace
 
 ProcessGroupGloo::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_in,
@@ -58,7 +55,7 @@ ProcessGroupGloo::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int s
     throw CommError("gloo cannot bind a TCP device on '" + options.hostname + "' for rank " +
                     std::to_string(rank) + ": " + e.what());
   }
-  store->set(arrival_key(rank), "0");
+  store->set(detail::arrival_key("gloo", rank), "0");
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   ctx->setTimeout(options.timeout);
   GlooStoreAdapter adapter(store);
@@ -147,10 +144,9 @@ void ProcessGroupGloo::Impl::run_op(Work& work, std::uint64_t seq, Milliseconds 
     std::string what = e.what();
     bool timed_out = what.find("Timed out") != std::string::npos ||
                      what.find("timed out") != std::string::npos;
-    std::string message = work.description() +
-                          (timed_out ? " timed out after " + std::to_string(timeout.count()) + " ms"
-                                     : " failed: " + what);
-    if (seq != 0) message += "; " + arrival_report(seq);
+    std::string message = timed_out ? detail::timed_out_message(work.description(), timeout)
+                                    : detail::failed_message(work.description(), what);
+    if (seq != 0) message += "; " + detail::arrival_report(*store, "gloo", rank, size, seq);
     broken_ = message;
     work.mark_completed(std::make_exception_ptr(CommError(message)));
   } catch (...) {
@@ -187,28 +183,12 @@ void ProcessGroupGloo::Impl::run_watchdog() {
       continue;
     lock.unlock();
     try {
-      store->set(arrival_key(rank), std::to_string(seq));
+      store->set(detail::arrival_key("gloo", rank), std::to_string(seq));
     } catch (...) {  // the peer's report then says the store could not tell
     }
     lock.lock();
     published = seq;
   }
-}
-
-std::string ProcessGroupGloo::Impl::arrival_report(std::uint64_t seq) {
-  std::string missing;
-  try {
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
-      bool arrived = store->check({arrival_key(r)}) &&
-                     std::stoull(store->get(arrival_key(r))) >= seq;
-      if (!arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    }
-  } catch (const std::exception& e) {
-    return std::string("the store could not tell which ranks arrived: ") + e.what();
-  }
-  return missing.empty() ? "every rank arrived (a peer failed or the connection broke)"
-                         : "ranks that never arrived: " + missing;
 }
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size,

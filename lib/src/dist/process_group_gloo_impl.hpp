@@ -49,7 +49,6 @@ struct ProcessGroupGloo::Impl {
   void run_watchdog();
   void run_op(Work& work, std::uint64_t seq, Milliseconds timeout, const Body& body);
   void set_running(std::uint64_t seq, Milliseconds timeout);
-  std::string arrival_report(std::uint64_t seq);
 
   std::mutex mutex_;
   std::condition_variable queued_;

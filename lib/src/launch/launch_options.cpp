@@ -30,7 +30,7 @@ void validate_launch_options(const LaunchOptions& options) {
   if (options.max_restarts < 0)
     fail("--max-restarts must be >= 0 (got " + std::to_string(options.max_restarts) + ")");
   if (!(options.grace_period_s >= 0)) fail("--grace-period must be >= 0 seconds");
-  if (options.timeout_s < 1) fail("--timeout must be at least 1 second");
+  if (options.timeout_s != -1 && options.timeout_s < 1) fail("--timeout must be at least 1 second");
   for (int rank : options.local_ranks_filter)
     if (rank >= options.nproc_per_node)
       fail("--local-ranks-filter names local rank " + std::to_string(rank) + " but there are only " +

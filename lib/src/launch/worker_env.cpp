@@ -30,8 +30,8 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
       {"GENESIS_RUN_ID", job.run_id},
       {"GENESIS_STORE_TOKEN", job.store_token},
       {"GENESIS_STORE_PORT", std::to_string(job.store_port)},
-      {"GENESIS_TIMEOUT_S", std::to_string(options.timeout_s)},
   };
+  if (options.timeout_s > 0) env.emplace_back("GENESIS_TIMEOUT_S", std::to_string(options.timeout_s));
   if (options.gpus) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(local_rank));
   // Every rank starting one OpenMP thread per core oversubscribes the node local_world times.
   if (!user_set_omp)

@@ -48,9 +48,9 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen,
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) {
-  Tensor qkv = c_attn_->forward(x);                             // (B, T, 3C)
+  Tensor qkv = (*c_attn_)(x);                                  // (B, T, 3C)
   Tensor y = packed_attention(qkv, n_head_, /*causal=*/true);  // (B, T, C)
-  return resid_dropout_->forward(c_proj_->forward(y));
+  return (*resid_dropout_)((*c_proj_)(y));
 }
 
 Block::Block(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> dropout_gen) {
@@ -65,8 +65,8 @@ Block::Block(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> drop
 }
 
 Tensor Block::forward(const Tensor& x) {
-  Tensor h = x + attn_->forward(ln_1_->forward(x));
-  return h + mlp_dropout_->forward(c_proj_->forward(gelu(c_fc_->forward(ln_2_->forward(h)))));
+  Tensor h = x + (*attn_)((*ln_1_)(x));
+  return h + (*mlp_dropout_)((*c_proj_)(gelu((*c_fc_)((*ln_2_)(h)))));
 }
 
 GPT::GPT(const GPTConfig& c, Generator& gen)
@@ -93,9 +93,9 @@ Tensor GPT::forward(const Tensor& idx) {
                 "sequence length " + std::to_string(T) + " exceeds block_size " +
                     std::to_string(config_.block_size));
   Tensor pos = Tensor::arange(T, DType::i64, idx.device());
-  Tensor x = drop_->forward(wte_->forward(idx) + wpe_->forward(pos));  // (B, T, C)
-  for (auto& block : blocks_) x = block->forward(x);
-  return linear(ln_f_->forward(x), wte_->weight);  // tied LM head: (B, T, vocab)
+  Tensor x = (*drop_)((*wte_)(idx) + (*wpe_)(pos));  // (B, T, C)
+  for (auto& block : blocks_) x = (*block)(x);
+  return linear((*ln_f_)(x), wte_->weight);  // tied LM head: (B, T, vocab)
 }
 
 double GPT::flops_per_token(std::int64_t seq_len) const {

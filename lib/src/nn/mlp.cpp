@@ -17,6 +17,6 @@ MLP::MLP(std::int64_t input_size, const std::vector<std::int64_t>& hidden_sizes,
   layers_->push_back(std::make_shared<Linear>(in, num_classes, gen));
 }
 
-Tensor MLP::forward(const Tensor& x) { return layers_->forward(x); }
+Tensor MLP::forward(const Tensor& x) { return (*layers_)(x); }
 
 }  // namespace genesis::nn

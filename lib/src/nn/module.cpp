@@ -1,4 +1,4 @@
-// Module bookkeeping: recursive naming, state dicts, train/eval.
+// Module bookkeeping: recursive naming, state dicts, train/eval, and the hooked call.
 #include "genesis/nn/module.hpp"
 
 #include "genesis/autograd/grad_mode.hpp"
@@ -8,6 +8,37 @@ namespace genesis::nn {
 
 Tensor Module::forward(const Tensor&) {
   throw NotSupported("this module does not take a single tensor input");
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  if (pre_hooks_.empty() && post_hooks_.empty()) return forward(x);
+  // Copies, so a hook may register or remove hooks (its own included) while it runs.
+  const auto pre = pre_hooks_;
+  for (const auto& [id, hook] : pre) hook(*this, x);
+  Tensor out = forward(x);
+  const auto post = post_hooks_;
+  for (const auto& [id, hook] : post) {
+    Tensor replaced = hook(*this, x, out);
+    if (replaced.defined()) out = std::move(replaced);
+  }
+  return out;
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  GENESIS_CHECK(hook != nullptr, InvalidArgument, "register_forward_pre_hook: empty hook");
+  pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+int Module::register_forward_hook(ForwardHook hook) {
+  GENESIS_CHECK(hook != nullptr, InvalidArgument, "register_forward_hook: empty hook");
+  post_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_hook(int id) {
+  std::erase_if(pre_hooks_, [id](const auto& h) { return h.first == id; });
+  std::erase_if(post_hooks_, [id](const auto& h) { return h.first == id; });
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor value) {

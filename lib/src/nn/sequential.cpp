@@ -16,7 +16,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& m : modules_) h = m->forward(h);
+  for (auto& m : modules_) h = (*m)(h);
   return h;
 }
 

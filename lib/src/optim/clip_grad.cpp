@@ -10,7 +10,9 @@
 
 namespace genesis::optim {
 
-double grad_norm(const std::vector<Tensor>& params) {
+namespace {
+
+double local_sum_of_squares(const std::vector<Tensor>& params) {
   double total = 0.0;
   for (const Tensor& p : params) {
     if (!p.defined()) continue;
@@ -18,13 +20,28 @@ double grad_norm(const std::vector<Tensor>& params) {
     if (!g.defined()) continue;
     total += g.device().is_cpu() ? detail::sum_of_squares_host(g) : detail::sum_of_squares_ops(g);
   }
-  return std::sqrt(total);
+  return total;
 }
 
+double identity(double x) { return x; }
+
+}  // namespace
+
+double grad_norm(const std::vector<Tensor>& params, const ShardSum& sum_over_shards) {
+  return std::sqrt(sum_over_shards(local_sum_of_squares(params)));
+}
+
+double grad_norm(const std::vector<Tensor>& params) { return grad_norm(params, identity); }
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  return clip_grad_norm(params, max_norm, identity);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm,
+                      const ShardSum& sum_over_shards) {
   GENESIS_CHECK(max_norm > 0.0, InvalidArgument,
                 "clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
-  const double norm = grad_norm(params);
+  const double norm = grad_norm(params, sum_over_shards);
   // A nan norm compares false and leaves the gradients alone: the caller sees the nan it returns
   // (a GradScaler skips the step on it); an inf norm multiplies them by 0, as PyTorch does.
   if (!(norm > max_norm)) return norm;

@@ -28,8 +28,14 @@ void dispatch(OpId id, std::span<const Tensor> in, std::span<Tensor> out, const 
   for (const Tensor& t : out) check_device(t);
 
   const KernelTable* table = device.is_cpu() ? &cpu_kernels() : cuda_kernels();
-  if (table == nullptr)
+  if (table == nullptr) {
+#ifdef GENESIS_WITH_CUDA
+    throw NotSupported("op " + std::string(op_info(id).name) + " on " + device.str() +
+                       ": the CUDA kernels are not built yet; compute on the CPU (device = \"cpu\")");
+#else
     throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+#endif
+  }
   Kernel kernel = (*table)[static_cast<int>(id)];
   if (kernel == nullptr)
     throw NotSupported("op " + std::string(op_info(id).name) + " has no kernel on " + device.str());

@@ -1,25 +1,52 @@
-// Storage allocation: host memory through the caching host allocator. Device allocation belongs
-// to the CUDA backend, which this build may not have; asking for it then is a NotSupported error
-// rather than a crash.
+// Storage allocation: host memory through the caching host allocator, device memory through the
+// CUDA backend (tensor/backends/cuda/device_memory.cpp). A build without CUDA refuses device
+// storage with a NotSupported error, and a CUDA build on a machine without a GPU refuses it with
+// one saying no device is visible: never a crash.
 #include "genesis/tensor/storage.hpp"
 
 #include "genesis/core/error.hpp"
 #include "host_allocator.hpp"
+#ifdef GENESIS_WITH_CUDA
+#include "backends/cuda/device_memory.hpp"
+#endif
 
 namespace genesis {
 
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  if (device.is_cuda()) {
+  allocate();
+}
+
+Storage::~Storage() { deallocate(); }
+
+void Storage::allocate() {
+  if (device_.is_cuda()) {
 #ifdef GENESIS_WITH_CUDA
-    throw NotSupported("CUDA tensors are not available yet: this build has the CUDA runtime but "
-                       "no CUDA tensor backend; train on device = \"cpu\"");
+    data_ = cuda::device_allocate(nbytes_, device_.index);
+    return;
 #else
     throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
 #endif
   }
-  data_ = host_allocator::allocate(nbytes);
+  data_ = host_allocator::allocate(nbytes_);
 }
 
-Storage::~Storage() { host_allocator::release(data_, nbytes_); }
+void Storage::deallocate() noexcept {
+  if (data_ == nullptr) return;
+#ifdef GENESIS_WITH_CUDA
+  if (device_.is_cuda()) {
+    cuda::device_release(data_, device_.index);
+    data_ = nullptr;
+    return;
+  }
+#endif
+  host_allocator::release(data_, nbytes_);
+  data_ = nullptr;
+}
+
+void Storage::release_memory() { deallocate(); }
+
+void Storage::reallocate() {
+  if (data_ == nullptr) allocate();
+}
 
 }  // namespace genesis

@@ -11,6 +11,9 @@
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "genesis/tensor/random.hpp"
+#ifdef GENESIS_WITH_CUDA
+#include "backends/cuda/device_copy.hpp"
+#endif
 
 namespace genesis {
 
@@ -235,14 +238,25 @@ void Tensor::remove_grad_ready_hook(int id) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   Tensor from = src.shape() == shape() ? src.detach() : src.detach().expand(shape());
-  GENESIS_CHECK(from.device() == device(), NotSupported,
-                "copy between " + from.device().str() + " and " + device().str() +
-                    " needs the CUDA backend");
+  if (from.device().is_cuda() || device().is_cuda()) {
+#ifdef GENESIS_WITH_CUDA
+    cuda::copy_tensor(*this, from, "copy_");
+    return *this;
+#else
+    throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+#endif
+  }
   dispatch(OpId::copy, {from}, {*this});
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
+#ifdef GENESIS_WITH_CUDA
+  if (device().is_cuda()) {  // until the op table has CUDA kernels
+    cuda::fill_tensor(*this, value);
+    return *this;
+  }
+#endif
   OpArgs args;
   args.f[0] = value;
   dispatch(OpId::fill, {}, {*this}, args);

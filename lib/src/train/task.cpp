@@ -50,7 +50,10 @@ Task make_task(const Config& config) {
 }
 
 BatchScore score_batch(nn::Module& model, const Tensor& inputs, const Tensor& targets) {
-  Tensor logits = model.forward(inputs);
+  return score_logits(model.forward(inputs), targets);
+}
+
+BatchScore score_logits(const Tensor& logits, const Tensor& targets) {
   BatchScore s;
   s.loss = cross_entropy(logits, targets);
   NoGradGuard no_grad;

@@ -2,11 +2,15 @@
 // losses are scaled by 1/accumulation so the accumulated gradient is their mean; then clip,
 // set the scheduled learning rate, step, and clear gradients. Throughput counts training time
 // only (evaluation and file writing are excluded) so summary.json is comparable across configs.
+// Under a launcher every rank runs this loop on its shard of each global batch through the
+// strategy; rank 0 alone prints, writes metrics.jsonl and summary.json, and logged figures are
+// reduced over ranks (mean loss, summed throughput).
 #include "genesis/train/trainer.hpp"
 
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -22,8 +26,11 @@
 #include "genesis/optim/clip_grad.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
 #include "genesis/optim/sgd.hpp"
+#include "genesis/parallel/memory_plan.hpp"
+#include "genesis/parallel/strategy.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "genesis/train/task.hpp"
+#include "job.hpp"
 #include "progress.hpp"
 
 namespace genesis::train {
@@ -61,14 +68,17 @@ struct EvalResult {
   double accuracy = 0;
 };
 
-EvalResult evaluate(Task& task, std::int64_t batch_size, std::int64_t max_batches) {
+// Eval batch k is scored by rank k % world; the sums are then added over ranks, so the figures
+// are those of the whole split whatever the world size.
+EvalResult evaluate(Task& task, const Job& job, std::int64_t batch_size, std::int64_t max_batches) {
   NoGradGuard no_grad;
   task.model->eval();
   const std::int64_t n = task.eval.size();
   double loss_sum = 0, correct = 0, predictions = 0;
   std::int64_t batches = 0;
-  for (std::int64_t start = 0; start < n; start += batch_size) {
+  for (std::int64_t start = 0; start < n; start += batch_size, ++batches) {
     if (max_batches > 0 && batches == max_batches) break;
+    if (batches % job.world_size() != job.rank()) continue;
     std::vector<std::int64_t> rows;
     for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) rows.push_back(i);
     data::TensorDataset batch = data::take_rows(task.eval, rows);
@@ -76,11 +86,48 @@ EvalResult evaluate(Task& task, std::int64_t batch_size, std::int64_t max_batche
     loss_sum += s.loss.item<double>() * s.predictions;
     correct += s.correct;
     predictions += s.predictions;
-    ++batches;
   }
   task.model->train();
+  std::vector<double> sums{loss_sum, correct, predictions};
+  job.sum(sums);
+  loss_sum = sums[0], correct = sums[1], predictions = sums[2];
   if (predictions == 0) return {};
   return {loss_sum / predictions, correct / predictions};
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
+parallel::MemoryPlan plan_for(const Config& config, std::int64_t num_parameters, int world) {
+  const TrainingConfig& t = config.training;
+  const DistributedConfig& d = config.distributed;
+  const double state = t.optimizer == "sgd" ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
+  return parallel::plan_memory({.num_parameters = num_parameters,
+                                .world_size = world,
+                                .local_world_size = env_int("LOCAL_WORLD_SIZE", world),
+                                .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
+                                .optimizer_bytes_per_parameter = state,
+                                .gradient_as_bucket_view = d.gradient_as_bucket_view,
+                                .budget_bytes = d.memory_budget_gb * 1024.0 * 1024.0 * 1024.0});
+}
+
+// --dry-run: what the run would be, without joining the job or training.
+TrainResult dry_run(const Config& config, Task& task, const TrainOptions& options) {
+  const int world = env_int("WORLD_SIZE", 1);
+  const parallel::MemoryPlan plan = plan_for(config, task.model->num_parameters(), world);
+  if (options.out != nullptr) {
+    const std::string strategy =
+        config.distributed.strategy == "auto" ? plan.chosen + " (auto)" : config.distributed.strategy;
+    *options.out << "genesis train --dry-run: " << config.name << "\n"
+                 << "  model      " << task.description << " (" << task.model->num_parameters()
+                 << " parameters)\n"
+                 << "  ranks      " << world << "\n"
+                 << "  strategy   " << strategy << "\n";
+    parallel::print_memory_plan(plan, *options.out);
+  }
+  return {};
 }
 
 }  // namespace
@@ -89,48 +136,83 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   const TrainingConfig& tc = config.training;
   GENESIS_CHECK(tc.device != "cuda", NotSupported,
                 "training.device = \"cuda\" needs the CUDA backend, which this build does not have yet");
-  // Under a launcher every rank would otherwise train alone and overwrite the others' files.
-  const char* world = std::getenv("WORLD_SIZE");
-  GENESIS_CHECK(world == nullptr || std::atoi(world) <= 1, NotSupported,
-                "genesis train runs single-process for now (WORLD_SIZE=" + std::string(world ? world : "") +
-                    "); multi-rank training arrives with the DDP strategy");
   const auto wall_start = Clock::now();
+  if (options.dry_run) {
+    Task task = make_task(config);
+    return dry_run(config, task, options);
+  }
+  Job job(config.distributed);
+  const int world = job.world_size();
+  // Every rank builds the same model and data from the seed; DDP also broadcasts rank 0's
+  // weights, so a rank that diverged would be corrected rather than trained apart.
   Task task = make_task(config);
   nn::Module& model = *task.model;
   model.train();
-  auto optimizer = make_optimizer(tc, model.parameters());
+  const DistributedConfig& dc = config.distributed;
+  const parallel::MemoryPlan plan = plan_for(config, model.num_parameters(), world);
+  const bool automatic = dc.strategy == "auto";
+  parallel::StrategyOptions so{.name = automatic ? plan.chosen : dc.strategy,
+                               .ddp = {.bucket_cap_mb = dc.bucket_cap_mb,
+                                       .find_unused_parameters = dc.find_unused_parameters,
+                                       .gradient_as_bucket_view = dc.gradient_as_bucket_view,
+                                       .broadcast_buffers = dc.broadcast_buffers},
+                               .zero = {.bucket_cap_mb = dc.bucket_cap_mb,
+                                        .hsdp_shard_size = static_cast<int>(dc.hsdp_shard_size),
+                                        .offload_optimizer = dc.offload_optimizer == "cpu",
+                                        .store = nullptr}};
+  auto strategy = parallel::make_strategy(
+      so, task.model, [&](const std::vector<Tensor>& params) { return make_optimizer(tc, params); },
+      job.group());
 
   const std::int64_t batch = tc.per_device_train_batch_size;
   const std::int64_t accum = tc.gradient_accumulation_steps;
   const std::int64_t warmup =
       tc.warmup_steps > 0 ? tc.warmup_steps
                           : static_cast<std::int64_t>(tc.warmup_ratio * static_cast<double>(tc.max_steps));
-  data::BatchSampler sampler(task.train.size(), batch, config.seed + 2, /*shuffle=*/true,
-                             /*drop_last=*/task.train.size() >= batch);
+  // Rank r batches its DistributedSampler shard: step by step the ranks' batches together are
+  // the batch of world * batch examples one process would draw.
+  data::BatchSampler sampler(
+      task.train.size(),
+      {.batch_size = batch, .seed = config.seed + 2, .shuffle = true,
+       .drop_last = task.train.size() >= batch * world, .num_replicas = world, .rank = job.rank()});
 
   TrainResult result;
   result.run_dir = std::filesystem::path(tc.output_dir) / config.name;
-  std::filesystem::create_directories(result.run_dir);
-  std::ofstream metrics(result.run_dir / "metrics.jsonl", std::ios::trunc);
-  GENESIS_CHECK(metrics.good(), IoError, "cannot write " + (result.run_dir / "metrics.jsonl").string());
+  std::ofstream metrics;
+  if (job.is_main()) {
+    std::filesystem::create_directories(result.run_dir);
+    metrics.open(result.run_dir / "metrics.jsonl", std::ios::trunc);
+    GENESIS_CHECK(metrics.good(), IoError, "cannot write " + (result.run_dir / "metrics.jsonl").string());
+  }
+  std::ostream* out = job.is_main() ? options.out : nullptr;
+  const bool interactive = options.interactive && job.is_main();
 
-  if (options.out != nullptr) {
-    *options.out << "genesis train: " << config.name << "\n"
+  if (out != nullptr) {
+    *out << "genesis train: " << config.name << "\n"
                  << "  model      " << task.description << " (" << model.num_parameters()
                  << " parameters)\n"
                  << "  data       " << config.data.source << ": " << task.train.size() << " train, "
                  << task.eval.size() << " eval examples\n"
-                 << "  batch      " << batch << " per device x 1 process x " << accum
-                 << " accumulation = " << batch * accum << " examples per step\n"
+                 << "  batch      " << batch << " per device x " << world
+                 << (world == 1 ? " process x " : " processes x ") << accum
+                 << " accumulation = " << batch * world * accum << " examples per step\n"
                  << "  optimizer  " << tc.optimizer << " lr " << tc.learning_rate << " ("
                  << tc.lr_scheduler_type << ", " << warmup << " warmup steps), " << tc.max_steps
                  << " steps\n"
-                 << "  device     cpu, " << omp_get_max_threads() << " threads\n"
+                 << "  strategy   " << strategy->name() << (automatic ? " (auto)" : "") << " over "
+                 << job.backend() << ", " << world << (world == 1 ? " rank" : " ranks") << "\n"
+                 << "  device     cpu, " << omp_get_max_threads()
+                 << (world == 1 ? " threads\n" : " threads per rank\n")
                  << "  output     " << result.run_dir.string() << "\n";
-    options.out->flush();
+    const auto& e = plan.estimate(strategy->name());
+    *out << "  memory     per rank: parameters " << parallel::format_bytes(e.parameter_bytes)
+         << ", gradients " << parallel::format_bytes(e.gradient_bytes) << ", optimizer state "
+         << parallel::format_bytes(e.optimizer_bytes) << " (estimate)\n";
+    if (automatic) *out << "  auto       " << plan.reason << "\n";
+    out->flush();
   }
 
-  ProgressBar bar(tc.max_steps, options.interactive);
+  ProgressBar bar(tc.max_steps, interactive);
   // A classifier's examples are not tokens; say samples/s for it.
   const char* rate_unit = task.tokens_per_example > 1 ? "tok/s" : "samples/s";
   double train_s = 0, window_loss = 0, window_correct = 0, window_predictions = 0;
@@ -138,7 +220,9 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   EvalResult last_eval;
   bool evaluated_at_end = false;
   auto log_eval = [&](std::int64_t step) {
-    last_eval = evaluate(task, batch, tc.eval_batches);
+    strategy->gather_full_parameters();  // ZeRO-3: full parameters on every rank until forward
+    last_eval = evaluate(task, job, batch, tc.eval_batches);
+    if (!job.is_main()) return;
     metrics << json{{"step", step}, {"eval_loss", last_eval.loss},
                     {"eval_accuracy", last_eval.accuracy}}.dump()
             << "\n";
@@ -150,37 +234,46 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     const auto step_start = Clock::now();
     for (std::int64_t micro = 0; micro < accum; ++micro) {
       data::TensorDataset b = data::take_rows(task.train, sampler.next_batch());
-      BatchScore s = score_batch(model, b.inputs, b.targets);
+      BatchScore s = score_logits(strategy->forward(b.inputs, micro + 1 == accum), b.targets);
       window_loss += s.loss.item<double>() / static_cast<double>(accum);
       window_correct += s.correct;
       window_predictions += s.predictions;
       examples += b.size();
-      (accum == 1 ? s.loss : s.loss * (1.0 / static_cast<double>(accum))).backward();
+      strategy->backward(accum == 1 ? s.loss : s.loss * (1.0 / static_cast<double>(accum)));
     }
     const double grad_norm =
-        tc.max_grad_norm > 0 ? optim::clip_grad_norm(model.parameters(), tc.max_grad_norm) : 0.0;
+        tc.max_grad_norm > 0 ? strategy->clip_grad_norm(tc.max_grad_norm) : 0.0;
     const double lr = optim::lr_at(tc.lr_scheduler_type, tc.learning_rate, step - 1, warmup, tc.max_steps);
-    optimizer->set_lr(lr);
-    optimizer->step();
-    optimizer->zero_grad();
+    strategy->step(lr);
     train_s += seconds_since(step_start);
     ++window_steps;
 
-    const double loss = window_loss / static_cast<double>(window_steps);
-    const double acc = window_predictions > 0 ? window_correct / window_predictions : 0.0;
-    const double samples_per_s = static_cast<double>(examples) / train_s;
+    // The bar shows this rank's running figures; logged ones are reduced over ranks below.
+    double loss = window_loss / static_cast<double>(window_steps);
+    double acc = window_predictions > 0 ? window_correct / window_predictions : 0.0;
+    // Every rank processes the same number of examples per step.
+    const double samples_per_s = static_cast<double>(examples) * world / train_s;
     const double tokens_per_s = samples_per_s * static_cast<double>(task.tokens_per_example);
     char text[160];
     std::snprintf(text, sizeof text, "loss %.4f acc %.3f lr %.2e %.0f %s", loss, acc, lr,
                   tokens_per_s, rate_unit);
     bar.update(step, text);
     if (step % tc.logging_steps == 0 || step == tc.max_steps) {
-      metrics << json{{"step", step}, {"loss", loss}, {"accuracy", acc}, {"lr", lr},
-                      {"grad_norm", grad_norm}, {"samples_per_s", samples_per_s},
-                      {"tokens_per_s", tokens_per_s}, {"elapsed_s", seconds_since(wall_start)}}.dump()
-              << "\n";
-      metrics.flush();
-      if (!options.interactive)
+      if (world > 1) {
+        std::vector<double> sums{window_loss, window_correct, window_predictions};
+        job.sum(sums);
+        loss = sums[0] / world / static_cast<double>(window_steps);
+        acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+      }
+      if (job.is_main()) {
+        metrics << json{{"step", step}, {"loss", loss}, {"accuracy", acc}, {"lr", lr},
+                        {"grad_norm", grad_norm}, {"samples_per_s", samples_per_s},
+                        {"tokens_per_s", tokens_per_s}, {"elapsed_s", seconds_since(wall_start)}}
+                       .dump()
+                << "\n";
+        metrics.flush();
+      }
+      if (!interactive && job.is_main())
         spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {}", step,
                      tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit);
       result.final_loss = loss;
@@ -198,10 +291,13 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   result.steps = tc.max_steps;
   result.eval_loss = last_eval.loss;
   result.eval_accuracy = last_eval.accuracy;
-  result.samples_per_s = train_s > 0 ? static_cast<double>(examples) / train_s : 0.0;
+  result.samples_per_s = train_s > 0 ? static_cast<double>(examples) * world / train_s : 0.0;
   result.tokens_per_s = result.samples_per_s * static_cast<double>(task.tokens_per_example);
   result.wall_s = seconds_since(wall_start);
   result.summary_path = result.run_dir / "summary.json";
+  const std::vector<double> rss = job.gather(peak_rss_mb());
+  const parallel::MemoryReport memory = strategy->memory();
+  if (!job.is_main()) return result;
 
   json summary = {
       {"name", config.name},
@@ -216,16 +312,22 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       {"flops_per_s", result.tokens_per_s * task.flops_per_token},
       {"train_s", train_s},
       {"wall_s", result.wall_s},
-      {"peak_rss_mb", peak_rss_mb()},
+      {"peak_rss_mb", *std::max_element(rss.begin(), rss.end())},
+      {"peak_rss_mb_per_rank", rss},
+      {"memory_per_rank_bytes",
+       {{"parameters", memory.parameter_bytes},
+        {"gradients", memory.gradient_bytes},
+        {"optimizer_state", memory.optimizer_bytes}}},
       {"device", "cpu"},
       {"threads", omp_get_max_threads()},
-      {"world_size", 1},
-      {"strategy", "single"},
-      {"effective_batch_size", batch * accum},
+      {"world_size", world},
+      {"backend", job.backend()},
+      {"strategy", strategy->name()},
+      {"effective_batch_size", batch * world * accum},
   };
   std::ofstream(result.summary_path) << summary.dump(2) << "\n";
 
-  if (options.out != nullptr) {
+  if (out != nullptr) {
     char line[256];
     std::snprintf(line, sizeof line,
                   "done: %lld steps in %s; final loss %.4f, eval loss %.4f, eval accuracy %.2f%%, "
@@ -233,7 +335,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                   static_cast<long long>(result.steps), format_duration(result.wall_s).c_str(),
                   result.final_loss, result.eval_loss, result.eval_accuracy * 100.0,
                   result.tokens_per_s, rate_unit);
-    *options.out << line << "summary: " << result.summary_path.string() << "\n";
+    *out << line << "summary: " << result.summary_path.string() << "\n";
   }
   return result;
 }

@@ -3,6 +3,7 @@
 // leaf's gradient becomes final.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "genesis/tensor/tensor.hpp"
@@ -11,5 +12,11 @@ namespace genesis::autograd {
 
 // grads[i] is d(something)/d(roots[i]); an undefined entry means ones for a one-element root.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {});
+
+// Called from inside a backward pass (a grad-ready hook): `callback` runs once, on this thread,
+// after the last node of the current pass has run and before backward() returns; an exception
+// it throws propagates out of backward(). DDP uses it to wait for its last buckets (PyTorch's
+// Engine::queue_callback). Outside a backward pass: InvalidArgument.
+void queue_callback(std::function<void()> callback);
 
 }  // namespace genesis::autograd

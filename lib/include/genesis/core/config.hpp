@@ -56,12 +56,26 @@ struct TrainingConfig {
   std::string output_dir = "runs";
 };
 
+struct DistributedConfig {
+  std::string strategy = "auto";  // "auto" | "ddp" | "zero1" | "zero2" | "zero3" | "hsdp"
+  std::string backend = "auto";   // "auto" | "gloo" | "nccl"
+  double bucket_cap_mb = 25;      // DDP gradient bucket size
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+  bool gradient_as_bucket_view = false;
+  double timeout_s = 1800;  // collectives and rendezvous
+  std::int64_t hsdp_shard_size = 0;        // 0: the ranks of one node (LOCAL_WORLD_SIZE)
+  std::string offload_optimizer = "none";  // "none" | "cpu"
+  double memory_budget_gb = 0;             // auto's per-rank budget; 0: device or host memory
+};
+
 struct Config {
   std::string name = "run";  // run directory: <output_dir>/<name>/
   std::uint64_t seed = 42;
   ModelConfig model;
   DataConfig data;
   TrainingConfig training;
+  DistributedConfig distributed;
 };
 
 // Where presets are looked up, first match wins: $GENESIS_PRESET_PATH (':'-separated), then

@@ -1,7 +1,7 @@
 // The seed's torch.distributed-style API (genesis.distributed in seed 000): one default process
 // group per process, held in the only process-wide registry the library has. Init methods:
 // env:// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GENESIS_STORE_TOKEN), tcp://host:port and
-// file:///path. world_size 1 needs no launcher and no environment. NCCL is not built yet.
+// file:///path. world_size 1 needs no launcher and no environment.
 #pragma once
 
 #include <memory>
@@ -14,7 +14,8 @@ namespace genesis::dist {
 
 inline constexpr Milliseconds kDefaultProcessGroupTimeout = std::chrono::minutes(30);
 
-// backend: "gloo", "auto" (gloo on CPU) or "nccl" (NotSupported in this build). world_size and
+// backend: "gloo", "nccl" (CUDA tensors; NotSupported without CUDA or a GPU) or "auto" (nccl
+// when dist::nccl_available(), see process_group_nccl.hpp, else gloo). world_size and
 // rank: -1 reads WORLD_SIZE / RANK from the environment (world_size 1 when WORLD_SIZE is unset).
 // InvalidArgument names the values when they disagree; already initialized -> InvalidArgument.
 void init_process_group(const std::string& backend = "gloo", int world_size = -1, int rank = -1,
@@ -25,6 +26,16 @@ int get_rank();
 int get_world_size();
 // Tears down the default group, every subgroup handle the registry holds and the store server.
 void destroy_process_group();
+
+// Calls destroy_process_group when the scope ends. It may run while an error unwinds, so a failed
+// teardown is logged rather than thrown: the error the user sees is the first one.
+class ProcessGroupScope {
+ public:
+  ProcessGroupScope() = default;
+  ~ProcessGroupScope();
+  ProcessGroupScope(const ProcessGroupScope&) = delete;
+  ProcessGroupScope& operator=(const ProcessGroupScope&) = delete;
+};
 std::shared_ptr<ProcessGroup> default_group();
 // The store the default group rendezvoused on (other components, e.g. checkpoints, share it).
 std::shared_ptr<Store> default_store();

@@ -21,7 +21,8 @@ struct LaunchOptions {
   int master_port = -1;               // -1: 0 (a free port) on one node, 29500 across nodes
   int max_restarts = 0;               // whole-group restarts after a failure
   double grace_period_s = 5.0;        // SIGTERM -> SIGKILL delay when tearing the group down
-  int timeout_s = 1800;               // default collective timeout, GENESIS_TIMEOUT_S
+  int timeout_s = -1;                 // GENESIS_TIMEOUT_S; -1: unset, workers use their own
+                                      // default (train: distributed.timeout_s)
   std::string run_id;                 // GENESIS_RUN_ID; empty: SLURM_JOB_ID or a random id
   std::filesystem::path log_dir;      // empty: no log files
   bool tee = false;                   // log files as well as the console (default dir when none)

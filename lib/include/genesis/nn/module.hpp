@@ -1,9 +1,12 @@
 // nn::Module: a tree of named parameters, buffers and child modules, as torch.nn.Module.
 // Names are dotted paths ("h.0.attn.c_attn.weight") in registration order, which is the order
-// DDP later uses to bucket gradients and checkpoints use to name tensors.
+// DDP later uses to bucket gradients and checkpoints use to name tensors. Calling a module
+// (operator()) runs its forward between the forward hooks, torch's __call__, which is how ZeRO-3
+// gathers a unit's parameters just before its forward and frees them after.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,13 +19,30 @@ namespace genesis::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+class Module;
+
+// Runs before forward with the module and its input.
+using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+// Runs after forward; a defined return value replaces the output (later hooks see the
+// replacement), an undefined one keeps it.
+using ForwardHook =
+    std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+
 class Module {
  public:
   virtual ~Module() = default;
 
   // Modules with one input and one output implement this; others (GPT) define their own call.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x) between the hooks, in registration order. Parents call their children this way
+  // (never child->forward directly) so that hooks on any submodule fire.
+  Tensor operator()(const Tensor& x);
+
+  // Hook ids are unique per module across both kinds; remove_hook(id) of an unknown id does
+  // nothing, so a hook may be removed twice (or by a destructor after a failed setup).
+  int register_forward_pre_hook(ForwardPreHook hook);
+  int register_forward_hook(ForwardHook hook);
+  void remove_hook(int id);
 
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
@@ -56,6 +76,9 @@ class Module {
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
+  std::vector<std::pair<int, ForwardHook>> post_hooks_;
+  int next_hook_id_ = 0;
   bool training_ = true;
 };
 

@@ -3,6 +3,7 @@
 // shards first); this function sees only the tensors it is given.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "genesis/tensor/tensor.hpp"
@@ -16,5 +17,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 // The same total norm without modifying anything (for logging "grad_norm").
 double grad_norm(const std::vector<Tensor>& params);
+
+// Sharded gradients (ZeRO): `sum_over_shards` turns this rank's sum of squares into the sum over
+// every rank's shard (an all-reduce), so each rank clips its shard by the global norm.
+using ShardSum = std::function<double(double local_sum_of_squares)>;
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm,
+                      const ShardSum& sum_over_shards);
+double grad_norm(const std::vector<Tensor>& params, const ShardSum& sum_over_shards);
 
 }  // namespace genesis::optim

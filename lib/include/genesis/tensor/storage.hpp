@@ -21,7 +21,18 @@ class Storage {
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // ZeRO-3 frees a unit's gathered parameters between uses while every tensor that views them
+  // (the parameters, views saved for backward) keeps this Storage: release_memory() gives the
+  // bytes back and leaves data() null; reallocate() gets nbytes() fresh, uninitialised bytes at
+  // a possibly different address (FSDP's storage resize to 0 and back).
+  void release_memory();
+  void reallocate();
+  bool has_memory() const { return data_ != nullptr || nbytes_ == 0; }
+
  private:
+  void allocate();
+  void deallocate() noexcept;
+
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;

@@ -31,5 +31,6 @@ struct BatchScore {
 };
 
 BatchScore score_batch(nn::Module& model, const Tensor& inputs, const Tensor& targets);
+BatchScore score_logits(const Tensor& logits, const Tensor& targets);
 
 }  // namespace genesis::train

@@ -15,6 +15,9 @@ namespace genesis::train {
 struct TrainOptions {
   bool interactive = false;     // stderr is a terminal: draw a progress bar instead of log lines
   std::ostream* out = nullptr;  // start-up banner and final report (stdout); null: silent
+  // Print the model size and the per-rank memory of every strategy (and auto's choice) for
+  // WORLD_SIZE ranks, then return without joining a job or training.
+  bool dry_run = false;
 };
 
 struct TrainResult {

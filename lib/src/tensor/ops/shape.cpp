@@ -8,6 +8,9 @@
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/ops.hpp"
+#ifdef GENESIS_WITH_CUDA
+#include "tensor/backends/cuda/device_copy.hpp"
+#endif
 
 namespace genesis {
 
@@ -234,7 +237,14 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = Tensor::empty(shape(), dtype(), device());
+#ifdef GENESIS_WITH_CUDA
+  if (device().is_cuda())
+    cuda::copy_tensor(out, *this, "clone");  // until the op table has CUDA kernels
+  else
+    dispatch(OpId::copy, {*this}, {out});
+#else
   dispatch(OpId::copy, {*this}, {out});
+#endif
   record("clone", {*this}, {out}, [](const Grads& g, const NeedsGrad&) -> Grads { return {g[0]}; });
   return out;
 }
@@ -253,10 +263,20 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  // Host<->device transfers are the CUDA backend's; Storage already refused a CUDA tensor in a
-  // build without it, so reaching here means the backend is missing the copy.
+#ifdef GENESIS_WITH_CUDA
+  Tensor out = Tensor::empty(shape(), dtype(), target);
+  cuda::copy_tensor(out, *this, "to(" + target.str() + ")");
+  if (is_floating(dtype())) {
+    Device back = device();
+    record("to_device", {*this}, {out},
+           [back](const Grads& g, const NeedsGrad&) -> Grads { return {g[0].to(back)}; });
+  }
+  return out;
+#else
+  // Storage refuses CUDA tensors in a build without CUDA, so one side of this copy cannot exist.
   throw NotSupported("copy from " + device().str() + " to " + target.str() +
-                     " needs the CUDA backend (reconfigure with -DGENESIS_CUDA=ON)");
+                     ": built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+#endif
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {

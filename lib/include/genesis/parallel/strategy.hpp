@@ -1,0 +1,73 @@
+// Strategy: how a model's training step is spread over the ranks of a process group (DDP now;
+// the ZeRO stages and HSDP behind the same interface later), so the trainer never branches on
+// the strategy. A strategy owns the wrapped model and its optimizer; the trainer gives it
+// micro-batches, a loss to backpropagate, a clipping norm and a learning rate.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genesis/dist/process_group.hpp"
+#include "genesis/nn/module.hpp"
+#include "genesis/optim/optimizer.hpp"
+#include "genesis/parallel/ddp.hpp"
+
+namespace genesis::parallel {
+
+// Bytes this rank holds for the model's training state.
+struct MemoryReport {
+  std::int64_t parameter_bytes = 0;
+  std::int64_t gradient_bytes = 0;
+  std::int64_t optimizer_bytes = 0;  // after the first step (state is created lazily)
+};
+
+using OptimizerFactory =
+    std::function<std::unique_ptr<optim::Optimizer>(const std::vector<Tensor>& params)>;
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+  // The model with full parameters as the user built it (evaluation, export).
+  virtual nn::Module& module() = 0;
+  // One micro-batch's forward; sync_gradients is false for all but the last micro-batch of an
+  // optimizer step, whose backward then reduces the accumulated gradients.
+  virtual Tensor forward(const Tensor& input, bool sync_gradients) = 0;
+  virtual void backward(const Tensor& loss) { loss.backward(); }
+  // Clips the global gradient norm to max_norm; returns the norm before clipping.
+  virtual double clip_grad_norm(double max_norm) = 0;
+  virtual double grad_norm() = 0;
+  // Optimizer step at learning rate lr, then clears the gradients.
+  virtual void step(double lr) = 0;
+  virtual optim::Optimizer& optimizer() = 0;
+  virtual MemoryReport memory() const = 0;
+  // Collective (every rank calls it): afterwards module()'s parameters hold their full current
+  // values until the next forward() or step(), so each rank may evaluate or export with plain
+  // module() calls. Strategies that keep full parameters anyway need do nothing.
+  virtual void gather_full_parameters() {}
+};
+
+struct ZeroOptions {
+  double bucket_cap_mb = 25;   // gradient buckets (stages 1 and 2), as DDP's
+  int hsdp_shard_size = 0;     // hsdp: ranks per shard group; 0: LOCAL_WORLD_SIZE (one node)
+  bool prefetch = true;        // zero3/hsdp: all-gather the next unit while this one computes
+  bool offload_optimizer = false;  // optimizer state and update on the CPU (the CUDA path)
+  // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
+  // default group (ranks as threads in tests); null: dist::new_group on the default group.
+  std::shared_ptr<dist::Store> store;
+};
+
+struct StrategyOptions {
+  std::string name = "ddp";  // "auto" | "ddp" | "zero1" | "zero2" | "zero3" | "hsdp"
+  DDPOptions ddp;
+  ZeroOptions zero;
+};
+
+std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
+                                        std::shared_ptr<nn::Module> model,
+                                        const OptimizerFactory& make_optimizer,
+                                        std::shared_ptr<dist::ProcessGroup> group);
+
+}  // namespace genesis::parallel

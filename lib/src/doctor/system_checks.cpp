@@ -1,0 +1,188 @@
+// The checks of the machine itself: what genesis was built with, CPU cores and memory (with a
+// container's cgroup limit when it is lower), /dev/shm, SLURM, and the order run_local_checks
+// puts every check in. Only warnings come from here: none of this stops a job from starting.
+#include <sched.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "doctor_util.hpp"
+#include "genesis/core/build_info.hpp"
+#include "genesis/doctor/doctor.hpp"
+
+namespace genesis::doctor {
+namespace {
+
+using detail::format_bytes;
+using detail::parse_integer;
+
+// "MemTotal:  24567896 kB" -> bytes; 0 when the field is missing.
+unsigned long long meminfo_bytes(const std::string& meminfo, const std::string& field) {
+  const auto at = meminfo.find(field + ":");
+  if (at == std::string::npos) return 0;
+  std::istringstream line(meminfo.substr(at + field.size() + 1));
+  unsigned long long kib = 0;
+  line >> kib;
+  return kib * 1024;
+}
+
+// A cgroup v2 (memory.max) or v1 (memory.limit_in_bytes) limit, 0 when there is none.
+unsigned long long cgroup_memory_limit() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::string text = detail::read_small_file(path);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    if (auto value = parse_integer(text); value && *value > 0)
+      return static_cast<unsigned long long>(*value);
+  }
+  return 0;
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+JobPosition job_position(const EnvLookup& env) {
+  JobPosition position;
+  auto read = [&](const char* name) {
+    auto text = env(name);
+    auto value = text ? parse_integer(*text) : std::nullopt;
+    return value && *value >= 0 ? static_cast<int>(*value) : 0;
+  };
+  if (env("RANK") || env("WORLD_SIZE") || env("LOCAL_RANK")) {
+    position.under_launcher = true;
+    position.rank = read("RANK");
+    position.local_rank = read("LOCAL_RANK");
+  } else if (env("SLURM_PROCID")) {  // srun started this process directly
+    position.under_launcher = true;
+    position.rank = read("SLURM_PROCID");
+    position.local_rank = read("SLURM_LOCALID");
+  }
+  return position;
+}
+
+CheckResult check_build() {
+  const BuildInfo& info = build_info();
+  CheckResult r{"build", CheckStatus::ok,
+                "genesis " + info.version + " (git " + info.git_hash + ", " + info.build_type +
+                    "), CUDA/NCCL " + (info.cuda ? "yes" : "no") + ", Gloo " + info.gloo +
+                    ", BLAS " + info.blas,
+                "", false};
+  if (info.build_type == "Debug") {
+    r.status = CheckStatus::warn;
+    r.hint = "a Debug build runs kernels many times slower: configure with "
+             "-DCMAKE_BUILD_TYPE=Release for training";
+  }
+  return r;
+}
+
+CheckResult check_cpu() {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                  : static_cast<int>(online);
+  const std::string meminfo = detail::read_small_file("/proc/meminfo");
+  unsigned long long total = meminfo_bytes(meminfo, "MemTotal");
+  unsigned long long available = meminfo_bytes(meminfo, "MemAvailable");
+  const unsigned long long limit = cgroup_memory_limit();
+  std::string detail = usable < online ? std::to_string(usable) + " of " + std::to_string(online) +
+                                             " cores usable"
+                                       : std::to_string(online) + " cores";
+  if (limit > 0 && limit < total) {
+    detail += ", " + format_bytes(limit) + " memory (container limit; host " +
+              format_bytes(total) + ")";
+    total = limit;
+    if (available > limit) available = limit;
+  } else {
+    detail += ", " + format_bytes(total) + " memory";
+  }
+  if (available > 0) detail += ", " + format_bytes(available) + " available";
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr)
+    detail += ", OMP_NUM_THREADS=" + std::string(omp);
+  CheckResult r{"cpu", CheckStatus::ok, detail, "", false};
+  constexpr unsigned long long kLowMemory = 2ull << 30;
+  if (available > 0 && available < kLowMemory) {
+    r.status = CheckStatus::warn;
+    r.hint = "less than 2 GiB of memory is available: close other programs, or train a smaller "
+             "model or batch (--preset mlp, --set training.per_device_train_batch_size=...)";
+  }
+  return r;
+}
+
+CheckResult check_shm(const std::string& path) {
+  CheckResult r{"shm", CheckStatus::ok, "", "", false};
+  const std::string docker_hint =
+      "NCCL and data loaders exchange data through " + path +
+      ": give it at least 512 MiB (docker run --shm-size=8g, or --ipc=host; on Kubernetes an "
+      "emptyDir with medium: Memory mounted at /dev/shm)";
+  struct statvfs fs {};
+  if (statvfs(path.c_str(), &fs) != 0) {
+    r.status = CheckStatus::warn;
+    r.detail = path + " is missing";
+    r.hint = docker_hint;
+    return r;
+  }
+  const unsigned long long total = static_cast<unsigned long long>(fs.f_blocks) * fs.f_frsize;
+  const unsigned long long free_bytes = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+  r.detail = path + " " + format_bytes(total) + ", " + format_bytes(free_bytes) + " free";
+  if (total < kMinShmBytes) {
+    r.status = CheckStatus::warn;
+    r.detail = path + " is only " + format_bytes(total) + " (below 512 MiB)";
+    r.hint = docker_hint;
+  } else if (free_bytes < kMinShmBytes) {
+    r.status = CheckStatus::warn;
+    r.detail += " (below 512 MiB)";
+    r.hint = "remove stale files from " + path + " (left by crashed jobs), or enlarge it";
+  }
+  return r;
+}
+
+CheckResult check_slurm(const EnvLookup& env) {
+  const auto job = env("SLURM_JOB_ID");
+  const auto task = env("SLURM_PROCID");
+  if (!job && !task) return {"slurm", CheckStatus::ok, "not under SLURM", "", false};
+  std::string detail = "job " + job.value_or("?");
+  if (task) {
+    detail += ", task " + *task + " of " + env("SLURM_NTASKS").value_or("?");
+    if (auto local = env("SLURM_LOCALID")) detail += " (local " + *local + ")";
+  } else {
+    detail += " (an allocation, not an srun step)";
+  }
+  if (auto nodes = env("SLURM_JOB_NODELIST").has_value() ? env("SLURM_JOB_NODELIST")
+                                                          : env("SLURM_NODELIST"))
+    detail += ", nodes " + *nodes;
+  CheckResult r{"slurm", CheckStatus::ok, detail, "", false};
+  for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID"}) {
+    auto value = env(name);
+    if (value && !parse_integer(*value)) {
+      r.status = CheckStatus::warn;
+      r.detail += "; " + std::string(name) + "=" + *value + " is not a number";
+      r.hint = "SLURM sets these itself: do not override SLURM_* variables in the job script";
+    }
+  }
+  return r;
+}
+
+std::vector<CheckResult> run_local_checks(const DoctorOptions& options) {
+  const EnvLookup env = options.env ? options.env : process_env();
+  std::vector<CheckResult> checks{check_build(), check_cpu()};
+  for (auto& c : check_cuda()) checks.push_back(std::move(c));
+  for (auto& c : check_nccl(job_position(env))) checks.push_back(std::move(c));
+  checks.push_back(check_env_contract(env));
+  checks.push_back(check_master_addr(env, options.network_timeout));
+  checks.push_back(check_master_port(env));
+  checks.push_back(check_shm(options.shm_path));
+  checks.push_back(check_slurm(env));
+  return checks;
+}
+
+}  // namespace genesis::doctor

@@ -1,0 +1,61 @@
+// Flattening parameters into one shardable buffer (see flat_params.hpp).
+#include "flat_params.hpp"
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/error.hpp"
+
+namespace genesis::parallel::detail {
+namespace {
+constexpr std::int64_t kAlign = 16;  // elements of 4 bytes: 64 bytes
+}  // namespace
+
+Tensor FlatParams::shard_of(const Tensor& buffer, int index) const {
+  GENESIS_CHECK(buffer.numel() == padded_numel() && index >= 0 && index < shards, InvalidArgument,
+                "FlatParams::shard_of: buffer or shard index does not match the layout");
+  return buffer.slice(0, index * shard_numel, (index + 1) * shard_numel);
+}
+
+Tensor FlatParams::param_view(const Tensor& buffer, std::size_t i) const {
+  const Shape& shape = params.at(i).second.shape();
+  return make_view(buffer, shape, contiguous_strides(shape), buffer.offset() + offsets.at(i));
+}
+
+void rebind_storage(const Tensor& target, const Tensor& view) {
+  GENESIS_CHECK(target.is_leaf() && target.shape() == view.shape() &&
+                    target.dtype() == view.dtype() && view.is_contiguous(),
+                InvalidArgument, "rebind_storage: target must be a leaf shaped like the view");
+  TensorImpl* impl = target.impl();
+  impl->storage = view.storage();
+  impl->offset = view.offset();
+  impl->strides = view.strides();
+}
+
+FlatParams flatten_parameters(nn::NamedTensors params, int shards) {
+  GENESIS_CHECK(shards >= 1, InvalidArgument, "flatten_parameters: shards must be >= 1");
+  FlatParams f;
+  f.params = std::move(params);
+  f.shards = shards;
+  for (const auto& [name, p] : f.params) {
+    const Tensor& first = f.params.front().second;
+    GENESIS_CHECK(p.dtype() == first.dtype() && p.device() == first.device(), NotSupported,
+                  "sharding parameters of different dtypes or devices together ('" + name + "')");
+    // Each parameter starts 64-byte aligned, as host storage does: kernels take their vector
+    // paths by alignment, and a parameter must compute exactly as it would unflattened.
+    f.numel = (f.numel + kAlign - 1) / kAlign * kAlign;
+    f.offsets.push_back(f.numel);
+    f.numel += p.numel();
+  }
+  f.shard_numel = (f.numel + shards - 1) / shards;
+  const Tensor& first = f.params.empty() ? Tensor() : f.params.front().second;
+  f.flat = Tensor::zeros({f.padded_numel()}, first.defined() ? first.dtype() : DType::f32,
+                         first.defined() ? first.device() : Device::cpu());
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < f.params.size(); ++i) {
+    Tensor view = f.param_view(f.flat, i);
+    view.copy_(f.params[i].second.detach());
+    rebind_storage(f.params[i].second, view);
+  }
+  return f;
+}
+
+}  // namespace genesis::parallel::detail

@@ -1,0 +1,39 @@
+// Parameters laid out back to back in one flat 1-D buffer, padded to a multiple of the number of
+// shards, with every parameter rebound to view its slice (FSDP's FlatParameter, DeepSpeed's
+// flattened groups). A rank's shard is then one contiguous range that an optimizer steps as a
+// single tensor and that one all-gather restores; the model's modules keep their own Tensor
+// handles and see the new storage without knowing. Elementwise optimizers (SGD, Adam, AdamW)
+// give the same result on a flat shard as on the parameters one by one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "genesis/nn/module.hpp"
+
+namespace genesis::parallel::detail {
+
+struct FlatParams {
+  nn::NamedTensors params;            // in flat order
+  std::vector<std::int64_t> offsets;  // element offset of each parameter in the flat buffer
+  std::int64_t numel = 0;             // the parameters' sizes plus alignment gaps (zero)
+  std::int64_t shard_numel = 0;       // padded numel / shards
+  int shards = 1;
+  Tensor flat;  // (shard_numel * shards,); the parameters view it; padding is zero
+
+  std::int64_t padded_numel() const { return shard_numel * shards; }
+  // Shard `index` of any buffer laid out like `flat` (the parameters, or their gradients).
+  Tensor shard_of(const Tensor& buffer, int index) const;
+  // Parameter i's slice of any buffer laid out like `flat`, shaped like the parameter.
+  Tensor param_view(const Tensor& buffer, std::size_t i) const;
+};
+
+// Copies the parameters' values into a new flat buffer (dtype and device of the first one; all
+// must agree) and rebinds each parameter to view it.
+FlatParams flatten_parameters(nn::NamedTensors params, int shards);
+
+// Makes `target` (a leaf) view `view`'s storage; `view` must already hold target's values.
+void rebind_storage(const Tensor& target, const Tensor& view);
+
+}  // namespace genesis::parallel::detail

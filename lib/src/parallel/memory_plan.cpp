@@ -1,0 +1,139 @@
+// The memory estimates behind strategy = "auto" and `train --dry-run` (see memory_plan.hpp).
+#include "genesis/parallel/memory_plan.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::parallel {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+std::int64_t ceil_div(double bytes, int n) {
+  return static_cast<std::int64_t>((bytes + n - 1) / n);
+}
+
+}  // namespace
+
+const StrategyEstimate& MemoryPlan::estimate(const std::string& name) const {
+  for (const auto& e : estimates)
+    if (e.name == name) return e;
+  throw InvalidArgument("no memory estimate for strategy '" + name + "'");
+}
+
+MemoryPlan plan_memory(const MemoryPlanInputs& in) {
+  GENESIS_CHECK(in.world_size >= 1 && in.local_world_size >= 1, InvalidArgument,
+                "plan_memory: world sizes must be >= 1");
+  MemoryPlan plan;
+  plan.inputs = in;
+  const double psi = static_cast<double>(in.num_parameters) * 4.0;  // f32 bytes
+  const double opt = static_cast<double>(in.num_parameters) * in.optimizer_bytes_per_parameter;
+  const int n = in.world_size;
+  const auto whole = [](double b) { return static_cast<std::int64_t>(b); };
+
+  // Communication per step in units of the parameter bytes: an all-reduce moves 2x (ring:
+  // reduce-scatter + all-gather), stage 3 adds a second all-gather for backward (3x).
+  plan.estimates.push_back({"ddp", whole(psi), whole(psi * (in.gradient_as_bucket_view ? 1 : 2)),
+                            whole(opt), 2.0, true});
+  plan.estimates.push_back({"zero1", whole(psi), whole(psi) + ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
+  plan.estimates.push_back({"zero2", whole(psi), ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
+  plan.estimates.push_back({"zero3", ceil_div(psi, n), ceil_div(psi, n), ceil_div(opt, n), 3.0, true});
+  const int shard = in.hsdp_shard_size > 0 ? in.hsdp_shard_size : in.local_world_size;
+  StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard), ceil_div(psi, shard), ceil_div(opt, shard),
+                        3.0, shard < n && n % shard == 0};
+  plan.estimates.push_back(hsdp);
+
+  if (in.budget_bytes > 0) {
+    plan.budget_bytes = in.budget_bytes;
+    plan.budget_source = "distributed.memory_budget_gb";
+  } else {
+    plan.budget_bytes = host_memory_bytes() / in.local_world_size;
+    plan.budget_source = "host memory / " + std::to_string(in.local_world_size) +
+                         (in.local_world_size == 1 ? " rank" : " ranks");
+  }
+
+  // Least communication first; among equals the one that shards least (less to coordinate).
+  const char* order[] = {"ddp", "zero1", "zero2", "hsdp", "zero3"};
+  const double limit = in.headroom * plan.budget_bytes;
+  for (const char* name : order) {
+    const StrategyEstimate& e = plan.estimate(name);
+    if (!e.available || static_cast<double>(e.total()) > limit) continue;
+    plan.chosen = name;
+    break;
+  }
+  const StrategyEstimate& ddp = plan.estimate("ddp");
+  char line[256];
+  if (plan.chosen == "ddp") {
+    std::snprintf(line, sizeof line, "ddp's %s per rank fits %.0f%% of the %s budget (%s)",
+                  format_bytes(static_cast<double>(ddp.total())).c_str(), in.headroom * 100,
+                  format_bytes(plan.budget_bytes).c_str(), plan.budget_source.c_str());
+  } else if (!plan.chosen.empty()) {
+    std::snprintf(line, sizeof line,
+                  "ddp needs %s per rank, over %.0f%% of the %s budget (%s); %s needs %s",
+                  format_bytes(static_cast<double>(ddp.total())).c_str(), in.headroom * 100,
+                  format_bytes(plan.budget_bytes).c_str(), plan.budget_source.c_str(),
+                  plan.chosen.c_str(),
+                  format_bytes(static_cast<double>(plan.estimate(plan.chosen).total())).c_str());
+  } else {
+    // Nothing fits: the smallest one still has the best chance; say so loudly.
+    plan.chosen = "zero3";
+    std::snprintf(line, sizeof line,
+                  "no strategy fits %.0f%% of the %s budget (%s); zero3 needs the least: %s",
+                  in.headroom * 100, format_bytes(plan.budget_bytes).c_str(),
+                  plan.budget_source.c_str(),
+                  format_bytes(static_cast<double>(plan.estimate("zero3").total())).c_str());
+  }
+  plan.reason = line;
+  return plan;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  else std::snprintf(buf, sizeof buf, bytes < 10 ? "%.2f %s" : bytes < 100 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+void print_memory_plan(const MemoryPlan& plan, std::ostream& out) {
+  const auto& in = plan.inputs;
+  char line[200];
+  std::snprintf(line, sizeof line, "  per-rank model state (f32, %d %s; activations not counted):\n",
+                in.world_size, in.world_size == 1 ? "rank" : "ranks");
+  out << line;
+  std::snprintf(line, sizeof line, "    %-8s %12s %12s %12s %12s %6s\n", "strategy", "parameters",
+                "gradients", "optimizer", "total", "comm");
+  out << line;
+  for (const auto& e : plan.estimates) {
+    if (!e.available) {
+      std::snprintf(line, sizeof line, "    %-8s %12s   (needs more ranks than one shard group)\n",
+                    e.name.c_str(), "-");
+    } else {
+      std::snprintf(line, sizeof line, "  %s %-8s %12s %12s %12s %12s %5.0fx\n",
+                    e.name == plan.chosen ? "*" : " ", e.name.c_str(),
+                    format_bytes(static_cast<double>(e.parameter_bytes)).c_str(),
+                    format_bytes(static_cast<double>(e.gradient_bytes)).c_str(),
+                    format_bytes(static_cast<double>(e.optimizer_bytes)).c_str(),
+                    format_bytes(static_cast<double>(e.total())).c_str(), e.communication);
+    }
+    out << line;
+  }
+  out << "  auto: " << plan.chosen << " (" << plan.reason << ")\n";
+}
+
+}  // namespace genesis::parallel

@@ -1,0 +1,123 @@
+// make_zero3 and make_hsdp, and the HSDP subgroups. Shard groups are hsdp_shard_size consecutive
+// ranks (one node, so the frequent all-gathers and reduce-scatters stay on the fast links);
+// replica groups are the ranks at the same position in every shard group. Every rank creates
+// every group, shard groups first, in the same order, because creating a group is collective
+// over its members. Groups of one rank need no rendezvous and are local.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "genesis/core/error.hpp"
+#include "genesis/dist/distributed.hpp"
+#include "genesis/dist/prefix_store.hpp"
+#include "genesis/dist/process_group_gloo.hpp"
+#include "zero3_strategy.hpp"
+#include "zero_strategies.hpp"
+
+namespace genesis::parallel::detail {
+namespace {
+
+// LOCAL_WORLD_SIZE when the launcher set it to a positive number, else 0.
+int local_world_size_from_env() {
+  const char* value = std::getenv("LOCAL_WORLD_SIZE");
+  if (value == nullptr || *value == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  return *end == '\0' && n > 0 && n <= 1 << 20 ? static_cast<int>(n) : 0;
+}
+
+// Builds the groups in `layouts` (lists of ranks of `world`) that contain this rank, creating
+// every layout on every rank in order. Without a store, `world` must be the default group and
+// dist::new_group does the work (backend, address and device as the world's); with one, the
+// groups are Gloo groups rendezvousing under a prefix unique to this call.
+class SubgroupMaker {
+ public:
+  SubgroupMaker(dist::ProcessGroup& world, std::shared_ptr<dist::Store> store)
+      : world_(world), store_(std::move(store)) {
+    if (store_) {
+      // Every rank adds 1 for each maker; calls are serialised by the rendezvous that follows
+      // them, so integer division by the world size numbers this maker the same on every rank.
+      const std::int64_t ticket = store_->add("genesis/hsdp/makers", 1);
+      prefix_ = "genesis/hsdp/" + std::to_string((ticket - 1) / world_.size()) + "/";
+    } else {
+      GENESIS_CHECK(dist::is_initialized() && dist::default_group().get() == &world_,
+                    InvalidArgument,
+                    "hsdp: subgroups of a process group that is not the default one need a store "
+                    "(ZeroOptions::store)");
+    }
+  }
+
+  std::shared_ptr<dist::ProcessGroup> make(const std::string& label, const std::vector<int>& ranks) {
+    if (!store_) {
+      if (ranks.size() == 1)
+        return ranks[0] == world_.rank() ? dist::make_single_rank_group(world_.backend_name())
+                                         : nullptr;
+      return dist::new_group(ranks);
+    }
+    const auto me = std::find(ranks.begin(), ranks.end(), world_.rank());
+    if (me == ranks.end()) return nullptr;
+    if (ranks.size() == 1) return dist::make_single_rank_group(world_.backend_name());
+    return std::make_shared<dist::ProcessGroupGloo>(
+        std::make_shared<dist::PrefixStore>(prefix_ + label, store_),
+        static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()));
+  }
+
+ private:
+  dist::ProcessGroup& world_;
+  std::shared_ptr<dist::Store> store_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_zero3(std::shared_ptr<nn::Module> model,
+                                     const OptimizerFactory& make_optimizer,
+                                     std::shared_ptr<dist::ProcessGroup> group,
+                                     const ZeroOptions& options) {
+  GENESIS_CHECK(model && group, InvalidArgument, "zero3: needs a model and a process group");
+  auto shard_group = group;
+  return std::make_unique<FullyShardedStrategy>("zero3", std::move(model), make_optimizer,
+                                                std::move(group), std::move(shard_group),
+                                                nullptr, options);
+}
+
+std::unique_ptr<Strategy> make_hsdp(std::shared_ptr<nn::Module> model,
+                                    const OptimizerFactory& make_optimizer,
+                                    std::shared_ptr<dist::ProcessGroup> group,
+                                    const ZeroOptions& options) {
+  GENESIS_CHECK(model && group, InvalidArgument, "hsdp: needs a model and a process group");
+  const int world = group->size(), rank = group->rank();
+  int shard_size = options.hsdp_shard_size;
+  GENESIS_CHECK(shard_size >= 0, InvalidArgument,
+                "distributed.hsdp_shard_size must be >= 0, got " + std::to_string(shard_size));
+  if (shard_size == 0) shard_size = local_world_size_from_env();
+  if (shard_size == 0) shard_size = world;
+  GENESIS_CHECK(world % shard_size == 0, InvalidArgument,
+                "hsdp: the shard size " + std::to_string(shard_size) +
+                    " does not divide the world size " + std::to_string(world) +
+                    "; set distributed.hsdp_shard_size to a divisor of it (ranks per node)");
+  const int replicas = world / shard_size;
+
+  SubgroupMaker maker(*group, options.store);
+  std::shared_ptr<dist::ProcessGroup> shard_group, replica_group;
+  for (int g = 0; g < replicas; ++g) {
+    std::vector<int> ranks;
+    for (int i = 0; i < shard_size; ++i) ranks.push_back(g * shard_size + i);
+    auto made = maker.make("shard_" + std::to_string(g), ranks);
+    if (made) shard_group = std::move(made);
+  }
+  for (int p = 0; p < shard_size; ++p) {
+    std::vector<int> ranks;
+    for (int g = 0; g < replicas; ++g) ranks.push_back(g * shard_size + p);
+    auto made = maker.make("replica_" + std::to_string(p), ranks);
+    if (made) replica_group = std::move(made);
+  }
+  GENESIS_CHECK(shard_group && replica_group && shard_group->rank() == rank % shard_size,
+                InvalidArgument, "hsdp: rank " + std::to_string(rank) + " found no subgroup");
+  if (replicas == 1) replica_group = nullptr;  // one replica: nothing to average across
+  return std::make_unique<FullyShardedStrategy>("hsdp", std::move(model), make_optimizer,
+                                                std::move(group), std::move(shard_group),
+                                                std::move(replica_group), options);
+}
+
+}  // namespace genesis::parallel::detail

@@ -1,0 +1,332 @@
+// ZeRO-3 / HSDP: the per-unit gather, release and gradient reduction (see zero3_strategy.hpp).
+//
+// Order of collectives. Every rank must submit the same collectives to a group in the same
+// order. Gathers are issued by forward hooks and by the backward node of each unit, at points
+// the (identical) graph fixes on every rank; reduce-scatters are launched in one fixed order,
+// reverse forward order with the root last, a unit waiting for the units before it even if its
+// gradients were ready earlier (the bucket rule of ddp_reducer.hpp).
+//
+// Gradients. A parameter's gradient, once final, is copied into its unit's full gradient buffer
+// and dropped from .grad; when the unit's last gradient arrives its gathered parameters are freed
+// (no remaining node needs them: every node that saved one of them also produced a gradient for
+// it) and the buffer is reduce-scattered (AVG) into this rank's slice. Every micro-batch reduces,
+// as zero2 does, so no full gradient outlives a backward; the slices add up in the gradient
+// shard. HSDP then averages each slice over the replica group, at the end of backward.
+#include "zero3_strategy.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "genesis/autograd/engine.hpp"
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/autograd/node.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/optim/clip_grad.hpp"
+#include "genesis/tensor/ops.hpp"
+#include "replicate.hpp"
+
+namespace genesis::parallel::detail {
+
+FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn::Module> model,
+                                           const OptimizerFactory& make_optimizer,
+                                           std::shared_ptr<dist::ProcessGroup> group,
+                                           std::shared_ptr<dist::ProcessGroup> shard_group,
+                                           std::shared_ptr<dist::ProcessGroup> replica_group,
+                                           const ZeroOptions& options)
+    : name_(std::move(name)),
+      model_(std::move(model)),
+      group_(std::move(group)),
+      shard_group_(std::move(shard_group)),
+      replica_group_(std::move(replica_group)),
+      options_(options) {
+  nn::NamedTensors params;
+  for (auto& [pname, p] : model_->named_parameters())
+    if (p.requires_grad()) params.emplace_back(pname, p);
+  GENESIS_CHECK(!params.empty(), InvalidArgument, name_ + ": the model has no trainable parameter");
+  {
+    NoGradGuard no_grad;
+    check_same_parameters(params, *group_);
+    broadcast_from_rank0(params, *group_);
+    broadcast_from_rank0(model_->named_buffers(), *group_);
+  }
+  for (UnitSpec& spec : wrap_units(*model_))
+    units_.push_back(std::make_unique<ShardedUnit>(std::move(spec), *shard_group_));
+  for (std::size_t u = units_.size(); u-- > 0;)
+    if (!is_root(u)) reduce_order_.push_back(u);
+  if (!units_.empty() && is_root(units_.size() - 1)) reduce_order_.push_back(units_.size() - 1);
+  reductions_.resize(units_.size());
+
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const FlatParams& flat = units_[u]->flat();
+    for (std::size_t i = 0; i < flat.params.size(); ++i)
+      slots_.push_back(ParamSlot{u, i, false, -1, flat.params[i].second});
+    if (nn::Module* m = units_[u]->module()) {
+      module_hooks_.emplace_back(u, m->register_forward_pre_hook(
+                                        [this, u](nn::Module&, const Tensor&) {
+                                          before_unit_forward(u);
+                                        }));
+      module_hooks_.emplace_back(
+          u, m->register_forward_hook([this, u](nn::Module&, const Tensor&, const Tensor& out) {
+            return after_unit_forward(u, out);
+          }));
+    }
+  }
+  for (std::size_t k = 0; k < slots_.size(); ++k)
+    slots_[k].hook_id =
+        slots_[k].param.register_grad_ready_hook([this, k](const Tensor&) { on_grad_ready(k); });
+
+  if (options_.offload_optimizer) {
+    // The optimizer's copy of each shard, and its state, live on the host; step() moves the
+    // gradient shard there and the updated shard back. On a CPU build this is one more copy.
+    NoGradGuard no_grad;
+    for (const auto& unit : units_) {
+      Tensor host = unit->shard().detach().to(Device::cpu());
+      if (host.storage() == unit->shard().storage()) host = host.clone();
+      host.set_requires_grad(true);
+      host.set_grad(Tensor::zeros(host.shape(), host.dtype(), Device::cpu()));
+      host_shards_.push_back(host);
+    }
+    optimizer_ = make_optimizer(host_shards_);
+  } else {
+    optimizer_ = make_optimizer(shards());
+  }
+  spdlog::debug("{}: {} units, {} parameters, shard group of {}, {} replicas", name_,
+                units_.size(), slots_.size(), shard_group_->size(),
+                replica_group_ ? replica_group_->size() : 1);
+}
+
+FullyShardedStrategy::~FullyShardedStrategy() {
+  settle_all();
+  for (auto& [u, id] : module_hooks_) units_[u]->module()->remove_hook(id);
+  for (ParamSlot& s : slots_) s.param.remove_grad_ready_hook(s.hook_id);
+}
+
+std::vector<Tensor> FullyShardedStrategy::shards() const {
+  std::vector<Tensor> out;
+  for (const auto& unit : units_) out.push_back(unit->shard());
+  return out;
+}
+
+std::vector<std::string> FullyShardedStrategy::unit_names() const {
+  std::vector<std::string> out;
+  for (const auto& unit : units_) out.push_back(unit->name());
+  return out;
+}
+
+Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*/) {
+  // Every micro-batch reduces its gradients (see the top of this file), so sync_gradients
+  // changes nothing here.
+  const bool training = autograd::grad_enabled();
+  trace_.clear();
+  pinned_ = false;  // units gathered by gather_full_parameters() are used, then released
+  if (training) {
+    // A backward that failed halfway leaves reductions in flight; they are of no use now.
+    for (Reduction& r : reductions_) {
+      if (r.work) {
+        try {
+          r.work->wait();
+        } catch (const std::exception& e) {
+          spdlog::debug("{}: discarding a failed reduction: {}", name_, e.what());
+        }
+      }
+      r = Reduction{};
+    }
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      reductions_[u].pending = units_[u]->flat().params.size();
+    for (ParamSlot& s : slots_) s.ready = false;
+    next_reduce_ = 0;
+    in_backward_ = true;
+    finalize_queued_ = false;
+  }
+  const bool has_root = !units_.empty() && is_root(units_.size() - 1);
+  if (has_root && units_.back()->start_gather())
+    trace_.push_back({Zero3Event::Kind::gather, "", false});
+  if (options_.prefetch && !units_.empty() && !is_root(0)) prefetch(0);
+  if (has_root) units_.back()->wait_gathered();
+  Tensor out = model_->forward(input);
+  if (!training) release_all();
+  return out;
+}
+
+void FullyShardedStrategy::prefetch(std::size_t u) {
+  if (units_[u]->start_gather()) trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), true});
+}
+
+void FullyShardedStrategy::before_unit_forward(std::size_t u) {
+  if (pinned_ && !autograd::grad_enabled()) return;
+  trace_.push_back({Zero3Event::Kind::forward_begin, units_[u]->name(), false});
+  if (units_[u]->start_gather())
+    trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
+  units_[u]->wait_gathered();
+  if (options_.prefetch && u + 1 < units_.size() && !is_root(u + 1)) prefetch(u + 1);
+}
+
+Tensor FullyShardedStrategy::after_unit_forward(std::size_t u, const Tensor& output) {
+  if (pinned_ && !autograd::grad_enabled()) return Tensor();
+  trace_.push_back({Zero3Event::Kind::forward_end, units_[u]->name(), false});
+  units_[u]->release();
+  if (!autograd::grad_enabled() || !output.defined() || !output.requires_grad()) return Tensor();
+  // The unit's output passes through a node created after all of the unit's own nodes, so the
+  // engine (latest-created ready node first) runs it, and with it the gather, before them.
+  Tensor wrapped = output.detach();
+  autograd::record("Zero3UnitBackward", {output}, {wrapped},
+                   [this, u](const std::vector<Tensor>& grads,
+                             const autograd::NeedsGrad&) -> std::vector<Tensor> {
+                     before_unit_backward(u);
+                     return {grads[0]};
+                   });
+  return wrapped;
+}
+
+void FullyShardedStrategy::before_unit_backward(std::size_t u) {
+  trace_.push_back({Zero3Event::Kind::backward_begin, units_[u]->name(), false});
+  if (units_[u]->start_gather())
+    trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
+  units_[u]->wait_gathered();
+  if (options_.prefetch && u > 0) prefetch(u - 1);
+}
+
+void FullyShardedStrategy::on_grad_ready(std::size_t slot) {
+  ParamSlot& s = slots_[slot];
+  GENESIS_CHECK(in_backward_, InvalidArgument,
+                name_ + ": a backward ran without a forward through the strategy before it; call "
+                        "forward again before each backward");
+  GENESIS_CHECK(!s.ready, InvalidArgument,
+                name_ + ": a parameter got its gradient twice in one backward; call forward "
+                        "again before each backward");
+  const FlatParams& flat = units_[s.unit]->flat();
+  Reduction& r = reductions_[s.unit];
+  if (!r.grad.defined())
+    r.grad = Tensor::zeros({flat.padded_numel()}, flat.flat.dtype(), flat.flat.device());
+  {
+    NoGradGuard no_grad;
+    flat.param_view(r.grad, s.index).copy_(s.param.grad());
+  }
+  s.param.set_grad(Tensor());  // the full gradient lives only in the unit's buffer until reduced
+  if (!finalize_queued_) {
+    autograd::queue_callback([this] { finalize_backward(); });
+    finalize_queued_ = true;
+  }
+  mark_ready(slot);
+}
+
+void FullyShardedStrategy::mark_ready(std::size_t slot) {
+  ParamSlot& s = slots_[slot];
+  s.ready = true;
+  if (--reductions_[s.unit].pending == 0 && !is_root(s.unit)) units_[s.unit]->release();
+  launch_ready_reductions();
+}
+
+void FullyShardedStrategy::launch_ready_reductions() {
+  while (next_reduce_ < reduce_order_.size() &&
+         reductions_[reduce_order_[next_reduce_]].pending == 0) {
+    const std::size_t u = reduce_order_[next_reduce_++];
+    const FlatParams& flat = units_[u]->flat();
+    Reduction& r = reductions_[u];
+    r.reduced = Tensor::empty({flat.shard_numel}, flat.flat.dtype(), flat.flat.device());
+    r.work = shard_group_->reduce_scatter_tensor(r.reduced, r.grad, {.op = dist::ReduceOp::AVG});
+    trace_.push_back({Zero3Event::Kind::reduce_scatter, units_[u]->name(), false});
+  }
+}
+
+void FullyShardedStrategy::finalize_backward() {
+  in_backward_ = false;
+  NoGradGuard no_grad;
+  // Parameters without a gradient this pass contribute zeros (a branch another rank took).
+  for (std::size_t k = 0; k < slots_.size(); ++k) {
+    if (slots_[k].ready) continue;
+    Reduction& r = reductions_[slots_[k].unit];
+    const FlatParams& flat = units_[slots_[k].unit]->flat();
+    if (!r.grad.defined())
+      r.grad = Tensor::zeros({flat.padded_numel()}, flat.flat.dtype(), flat.flat.device());
+    mark_ready(k);
+  }
+  for (std::size_t u : reduce_order_) {
+    Reduction& r = reductions_[u];
+    std::shared_ptr<dist::Work> work = std::move(r.work);
+    work->wait();
+    r.grad = Tensor();  // free the full gradient
+    if (replica_group_)
+      r.work = replica_group_->all_reduce(r.reduced, {.op = dist::ReduceOp::AVG});
+  }
+  for (std::size_t u : reduce_order_) {
+    Reduction& r = reductions_[u];
+    if (r.work) {
+      std::shared_ptr<dist::Work> work = std::move(r.work);
+      work->wait();
+    }
+    const Tensor& grad_shard = units_[u]->grad_shard();
+    Tensor(grad_shard).copy_(add(grad_shard, r.reduced));  // accumulation over micro-batches
+    r.reduced = Tensor();
+  }
+  release_all();
+}
+
+void FullyShardedStrategy::release_all() {
+  for (auto& unit : units_) unit->release();
+}
+
+void FullyShardedStrategy::settle_all() noexcept {
+  for (Reduction& r : reductions_) {
+    if (!r.work) continue;
+    try {
+      r.work->wait();
+    } catch (const std::exception& e) {
+      spdlog::debug("{}: discarding a failed reduction: {}", name_, e.what());
+    }
+    r.work.reset();
+  }
+  for (auto& unit : units_)
+    if (!unit->settle()) spdlog::debug("{}: discarding a failed gather of '{}'", name_, unit->name());
+}
+
+double FullyShardedStrategy::sum_over_shards(double local) const {
+  // Replicas hold identical gradient shards, so the shard group alone covers the model once.
+  return detail::sum_over_ranks(local, *shard_group_);
+}
+
+double FullyShardedStrategy::clip_grad_norm(double max_norm) {
+  return optim::clip_grad_norm(shards(), max_norm,
+                               [this](double local) { return sum_over_shards(local); });
+}
+
+double FullyShardedStrategy::grad_norm() {
+  return optim::grad_norm(shards(), [this](double local) { return sum_over_shards(local); });
+}
+
+void FullyShardedStrategy::step(double lr) {
+  pinned_ = false;
+  release_all();  // a gather in flight reads the shards the optimizer is about to change
+  NoGradGuard no_grad;
+  if (options_.offload_optimizer)
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      host_shards_[u].grad().copy_(units_[u]->grad_shard().to(Device::cpu()));
+  optimizer_->set_lr(lr);
+  optimizer_->step();
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    if (options_.offload_optimizer) {
+      Tensor(units_[u]->shard()).copy_(host_shards_[u].to(units_[u]->shard().device()));
+      host_shards_[u].grad().zero_();
+    }
+    Tensor(units_[u]->grad_shard()).zero_();
+  }
+}
+
+void FullyShardedStrategy::gather_full_parameters() {
+  for (auto& unit : units_) unit->start_gather();
+  for (auto& unit : units_) unit->wait_gathered();
+  pinned_ = true;
+}
+
+MemoryReport FullyShardedStrategy::memory() const {
+  MemoryReport r;
+  for (const auto& unit : units_) {
+    const std::int64_t bytes = unit->flat().shard_numel * unit->element_bytes();
+    r.parameter_bytes += bytes;
+    r.gradient_bytes += bytes;
+  }
+  for (auto& [sname, t] : optimizer_->state_tensors())
+    r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  return r;
+}
+
+}  // namespace genesis::parallel::detail

@@ -1,0 +1,108 @@
+// FullyShardedStrategy: ZeRO-3 / FSDP over one shard group, and HSDP when a replica group is
+// given. Each unit (zero3_units.hpp) is gathered by a forward pre-hook, released by the forward
+// hook, gathered again by an autograd node wrapped around its output just before its own
+// backward, and released once all of its gradients are ready and reduce-scattered into the
+// rank's gradient shard. The optimizer steps only the shards; nothing is gathered after step().
+// Not here: the subgroup construction and the factories (zero3_factories.cpp).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genesis/parallel/strategy.hpp"
+#include "zero3_units.hpp"
+
+namespace genesis::parallel::detail {
+
+// One step of the last training forward and backward, in the order it happened, for tests and
+// traces: with prefetch the gather of unit i+1 is issued between forward_begin and forward_end
+// of unit i (and in backward the gather of unit i-1 right after backward_begin of unit i).
+struct Zero3Event {
+  enum class Kind { gather, forward_begin, forward_end, backward_begin, reduce_scatter };
+  Kind kind;
+  std::string unit;       // unit name; "" is the root unit
+  bool prefetch = false;  // gather: issued ahead of the unit's use
+};
+
+class FullyShardedStrategy : public Strategy {
+ public:
+  // shard_group: the ranks a unit is sharded over; replica_group: null for ZeRO-3, else the
+  // ranks holding the same shard in the other shard groups (HSDP), whose gradient shards are
+  // averaged. `group` is the whole job, used to check and broadcast the initial parameters.
+  FullyShardedStrategy(std::string name, std::shared_ptr<nn::Module> model,
+                       const OptimizerFactory& make_optimizer,
+                       std::shared_ptr<dist::ProcessGroup> group,
+                       std::shared_ptr<dist::ProcessGroup> shard_group,
+                       std::shared_ptr<dist::ProcessGroup> replica_group, const ZeroOptions& options);
+  ~FullyShardedStrategy() override;
+
+  std::string name() const override { return name_; }
+  // The model; its parameters hold values only while their unit is gathered, e.g. after
+  // gather_full_parameters() until the next forward() or step(). Run it through forward(),
+  // on every rank, except in that window.
+  nn::Module& module() override { return *model_; }
+  Tensor forward(const Tensor& input, bool sync_gradients) override;
+  double clip_grad_norm(double max_norm) override;
+  double grad_norm() override;
+  void step(double lr) override;
+  optim::Optimizer& optimizer() override { return *optimizer_; }
+  // Parameter bytes are the shards only: the gathered unit (two with prefetch) is transient and
+  // not counted; with offload_optimizer the optimizer state (and its parameter copy) is on the host.
+  MemoryReport memory() const override;
+
+  // Collective over the shard group (every rank must call it): all-gathers every unit, so
+  // module()'s parameters hold the full current values (export, a full state dict) until the
+  // next forward() or step() releases them. Meanwhile the units' hooks do nothing under no-grad,
+  // so each rank may run module() on its own batches (evaluation) without collectives.
+  void gather_full_parameters() override;
+  const std::vector<Zero3Event>& last_trace() const { return trace_; }
+  std::vector<std::string> unit_names() const;
+
+ private:
+  struct ParamSlot {
+    std::size_t unit = 0, index = 0;
+    bool ready = false;
+    int hook_id = -1;
+    Tensor param;
+  };
+  struct Reduction {
+    Tensor grad;     // the unit's full gradient, laid out like its flat buffer, until reduced
+    Tensor reduced;  // reduce-scatter output (then replica all-reduce) of this backward
+    std::size_t pending = 0;
+    bool launched = false;
+    std::shared_ptr<dist::Work> work;
+  };
+
+  void before_unit_forward(std::size_t u);
+  Tensor after_unit_forward(std::size_t u, const Tensor& output);
+  void before_unit_backward(std::size_t u);
+  void prefetch(std::size_t u);
+  void on_grad_ready(std::size_t slot);
+  void mark_ready(std::size_t slot);
+  void launch_ready_reductions();
+  void finalize_backward();
+  void settle_all() noexcept;
+  void release_all();
+  std::vector<Tensor> shards() const;
+  double sum_over_shards(double local) const;
+  bool is_root(std::size_t u) const { return units_[u]->module() == nullptr; }
+
+  std::string name_;
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<dist::ProcessGroup> group_, shard_group_, replica_group_;
+  ZeroOptions options_;
+  std::vector<std::unique_ptr<ShardedUnit>> units_;  // wrap_units order: root (if any) last
+  std::vector<std::size_t> reduce_order_;             // reverse forward order, root last
+  std::vector<Reduction> reductions_;
+  std::vector<ParamSlot> slots_;
+  std::vector<std::pair<std::size_t, int>> module_hooks_;  // (unit, hook id)
+  std::vector<Tensor> host_shards_;  // offload_optimizer: what the optimizer steps
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::vector<Zero3Event> trace_;
+  bool in_backward_ = false, finalize_queued_ = false;
+  bool pinned_ = false;  // gather_full_parameters() holds every unit until forward() or step()
+  std::size_t next_reduce_ = 0;
+};
+
+}  // namespace genesis::parallel::detail

@@ -1,0 +1,74 @@
+// ZeRO-3 units: the wrap policy that cuts a model into units, and one unit's sharded parameters.
+// A unit's parameters are flattened into one padded buffer (flat_params.hpp) whose Storage holds
+// bytes only while the unit is gathered; between uses each rank keeps its shard in a separate
+// tensor, the one the optimizer steps. Gradient reduction and the hook plumbing are the
+// strategy's (zero3_strategy.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flat_params.hpp"
+#include "genesis/dist/process_group.hpp"
+#include "genesis/nn/module.hpp"
+
+namespace genesis::parallel::detail {
+
+struct UnitSpec {
+  std::string name;               // module path ("h.0", "layers.2"); "" for the root unit
+  nn::Module* module = nullptr;   // null for the root unit, which has no forward of its own
+  nn::NamedTensors params;        // trainable parameters, full dotted names, registration order
+};
+
+// The wrap policy. Every GPT Block is a unit, and elsewhere every Linear (MLP's layers.N); the
+// trainable parameters outside those form the root unit, gathered for the whole forward and
+// backward like FSDP's root. Units come in registration order, which is the order the models
+// run them in (prefetch relies on it); the root unit, if it has parameters, comes last.
+std::vector<UnitSpec> wrap_units(nn::Module& model);
+
+// One unit's parameters sharded over a group of `shards` ranks. Not thread-safe: every method
+// runs on the rank's training thread; collectives go to the group's communication thread.
+class ShardedUnit {
+ public:
+  enum class State { released, gathering, gathered };
+
+  // Flattens spec.params (their current values become the flat buffer), copies this rank's
+  // shard out and releases the flat buffer's bytes.
+  ShardedUnit(UnitSpec spec, dist::ProcessGroup& group);
+  ShardedUnit(const ShardedUnit&) = delete;
+  ShardedUnit& operator=(const ShardedUnit&) = delete;
+
+  const std::string& name() const { return spec_.name; }
+  nn::Module* module() const { return spec_.module; }
+  const FlatParams& flat() const { return flat_; }
+  State state() const { return state_; }
+
+  // Reallocates the flat buffer and launches the all-gather of every rank's shard into it; does
+  // nothing unless released. Returns whether it launched.
+  bool start_gather();
+  // Gathers if released, then waits: the module's parameters hold the current shards' values.
+  void wait_gathered();
+  // Gives the flat buffer's bytes back (after waiting for a gather in flight). Tensors viewing
+  // them (parameters, views saved for backward) stay valid handles without data.
+  void release();
+  // Waits for a gather in flight without throwing (destructors, error paths); returns false when
+  // it failed, and the unit is then released.
+  bool settle() noexcept;
+
+  // The persistent shard (shard_numel,), a leaf that requires grad; its .grad is grad_shard().
+  const Tensor& shard() const { return shard_; }
+  const Tensor& grad_shard() const { return grad_shard_; }
+  std::int64_t element_bytes() const;
+
+ private:
+  UnitSpec spec_;
+  dist::ProcessGroup& group_;
+  FlatParams flat_;
+  Tensor shard_, grad_shard_;
+  State state_ = State::released;
+  std::shared_ptr<dist::Work> gather_;
+};
+
+}  // namespace genesis::parallel::detail

@@ -1,0 +1,303 @@
+// ZeRO stages 1 and 2: every rank holds the full parameters, but the optimizer state (stage 1)
+// and also the reduced gradients (stage 2) only for its shard. The sequence per step is llm.c's
+// and DeepSpeed's: gradients are reduce-scattered (rank r receives the average of shard r), each
+// rank steps the optimizer on its shard of the parameters, and an all-gather gives every rank the
+// updated parameters again.
+//
+// Buckets. As in DDP, parameters are grouped in reverse registration order into buckets of
+// bucket_cap_mb, each flattened into one buffer padded to a multiple of the world size
+// (flat_params.hpp); a bucket's reduce-scatter starts on the communication thread as soon as its
+// last gradient is ready, in bucket order on every rank (see ddp_reducer.hpp for why). Rank r
+// owns shard r of every bucket; the optimizer sees one flat tensor per bucket.
+//
+// Stage 1 keeps a full gradient buffer per bucket: .grad of every parameter views it, micro-batches
+// of an accumulation window add into it locally, and only the last one reduces. Stage 2 keeps no
+// full gradient between backward passes: each micro-batch's gradients are copied into a transient
+// bucket buffer, reduce-scattered, added to the rank's shard and freed (DeepSpeed's stage 2 also
+// reduces every micro-batch).
+#include <spdlog/spdlog.h>
+
+#include "flat_params.hpp"
+#include "genesis/autograd/engine.hpp"
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/optim/clip_grad.hpp"
+#include "genesis/tensor/ops.hpp"
+#include "replicate.hpp"
+#include "zero_strategies.hpp"
+
+namespace genesis::parallel::detail {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+bool views_same_slice(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset();
+}
+
+class ZeroStage12 : public Strategy {
+ public:
+  ZeroStage12(int stage, std::shared_ptr<nn::Module> model, const OptimizerFactory& make_optimizer,
+              std::shared_ptr<dist::ProcessGroup> group, const ZeroOptions& options);
+  ~ZeroStage12() override;
+
+  std::string name() const override { return "zero" + std::to_string(stage_); }
+  nn::Module& module() override { return *model_; }
+  Tensor forward(const Tensor& input, bool sync_gradients) override;
+  double clip_grad_norm(double max_norm) override;
+  double grad_norm() override;
+  void step(double lr) override;
+  optim::Optimizer& optimizer() override { return *optimizer_; }
+  MemoryReport memory() const override;
+
+ private:
+  struct Bucket {
+    FlatParams flat;
+    Tensor grad;        // full gradient buffer (stage 1: always; stage 2: during backward only)
+    Tensor shard_param; // this rank's shard of flat.flat: what the optimizer steps
+    Tensor shard_grad;  // the reduced gradient of that shard
+    Tensor reduced;     // reduce-scatter output of the backward in flight
+    std::size_t pending = 0;
+    std::shared_ptr<dist::Work> work;
+  };
+  struct Variable {
+    std::size_t bucket = 0, index = 0;  // parameter `index` of bucket's FlatParams
+    bool ready = false;
+    int hook_id = -1;
+    Tensor param;
+  };
+
+  Tensor grad_view(std::size_t v);
+  void on_grad_ready(std::size_t v);
+  void mark_ready(std::size_t v);
+  void launch_ready_buckets();
+  void finalize();
+  void wait_all() noexcept;
+  std::vector<Tensor> shard_params() const;
+  double sum_over_ranks(double local) const;
+
+  int stage_;
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<dist::ProcessGroup> group_;
+  std::vector<Bucket> buckets_;
+  std::vector<Variable> variables_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  bool armed_ = false, finalize_queued_ = false;
+  std::size_t next_launch_ = 0;
+};
+
+ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
+                         const OptimizerFactory& make_optimizer,
+                         std::shared_ptr<dist::ProcessGroup> group, const ZeroOptions& options)
+    : stage_(stage), model_(std::move(model)), group_(std::move(group)) {
+  nn::NamedTensors params;
+  for (auto& [name, p] : model_->named_parameters())
+    if (p.requires_grad()) params.emplace_back(name, p);
+  GENESIS_CHECK(!params.empty(), InvalidArgument, name() + ": the model has no trainable parameter");
+  {
+    NoGradGuard no_grad;
+    check_same_parameters(params, *group_);
+    broadcast_from_rank0(params, *group_);
+    broadcast_from_rank0(model_->named_buffers(), *group_);
+  }
+
+  // Reverse registration order into buckets of bucket_cap_mb, as DDP.
+  std::vector<nn::NamedTensors> groups;
+  double bytes = 0;
+  for (std::size_t k = params.size(); k-- > 0;) {
+    const double size = static_cast<double>(params[k].second.numel()) *
+                        static_cast<double>(dtype_size(params[k].second.dtype()));
+    if (groups.empty() || bytes >= options.bucket_cap_mb * kMiB) {
+      groups.emplace_back();
+      bytes = 0;
+    }
+    groups.back().push_back(params[k]);
+    bytes += size;
+  }
+  const int world = group_->size(), rank = group_->rank();
+  for (auto& g : groups) {
+    Bucket b;
+    b.flat = flatten_parameters(std::move(g), world);
+    b.shard_param = make_view(b.flat.flat, {b.flat.shard_numel}, {1},
+                              b.flat.flat.offset() + rank * b.flat.shard_numel);
+    b.shard_param.set_requires_grad(true);
+    b.shard_grad = Tensor::zeros({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
+    b.shard_param.set_grad(b.shard_grad);
+    if (stage_ == 1)
+      b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
+    buckets_.push_back(std::move(b));
+  }
+  for (std::size_t bi = 0; bi < buckets_.size(); ++bi)
+    for (std::size_t i = 0; i < buckets_[bi].flat.params.size(); ++i) {
+      Variable v{bi, i, false, -1, buckets_[bi].flat.params[i].second};
+      if (stage_ == 1) v.param.set_grad(buckets_[bi].flat.param_view(buckets_[bi].grad, i));
+      variables_.push_back(v);
+    }
+  for (std::size_t k = 0; k < variables_.size(); ++k)
+    variables_[k].hook_id =
+        variables_[k].param.register_grad_ready_hook([this, k](const Tensor&) { on_grad_ready(k); });
+  optimizer_ = make_optimizer(shard_params());
+  spdlog::debug("{}: {} parameters in {} buckets, {} ranks", name(), variables_.size(),
+                buckets_.size(), world);
+}
+
+ZeroStage12::~ZeroStage12() {
+  wait_all();
+  for (Variable& v : variables_) v.param.remove_grad_ready_hook(v.hook_id);
+}
+
+std::vector<Tensor> ZeroStage12::shard_params() const {
+  std::vector<Tensor> out;
+  for (const Bucket& b : buckets_) out.push_back(b.shard_param);
+  return out;
+}
+
+Tensor ZeroStage12::forward(const Tensor& input, bool sync_gradients) {
+  if (model_->is_training() && autograd::grad_enabled()) {
+    wait_all();
+    // Stage 2 reduces every micro-batch; stage 1 only the last of an accumulation window.
+    armed_ = stage_ == 2 || sync_gradients;
+    finalize_queued_ = false;
+    next_launch_ = 0;
+    for (Variable& v : variables_) v.ready = false;
+    for (Bucket& b : buckets_) b.pending = b.flat.params.size();
+  }
+  return model_->forward(input);
+}
+
+Tensor ZeroStage12::grad_view(std::size_t v) {
+  Bucket& b = buckets_[variables_[v].bucket];
+  if (!b.grad.defined()) b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(),
+                                                b.flat.flat.device());
+  return b.flat.param_view(b.grad, variables_[v].index);
+}
+
+void ZeroStage12::on_grad_ready(std::size_t v) {
+  Variable& var = variables_[v];
+  Tensor view = grad_view(v);
+  Tensor grad = var.param.grad();
+  if (stage_ == 1) {
+    // .grad should view the bucket; a caller that reset it gets the bucket back.
+    if (!views_same_slice(grad, view)) {
+      view.copy_(grad);
+      var.param.set_grad(view);
+    }
+  } else {
+    view.copy_(grad);
+    var.param.set_grad(Tensor());  // the full gradient lives only in the bucket until reduced
+  }
+  if (!armed_) return;
+  if (!finalize_queued_) {
+    autograd::queue_callback([this] { finalize(); });
+    finalize_queued_ = true;
+  }
+  GENESIS_CHECK(!var.ready, InvalidArgument,
+                name() + ": a parameter got its gradient twice in one backward; call forward "
+                         "again before each backward");
+  mark_ready(v);
+}
+
+void ZeroStage12::mark_ready(std::size_t v) {
+  variables_[v].ready = true;
+  --buckets_[variables_[v].bucket].pending;
+  launch_ready_buckets();
+}
+
+void ZeroStage12::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    Bucket& b = buckets_[next_launch_++];
+    b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
+    b.work = group_->reduce_scatter_tensor(b.reduced, b.grad, {.op = dist::ReduceOp::AVG});
+  }
+}
+
+void ZeroStage12::finalize() {
+  armed_ = false;
+  // Parameters without a gradient this pass contribute zeros (a branch another rank took).
+  for (std::size_t v = 0; v < variables_.size(); ++v)
+    if (!variables_[v].ready) {
+      Tensor view = grad_view(v);
+      if (stage_ == 2) view.zero_();
+      mark_ready(v);
+    }
+  for (Bucket& b : buckets_) {
+    b.work->wait();
+    b.work.reset();
+    if (stage_ == 2) {
+      b.shard_grad.copy_(add(b.shard_grad, b.reduced));  // accumulation over micro-batches
+      b.grad = Tensor();  // free the full gradient
+    } else {
+      b.shard_grad.copy_(b.reduced);
+    }
+    b.reduced = Tensor();
+  }
+}
+
+void ZeroStage12::wait_all() noexcept {
+  for (Bucket& b : buckets_) {
+    if (!b.work) continue;
+    try {
+      b.work->wait();
+    } catch (const std::exception& e) {
+      spdlog::debug("{}: discarding a failed reduce-scatter: {}", name(), e.what());
+    }
+    b.work.reset();
+  }
+}
+
+double ZeroStage12::sum_over_ranks(double local) const {
+  return detail::sum_over_ranks(local, *group_);
+}
+
+double ZeroStage12::clip_grad_norm(double max_norm) {
+  return optim::clip_grad_norm(shard_params(), max_norm,
+                               [this](double local) { return sum_over_ranks(local); });
+}
+
+double ZeroStage12::grad_norm() {
+  return optim::grad_norm(shard_params(), [this](double local) { return sum_over_ranks(local); });
+}
+
+void ZeroStage12::step(double lr) {
+  optimizer_->set_lr(lr);
+  optimizer_->step();
+  // Every rank's updated shard into every rank's full parameters. The shard is copied out
+  // first: it lives inside the all-gather's output buffer.
+  std::vector<std::shared_ptr<dist::Work>> works;
+  std::vector<Tensor> inputs;
+  for (Bucket& b : buckets_) {
+    inputs.push_back(b.shard_param.detach().clone());
+    works.push_back(group_->all_gather_tensor(b.flat.flat, inputs.back()));
+  }
+  for (auto& w : works) w->wait();
+  for (Bucket& b : buckets_) {
+    b.shard_grad.zero_();
+    if (stage_ == 1) b.grad.zero_();
+  }
+}
+
+MemoryReport ZeroStage12::memory() const {
+  MemoryReport r;
+  for (const Bucket& b : buckets_) {
+    const auto elem = static_cast<std::int64_t>(dtype_size(b.flat.flat.dtype()));
+    r.parameter_bytes += b.flat.padded_numel() * elem;
+    r.gradient_bytes += b.flat.shard_numel * elem;
+    if (stage_ == 1) r.gradient_bytes += b.flat.padded_numel() * elem;
+  }
+  for (auto& [name, t] : optimizer_->state_tensors())
+    r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_zero_stage12(int stage, std::shared_ptr<nn::Module> model,
+                                            const OptimizerFactory& make_optimizer,
+                                            std::shared_ptr<dist::ProcessGroup> group,
+                                            const ZeroOptions& options) {
+  GENESIS_CHECK(stage == 1 || stage == 2, InvalidArgument, "make_zero_stage12: stage 1 or 2");
+  return std::make_unique<ZeroStage12>(stage, std::move(model), make_optimizer, std::move(group),
+                                       options);
+}
+
+}  // namespace genesis::parallel::detail

@@ -1,0 +1,139 @@
+// Trains one model with a named strategy on N ranks (threads over Gloo) and returns rank 0's
+// parameters, the per-step gradient norms and the memory report, so every strategy's test can
+// compare itself with DDP on the same global batches. Shared by tests/parallel/test_*.cpp.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <mutex>
+
+#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/mlp.hpp"
+#include "genesis/optim/adam.hpp"
+#include "genesis/optim/sgd.hpp"
+#include "genesis/parallel/strategy.hpp"
+#include "genesis/tensor/ops.hpp"
+#include "parallel/zero3_strategy.hpp"
+#include "support/thread_ranks.hpp"
+
+namespace genesis::testing::strategy_harness {
+
+using namespace genesis;
+
+
+struct Outcome {
+  std::vector<std::vector<float>> params;  // rank 0's, in named_parameters order
+  std::vector<double> norms;               // grad norm before clipping, per step
+  parallel::MemoryReport memory;
+};
+
+enum class Model { mlp, gpt };
+
+inline std::shared_ptr<nn::Module> build(Model kind) {
+  Generator gen(11);
+  if (kind == Model::mlp)
+    return std::make_shared<nn::MLP>(20, std::vector<std::int64_t>{64, 48}, 5, gen);
+  return std::make_shared<nn::GPT>(nn::GPTConfig{2, 2, 32, 16, 48, 0.0}, gen);
+}
+
+// Inputs for row i of the global batch of step s (deterministic, independent of world size).
+inline Tensor inputs_for(Model kind, std::int64_t first, std::int64_t rows) {
+  Generator gen(1000 + static_cast<std::uint64_t>(first));
+  if (kind == Model::mlp) return Tensor::randn({rows, 20}, gen);
+  std::vector<std::int64_t> tokens;
+  for (std::int64_t i = 0; i < rows * 16; ++i) tokens.push_back((first * 31 + i * 7 + i / 5) % 48);
+  return Tensor::from_vector(tokens, {rows, 16});
+}
+
+inline Tensor targets_for(Model kind, std::int64_t first, std::int64_t rows) {
+  std::vector<std::int64_t> t;
+  const std::int64_t per_row = kind == Model::mlp ? 1 : 16, classes = kind == Model::mlp ? 5 : 48;
+  for (std::int64_t i = 0; i < rows * per_row; ++i) t.push_back((first * 13 + i * 3 + i / 7) % classes);
+  return kind == Model::mlp ? Tensor::from_vector(t, {rows}) : Tensor::from_vector(t, {rows, 16});
+}
+
+enum class Opt { adamw, sgd };
+
+// options_override may change the StrategyOptions (hsdp_shard_size, ...) before the strategy is
+// built; inspect, when given, runs on every rank after training (traces, memory checks).
+inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt = Opt::adamw,
+                     int accum = 2, int steps = 4,
+                     const std::function<void(parallel::StrategyOptions&)>& options_override = {},
+                     const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
+  const std::int64_t global = 12;  // rows per step
+  Outcome out;
+  std::mutex mutex;
+  testing::run_ranks(world, [&](int rank, std::shared_ptr<dist::Store> store) {
+    auto group = testing::make_gloo_group(rank, world, store);
+    parallel::StrategyOptions options;
+    options.name = strategy;
+    options.ddp.bucket_cap_mb = 0.01;  // several buckets
+    options.zero.bucket_cap_mb = 0.01;
+    options.zero.store = store;  // hsdp's subgroups: the ranks are threads, not the default group
+    if (options_override) options_override(options);
+    auto s = parallel::make_strategy(
+        options, build(kind),
+        [opt](const std::vector<Tensor>& p) -> std::unique_ptr<optim::Optimizer> {
+          if (opt == Opt::sgd)
+            return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+          return std::make_unique<optim::AdamW>(p, optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1});
+        },
+        group);
+    std::vector<double> norms;
+    const std::int64_t micro = global / accum, local = micro / world;
+    for (int step = 0; step < steps; ++step) {
+      for (int m = 0; m < accum; ++m) {
+        const std::int64_t first = step * global + m * micro + rank * local;
+        Tensor logits = s->forward(inputs_for(kind, first, local), m + 1 == accum);
+        Tensor loss = cross_entropy(logits, targets_for(kind, first, local));
+        s->backward(loss * (1.0 / accum));
+      }
+      norms.push_back(s->clip_grad_norm(0.2));  // low enough to clip
+      s->step(opt == Opt::sgd ? 0.1 : 3e-3);
+    }
+    auto memory = s->memory();
+    if (inspect) inspect(rank, *s);
+    // ZeRO-3 keeps only shards between steps: every rank gathers the full parameters (a
+    // collective) before rank 0 reads them.
+    s->gather_full_parameters();
+    if (rank == 0) {
+      std::lock_guard lock(mutex);
+      for (auto& [name, p] : s->module().named_parameters()) out.params.push_back(p.to_vector());
+      out.norms = norms;
+      out.memory = memory;
+    }
+  });
+  return out;
+}
+
+// Largest elementwise difference, relative to each tensor's largest magnitude.
+inline double worst_difference(const Outcome& a, const Outcome& b) {
+  REQUIRE(a.params.size() == b.params.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    double diff = 0, scale = 0;
+    for (std::size_t j = 0; j < a.params[i].size(); ++j) {
+      diff = std::max(diff, std::fabs(static_cast<double>(a.params[i][j]) - b.params[i][j]));
+      scale = std::max(scale, static_cast<double>(std::fabs(b.params[i][j])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+// ||a - b|| / ||b|| over every parameter of the model together.
+inline double model_difference(const Outcome& a, const Outcome& b) {
+  double d2 = 0, n2 = 0;
+  for (std::size_t i = 0; i < a.params.size(); ++i)
+    for (std::size_t j = 0; j < a.params[i].size(); ++j) {
+      const double d = static_cast<double>(a.params[i][j]) - b.params[i][j];
+      d2 += d * d;
+      n2 += static_cast<double>(b.params[i][j]) * b.params[i][j];
+    }
+  return std::sqrt(d2 / n2);
+}
+
+
+}  // namespace genesis::testing::strategy_harness
