@@ -264,3 +264,37 @@ TEST_CASE("ddp: no_sync leaves gradients local until the next synchronised backw
   CHECK(synced[0] == std::vector<float>(8, 3.0f));
   CHECK(synced[1] == std::vector<float>(8, 3.0f));
 }
+
+namespace {
+
+// A layer with a buffer that forward reads (like BatchNorm's running statistics).
+struct Shifted : nn::Module {
+  explicit Shifted(Generator& gen) {
+    linear = register_module("linear", std::make_shared<nn::Linear>(4, 2, gen));
+    shift = register_buffer("shift", Tensor::zeros({2}));
+  }
+  Tensor forward(const Tensor& x) override { return linear->forward(x) + shift; }
+  std::shared_ptr<nn::Linear> linear;
+  Tensor shift;
+};
+
+}  // namespace
+
+TEST_CASE("ddp: broadcast_buffers gives every rank rank 0's buffers before forward", "[ddp]") {
+  for (bool broadcast : {true, false}) {
+    std::vector<std::vector<float>> seen(2);
+    run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+      Generator gen(3);
+      auto model = std::make_shared<Shifted>(gen);
+      parallel::DistributedDataParallel ddp(model, make_gloo_group(rank, 2, store),
+                                            {.broadcast_buffers = broadcast});
+      model->shift.fill_(rank == 0 ? 5.0 : -1.0);  // the ranks' buffers drift apart
+      Tensor out = ddp.forward(Tensor::zeros({1, 4}));
+      seen[static_cast<std::size_t>(rank)] = model->shift.to_vector();
+      sum(out).backward();
+    });
+    INFO("broadcast_buffers " << broadcast);
+    CHECK(seen[0] == std::vector<float>{5.0f, 5.0f});
+    CHECK(seen[1] == (broadcast ? std::vector<float>{5.0f, 5.0f} : std::vector<float>{-1.0f, -1.0f}));
+  }
+}
