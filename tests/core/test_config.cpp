@@ -13,6 +13,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "support/cli_run.hpp"
+#include "support/scoped_env.hpp"
 
 using namespace genesis;
 using genesis::testing::TempDir;
@@ -40,22 +41,7 @@ std::string error_for_set(const std::vector<std::string>& sets) {
   return config_error([&] { load_config("", "", sets); });
 }
 
-// Sets an environment variable for one scope and restores the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using genesis::testing::ScopedEnv;
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
+#include "support/scoped_env.hpp"
 #include "genesis/dist/distributed.hpp"
 
 using namespace genesis;
@@ -31,24 +32,19 @@ using Env = std::map<std::string, std::string>;
 // Sets the env contract to exactly `values` for one test and restores it afterwards.
 class ScopedEnv {
  public:
-  explicit ScopedEnv(const std::map<std::string, std::string>& values) {
-    for (const char* name : kContract) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      ::unsetenv(name);
-    }
-    for (const auto& [k, v] : values) ::setenv(k.c_str(), v.c_str(), 1);
-  }
+  explicit ScopedEnv(const std::map<std::string, std::string>& values) : env_(changes(values)) {}
   ~ScopedEnv() {
     if (is_initialized()) destroy_process_group();
-    for (const auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
-    }
   }
 
  private:
-  std::map<std::string, std::optional<std::string>> saved_;
+  static testing::ScopedEnv::Changes changes(const std::map<std::string, std::string>& values) {
+    testing::ScopedEnv::Changes c;
+    for (const char* name : kContract) c.emplace_back(name, std::nullopt);
+    for (const auto& [k, v] : values) c.emplace_back(k, v);
+    return c;
+  }
+  testing::ScopedEnv env_;
 };
 
 int free_port() {

@@ -17,6 +17,7 @@
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
 #include "genesis/tensor/ops.hpp"
+#include "support/scoped_env.hpp"
 #include "support/cli_run.hpp"
 
 using namespace genesis;
@@ -37,24 +38,14 @@ bool gpu_visible() { return cuda_device_count() > 0; }
 // Unsets the env contract for one test (a test run under a launcher must not join its job).
 class NoJobEnv {
  public:
-  NoJobEnv() {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                             "GENESIS_STORE_PORT"}) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      ::unsetenv(name);
-    }
-  }
   ~NoJobEnv() {
     if (is_initialized()) destroy_process_group();
-    for (const auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
-    }
   }
 
  private:
-  std::map<std::string, std::optional<std::string>> saved_;
+  testing::ScopedEnv env_{{{"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt},
+                           {"LOCAL_RANK", std::nullopt}, {"MASTER_ADDR", std::nullopt},
+                           {"MASTER_PORT", std::nullopt}, {"GENESIS_STORE_PORT", std::nullopt}}};
 };
 
 std::string error_of(const std::function<void()>& f) {

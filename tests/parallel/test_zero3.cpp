@@ -11,6 +11,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "parallel/strategy_harness.hpp"
+#include "support/scoped_env.hpp"
 
 using namespace genesis::testing::strategy_harness;
 using genesis::parallel::detail::FullyShardedStrategy;
@@ -199,15 +200,11 @@ TEST_CASE("hsdp rejects a shard size that does not divide the world", "[zero3]")
 // hsdp_shard_size = 0 shards within a node: LOCAL_WORLD_SIZE ranks, as the launcher sets it.
 TEST_CASE("hsdp shards over LOCAL_WORLD_SIZE ranks by default", "[zero3]") {
   const Outcome zero3_on_2 = train("zero3", 2, Model::mlp, Opt::sgd, 1, 1);
-  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
   Outcome hsdp_on_4;
-  try {
+  {
+    genesis::testing::ScopedEnv env("LOCAL_WORLD_SIZE", "2");
     hsdp_on_4 = train("hsdp", 4, Model::mlp, Opt::sgd, 1, 1);
-  } catch (...) {
-    ::unsetenv("LOCAL_WORLD_SIZE");
-    throw;
   }
-  ::unsetenv("LOCAL_WORLD_SIZE");
   CHECK(hsdp_on_4.memory.parameter_bytes == zero3_on_2.memory.parameter_bytes);
   CHECK(worst_difference(hsdp_on_4, train("ddp", 4, Model::mlp, Opt::sgd, 1, 1)) < 1e-5);
 }

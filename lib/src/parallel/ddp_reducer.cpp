@@ -1,6 +1,7 @@
 // Bucket assignment, the grad-ready hook, in-order launching and the end-of-backward step of
 // DDP's reducer (the why is in ddp_reducer.hpp).
 #include "ddp_reducer.hpp"
+#include "flat_params.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -11,11 +12,6 @@ namespace genesis::parallel {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-bool same_storage_slice(const Tensor& a, const Tensor& b) {
-  return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
-         a.shape() == b.shape();
-}
 
 }  // namespace
 
@@ -105,7 +101,7 @@ void Reducer::on_grad_ready(std::size_t index) {
   }
   Tensor grad = v.param.grad();
   Tensor view = bucket_view(v);
-  if (!same_storage_slice(grad, view)) {
+  if (!detail::same_view(grad, view)) {
     view.copy_(grad);
     if (options_.gradient_as_bucket_view) v.param.set_grad(view);
   }
@@ -170,7 +166,7 @@ void Reducer::finalize() {
     Tensor view = bucket_view(v);
     Tensor grad = v.param.grad();
     if (options_.gradient_as_bucket_view) {
-      if (!same_storage_slice(grad, view)) v.param.set_grad(view);
+      if (!detail::same_view(grad, view)) v.param.set_grad(view);
     } else if (grad.defined()) {
       grad.copy_(view);
     } else {

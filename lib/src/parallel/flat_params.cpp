@@ -20,6 +20,11 @@ Tensor FlatParams::param_view(const Tensor& buffer, std::size_t i) const {
   return make_view(buffer, shape, contiguous_strides(shape), buffer.offset() + offsets.at(i));
 }
 
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
+         a.shape() == b.shape();
+}
+
 void rebind_storage(const Tensor& target, const Tensor& view) {
   GENESIS_CHECK(target.is_leaf() && target.shape() == view.shape() &&
                     target.dtype() == view.dtype() && view.is_contiguous(),

@@ -33,6 +33,9 @@ struct FlatParams {
 // must agree) and rebinds each parameter to view it.
 FlatParams flatten_parameters(nn::NamedTensors params, int shards);
 
+// Whether a and b are the same view of the same storage (a .grad that already is its bucket slice).
+bool same_view(const Tensor& a, const Tensor& b);
+
 // Makes `target` (a leaf) view `view`'s storage; `view` must already hold target's values.
 void rebind_storage(const Tensor& target, const Tensor& view);
 

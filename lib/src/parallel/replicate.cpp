@@ -64,14 +64,13 @@ void check_same_parameters(const nn::NamedTensors& params, dist::ProcessGroup& g
 }
 
 void broadcast_from_rank0(const nn::NamedTensors& tensors, dist::ProcessGroup& group) {
+  // All in flight at once; each op holds its own handle to the tensor's storage.
   std::vector<std::shared_ptr<dist::Work>> works;
-  std::vector<Tensor> targets;
   for (const auto& [name, t] : tensors) {
     Tensor target = t.detach();
     GENESIS_CHECK(target.is_contiguous(), NotSupported,
-                  "DDP: parameter or buffer '" + name + "' is not contiguous");
+                  "parameter or buffer '" + name + "' is not contiguous");
     works.push_back(group.broadcast(target, {.root = 0}));
-    targets.push_back(target);
   }
   for (auto& w : works) w->wait();
 }

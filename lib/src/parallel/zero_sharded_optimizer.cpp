@@ -31,10 +31,6 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-bool views_same_slice(const Tensor& a, const Tensor& b) {
-  return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset();
-}
-
 class ZeroStage12 : public Strategy {
  public:
   ZeroStage12(int stage, std::shared_ptr<nn::Module> model, const OptimizerFactory& make_optimizer,
@@ -178,7 +174,7 @@ void ZeroStage12::on_grad_ready(std::size_t v) {
   Tensor grad = var.param.grad();
   if (stage_ == 1) {
     // .grad should view the bucket; a caller that reset it gets the bucket back.
-    if (!views_same_slice(grad, view)) {
+    if (!same_view(grad, view)) {
       view.copy_(grad);
       var.param.set_grad(view);
     }
