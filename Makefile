@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 # the man pages and syntax-check the generated completions).
 DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
-	libopenblas-openmp-dev libgloo-dev
+	libopenblas-openmp-dev libgloo-dev python3-numpy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

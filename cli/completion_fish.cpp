@@ -1,6 +1,6 @@
 // The fish completion file: one `complete` line per subcommand and per option, descriptions from
 // the help text. Global options are offered everywhere (they fall through to subcommands);
-// a command's own options only after that command.
+// a command's own options only after that command, a nested command's (ckpt ls) after both.
 #include <sstream>
 
 #include "cli/docs_model.hpp"
@@ -41,6 +41,20 @@ void write_option(std::ostream& os, const std::string& program, const std::strin
   os << " -d " << fish_quote(option.help) << "\n";
 }
 
+// Path arguments (CKPT, RUN_DIR) complete directories or files; the rest of the line completes
+// nothing, as `complete -f` above set.
+void write_arguments(std::ostream& os, const std::string& program, const std::string& condition,
+                     const DocCommand& command) {
+  for (const auto& argument : command.arguments) {
+    const ValueKind kind = value_kind(argument);
+    if (kind != ValueKind::directory && kind != ValueKind::file) continue;
+    os << "complete -c " << program << " -n " << fish_quote(condition)
+       << (kind == ValueKind::file ? " -F" : " -a " + fish_quote("(__fish_complete_directories)"))
+       << " -d " << fish_quote(argument.name) << "\n";
+    return;  // fish conditions cannot tell positions apart: one line covers them all
+  }
+}
+
 }  // namespace
 
 std::string render_fish(const DocApp& app) {
@@ -57,6 +71,19 @@ std::string render_fish(const DocApp& app) {
     const std::string condition = "__fish_seen_subcommand_from " + c.name;
     for (const auto& option : c.options)
       if (option.primary() != "--help") write_option(os, program, condition, option);
+    if (c.subcommands.empty()) continue;
+    std::string names;
+    for (const auto& sub : c.subcommands) names += " " + sub.name;
+    for (const auto& sub : c.subcommands)
+      os << "complete -c " << program << " -n "
+         << fish_quote(condition + "; and not __fish_seen_subcommand_from" + names) << " -a "
+         << sub.name << " -d " << fish_quote(sub.summary) << "\n";
+    for (const auto& sub : c.subcommands) {
+      const std::string sub_condition = condition + "; and __fish_seen_subcommand_from " + sub.name;
+      for (const auto& option : sub.options)
+        if (option.primary() != "--help") write_option(os, program, sub_condition, option);
+      write_arguments(os, program, sub_condition, sub);
+    }
   }
   return os.str();
 }

@@ -1,6 +1,7 @@
 // The zsh completion function (#compdef genesis): _arguments specs built from the same snapshot
-// as the bash script, with help text as descriptions, choices inline, _files for FILE/DIR and
-// preset names asked of the binary being completed.
+// as the bash script, with help text as descriptions, choices inline, _files for FILE/DIR (and
+// path arguments), preset names asked of the binary being completed, and one function per
+// nested command (_genesis_ckpt_ls).
 #include <cctype>
 #include <sstream>
 
@@ -65,6 +66,59 @@ void write_specs(std::ostream& os, const std::vector<std::string>& specs) {
     os << "    " << specs[i] << (i + 1 < specs.size() ? " \\\n" : "\n");
 }
 
+// Positional specs for path arguments: "N:name:action" ("N::..." when optional). Others (launch's
+// program after --) get none, which leaves zsh's default completion for them.
+std::vector<std::string> argument_specs(const DocCommand& command) {
+  std::vector<std::string> specs;
+  for (std::size_t i = 0; i < command.arguments.size(); ++i) {
+    const DocArgument& a = command.arguments[i];
+    std::string name = a.name;
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string action;
+    if (value_kind(a) == ValueKind::directory) action = "_files -/";
+    if (value_kind(a) == ValueKind::file) action = "_files";
+    if (action.empty()) continue;
+    specs.push_back("'" + std::to_string(i + 1) + (a.required ? ":" : "::") + zsh_escape(name) +
+                    ":" + action + "'");
+  }
+  return specs;
+}
+
+// _genesis_<path>: the options and arguments of one command; a command with nested commands
+// offers them first, then hands the rest of the line to the chosen one's function.
+void write_command_function(std::ostream& os, const DocCommand& command, const DocApp& app,
+                            const std::string& path) {
+  for (const auto& sub : command.subcommands) write_command_function(os, sub, app, path + "_" + sub.name);
+  os << "_genesis_" << path << "() {\n";
+  std::vector<std::string> specs;
+  for (const auto& option : options_with_globals(command, app)) specs.push_back(spec_of(option));
+  if (command.subcommands.empty()) {
+    for (const auto& spec : argument_specs(command)) specs.push_back(spec);
+    os << "  _arguments -s \\\n";
+    write_specs(os, specs);
+    os << "}\n\n";
+    return;
+  }
+  specs.push_back("'1: :->command'");
+  specs.push_back("'*:: :->args'");
+  os << "  local curcontext=$curcontext state line\n" << "  _arguments -C -s \\\n";
+  write_specs(os, specs);
+  os << "  case $state in\n"
+     << "    command)\n"
+     << "      local -a commands\n"
+     << "      commands=(\n";
+  for (const auto& sub : command.subcommands) os << "        '" << describe_entry(sub.name, sub.summary) << "'\n";
+  os << "      )\n"
+     << "      _describe -t commands '" << command.name << " command' commands ;;\n"
+     << "    args)\n"
+     << "      case $line[1] in\n";
+  for (const auto& sub : command.subcommands)
+    os << "        " << sub.name << ") _genesis_" << path << "_" << sub.name << " ;;\n";
+  os << "      esac ;;\n"
+     << "  esac\n"
+     << "}\n\n";
+}
+
 }  // namespace
 
 std::string render_zsh(const DocApp& app) {
@@ -77,13 +131,7 @@ std::string render_zsh(const DocApp& app) {
      << "  presets=(${(f)\"$(_call_program presets ${_genesis_program:-genesis} train --list-presets 2>/dev/null)\"})\n"
      << "  _describe -t presets 'preset' presets\n"
      << "}\n\n";
-  for (const auto& c : app.commands) {
-    os << "_genesis_" << c.name << "() {\n" << "  _arguments -s \\\n";
-    std::vector<std::string> specs;
-    for (const auto& option : options_with_globals(c, app)) specs.push_back(spec_of(option));
-    write_specs(os, specs);
-    os << "}\n\n";
-  }
+  for (const auto& c : app.commands) write_command_function(os, c, app, c.name);
   os << "_genesis() {\n"
      << "  local _genesis_program=$words[1] state line\n"
      << "  _arguments -C -s \\\n";

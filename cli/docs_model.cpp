@@ -48,6 +48,30 @@ std::vector<DocOption> describe_options(const CLI::App& app) {
   return options;
 }
 
+std::vector<DocArgument> describe_arguments(const CLI::App& app) {
+  std::vector<DocArgument> arguments;
+  for (const CLI::Option* option : app.get_options())
+    if (!option->nonpositional())
+      arguments.push_back({option->get_name(), option->get_type_name(), option->get_description(),
+                           option->get_required()});
+  return arguments;
+}
+
+DocCommand describe_command(const CLI::App& app) {
+  DocCommand doc{app.get_name(), app.get_description(), describe_options(app),
+                 describe_arguments(app), {}};
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    doc.subcommands.push_back(describe_command(*sub));
+  return doc;
+}
+
+ValueKind kind_of_value_name(const std::string& value_name) {
+  if (value_name == "FILE") return ValueKind::file;
+  if (value_name == "DIR") return ValueKind::directory;
+  if (value_name == "PRESET") return ValueKind::preset;
+  return ValueKind::other;
+}
+
 }  // namespace
 
 std::string DocOption::primary() const {
@@ -61,7 +85,7 @@ DocApp describe_app(const CLI::App& app, const std::string& version) {
   doc.version = version;
   doc.options = describe_options(app);
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    doc.commands.push_back({sub->get_name(), sub->get_description(), describe_options(*sub)});
+    doc.commands.push_back(describe_command(*sub));
   std::sort(doc.commands.begin(), doc.commands.end(),
             [](const DocCommand& a, const DocCommand& b) { return a.name < b.name; });
   return doc;
@@ -82,10 +106,9 @@ std::vector<DocOption> options_with_globals(const DocCommand& command, const Doc
 ValueKind value_kind(const DocOption& option) {
   if (!option.takes_value()) return ValueKind::none;
   if (!option.choices.empty()) return ValueKind::choice;
-  if (option.value_name == "FILE") return ValueKind::file;
-  if (option.value_name == "DIR") return ValueKind::directory;
-  if (option.value_name == "PRESET") return ValueKind::preset;
-  return ValueKind::other;
+  return kind_of_value_name(option.value_name);
 }
+
+ValueKind value_kind(const DocArgument& argument) { return kind_of_value_name(argument.value_name); }
 
 }  // namespace genesis::docs

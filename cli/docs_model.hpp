@@ -27,10 +27,20 @@ struct DocOption {
   std::string primary() const;  // "--preset" (or "-x" when there is no long name)
 };
 
-struct DocCommand {
+// A positional argument (CKPT, RUN_DIR), completed by its value name as an option's value is.
+struct DocArgument {
   std::string name;
+  std::string value_name;
+  std::string help;
+  bool required = false;
+};
+
+struct DocCommand {
+  std::string name;  // "train"; a nested one's own word ("ls" of `genesis ckpt ls`)
   std::string summary;
-  std::vector<DocOption> options;  // sorted by primary name
+  std::vector<DocOption> options;       // sorted by primary name
+  std::vector<DocArgument> arguments;   // in command-line order
+  std::vector<DocCommand> subcommands;  // nested commands, in the order the command added them
 };
 
 struct DocApp {
@@ -48,6 +58,7 @@ std::vector<DocOption> options_with_globals(const DocCommand& command, const Doc
 // Value names with a completion meaning: files, directories, presets from the binary itself.
 enum class ValueKind { none, file, directory, preset, choice, other };
 ValueKind value_kind(const DocOption& option);
+ValueKind value_kind(const DocArgument& argument);
 
 std::string render_bash(const DocApp& app);
 std::string render_zsh(const DocApp& app);

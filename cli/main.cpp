@@ -38,6 +38,15 @@ int report(const std::string& message, const std::exception& e, int exit_code,
   return exit_code;
 }
 
+// The command words given ("genesis ckpt export"), so a usage error points at the right --help.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  for (std::vector<CLI::App*> subs = app.get_subcommands(); !subs.empty();
+       subs = subs.front()->get_subcommands())
+    path += " " + subs.front()->get_name();
+  return path;
+}
+
 // OpenMP threads that busy-wait between parallel regions slow the thread doing the work on the
 // shared or hyper-threaded cores of VMs, laptops and CI runners (measured: a GPT training step
 // 15-20% slower, a small-MLP step 2x slower than with sleeping waits). libgomp reads
@@ -74,16 +83,19 @@ int main(int argc, char** argv) {
     }
     return command->run({std::cout, genesis::stderr_is_terminal()});
   } catch (const CLI::ParseError& e) {
-    const auto* command = cli.selected();
-    const auto extras = cli.app().remaining();
-    if (command == nullptr && !extras.empty() && !extras.front().starts_with("-")) {
-      // CLI11 calls a misspelt command an unexpected argument; users think of it as a command.
+    // CLI11 calls a misspelt command (`genesis tarin`, `genesis ckpt lss`) an unexpected
+    // argument, or says one is required; users think of it as an unknown command.
+    const CLI::App* at = &cli.app();
+    for (auto subs = at->get_subcommands(); !subs.empty(); subs = at->get_subcommands()) at = subs.front();
+    const auto commands = at->get_subcommands([](const CLI::App*) { return true; });
+    const auto extras = cli.app().remaining(true);  // an unmatched word falls through to the root
+    if (!commands.empty() && !extras.empty() && !extras.front().starts_with("-")) {
       std::string names;
-      for (const auto& c : cli.commands()) names += (names.empty() ? "" : ", ") + c.name;
-      return report("unknown command '" + extras.front() + "' (commands: " + names + ")", e, 2, style);
+      for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+      const std::string kind = at == &cli.app() ? "command" : at->get_name() + " command";
+      return report("unknown " + kind + " '" + extras.front() + "' (commands: " + names + ")", e, 2, style);
     }
-    std::string help = command ? "genesis " + command->name + " --help" : "genesis --help";
-    return report(std::string(e.what()) + " (see " + help + ")", e, 2, style);
+    return report(std::string(e.what()) + " (see " + command_path(cli.app()) + " --help)", e, 2, style);
   } catch (const genesis::Error& e) {
     return report(e.what(), e, e.exit_code(), style);
   } catch (const std::exception& e) {

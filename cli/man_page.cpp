@@ -1,7 +1,8 @@
-// Man pages in roff: genesis(1) and genesis-<command>(1). NAME, SYNOPSIS, DESCRIPTION, COMMANDS
-// and OPTIONS come from the command table; the hand-written sections of man/prose/<page>.md
-// (EXAMPLES, EXIT STATUS, ENVIRONMENT, ...) follow OPTIONS in their file order, and a prose
-// DESCRIPTION extends the generated one. No dates, so the output only changes with its inputs.
+// Man pages in roff: genesis(1) and genesis-<command>(1), with a command's nested commands
+// (ckpt ls) on its page. NAME, SYNOPSIS, DESCRIPTION, COMMANDS and OPTIONS come from the command
+// table; the hand-written sections of man/prose/<page>.md (EXAMPLES, EXIT STATUS, ENVIRONMENT,
+// ...) follow OPTIONS in their file order, and a prose DESCRIPTION extends the generated one.
+// No dates, so the output only changes with its inputs.
 #include <sstream>
 
 #include "cli/docs_model.hpp"
@@ -29,6 +30,20 @@ void write_option(std::ostream& os, const DocOption& option) {
   os << ".TP\n" << names << "\n" << help << "\n";
 }
 
+void write_argument(std::ostream& os, const DocArgument& argument) {
+  os << ".TP\n\\fI" << roff_escape(argument.name) << "\\fR\n" << roff_escape(argument.help) << "\n";
+}
+
+// "[OPTIONS] CKPT" after the command's name: required arguments plain, optional ones bracketed.
+std::string synopsis_tail(const DocCommand& command) {
+  std::string out = "[\\fIOPTIONS\\fR]";
+  for (const auto& a : command.arguments) {
+    const std::string name = "\\fI" + roff_escape(a.name) + "\\fR";
+    out += " " + (a.required ? name : "[" + name + "]");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_man_page(const DocApp& app, const DocCommand* command, const std::string& prose) {
@@ -49,8 +64,14 @@ std::string render_man_page(const DocApp& app, const DocCommand* command, const 
      << roff_escape(command ? command->summary : app.description) << "\n";
 
   os << ".SH SYNOPSIS\n";
-  if (command)
-    os << ".B " << app.name << " " << roff_escape(command->name) << "\n[\\fIOPTIONS\\fR]\n";
+  if (command && !command->subcommands.empty()) {
+    for (std::size_t i = 0; i < command->subcommands.size(); ++i) {
+      const DocCommand& sub = command->subcommands[i];
+      os << (i ? ".br\n" : "") << ".B " << app.name << " " << roff_escape(command->name) << " "
+         << roff_escape(sub.name) << "\n" << synopsis_tail(sub) << "\n";
+    }
+  } else if (command)
+    os << ".B " << app.name << " " << roff_escape(command->name) << "\n" << synopsis_tail(*command) << "\n";
   else
     os << ".B " << app.name << "\n[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fICOMMAND OPTIONS\\fR]\n";
 
@@ -63,9 +84,23 @@ std::string render_man_page(const DocApp& app, const DocCommand* command, const 
       os << ".TP\n.BR " << roff_escape(app.name + "-" + c.name) << " (1)\n" << roff_escape(c.summary) << "\n";
   }
 
+  if (command && !command->subcommands.empty()) {
+    os << ".SH COMMANDS\n";
+    for (const auto& sub : command->subcommands)
+      os << ".TP\n.B " << roff_escape(sub.name) << "\n" << roff_escape(sub.summary) << "\n";
+  }
+
   os << ".SH OPTIONS\n";
+  if (command)
+    for (const auto& argument : command->arguments) write_argument(os, argument);
   for (const auto& option : command ? command->options : app.options) write_option(os, option);
   if (command) {
+    for (const auto& sub : command->subcommands) {
+      os << ".SS " << roff_escape(app.name + " " + command->name + " " + sub.name) << "\n";
+      for (const auto& argument : sub.arguments) write_argument(os, argument);
+      for (const auto& option : sub.options)
+        if (option.primary() != "--help") write_option(os, option);
+    }
     os << ".SS Global options\n"
        << "These may also be given before the command name; see \\fB" << app.name << "\\fR(1).\n";
     for (const auto& option : app.options)

@@ -32,6 +32,7 @@ std::vector<Command> make_command_table();
 
 // One factory per commands/<name>.cpp.
 Command make_bench_allreduce_command();
+Command make_ckpt_command();
 Command make_doctor_command();
 Command make_launch_command();
 Command make_train_command();

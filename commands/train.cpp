@@ -19,6 +19,7 @@ struct TrainFlags {
   std::vector<std::string> sets;
   std::string name;
   std::string output_dir;
+  std::string resume;
   bool list_presets = false;
   bool print_config = false;
   bool dry_run = false;
@@ -44,6 +45,10 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
                  "Parent of the run directory (same as --set training.output_dir=DIR, applied "
                  "before --set)")
       ->type_name("DIR");
+  app.add_option("--resume", flags.resume,
+                 "Resume from CKPT: \"auto\" (the run's latest checkpoint, if any) or a checkpoint "
+                 "path (same as --set training.resume_from_checkpoint=CKPT, applied before --set)")
+      ->type_name("CKPT");
   app.add_flag("--list-presets", flags.list_presets,
                "Print the names of the installed presets, one per line, and exit");
   app.add_flag("--dry-run", flags.dry_run,
@@ -61,6 +66,7 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
   std::vector<std::string> overrides;
   if (!flags.name.empty()) overrides.push_back("name=" + flags.name);
   if (!flags.output_dir.empty()) overrides.push_back("training.output_dir=" + flags.output_dir);
+  if (!flags.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + flags.resume);
   overrides.insert(overrides.end(), flags.sets.begin(), flags.sets.end());
   const Config config = load_config(flags.preset, flags.config, overrides);
   if (flags.print_config) {

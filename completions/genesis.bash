@@ -11,11 +11,18 @@ _genesis() {
     elif [[ $prev == "=" ]] && (( COMP_CWORD > 1 )); then
         prev=${COMP_WORDS[COMP_CWORD-2]}
     fi
-    local command="" i
+    # The command, and for a command with its own commands (ckpt ls) the nested one.
+    local command="" subcommand="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
-        case ${COMP_WORDS[i]} in
-            bench-allreduce|doctor|launch|train) command=${COMP_WORDS[i]}; break ;;
-        esac
+        if [[ -z $command ]]; then
+            case ${COMP_WORDS[i]} in
+                bench-allreduce|ckpt|doctor|launch|train) command=${COMP_WORDS[i]} ;;
+            esac
+        elif [[ $command == ckpt && -z $subcommand ]]; then
+            case ${COMP_WORDS[i]} in
+                ls|info|verify|export|reshard|diff) subcommand=${COMP_WORDS[i]} ;;
+            esac
+        fi
     done
     COMPREPLY=()
 
@@ -66,6 +73,33 @@ _genesis() {
                 --warmup_iters|-w)
                     :
                     return ;;
+            esac
+            ;;
+        ckpt)
+            case $subcommand in
+                export)
+                    case $prev in
+                        --format)
+                            COMPREPLY=($(compgen -W "auto genesis hf" -- "$cur"))
+                            return ;;
+                        --output|-o)
+                            compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                            return ;;
+                    esac
+                    ;;
+                reshard)
+                    case $prev in
+                        --output|-o)
+                            compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))
+                            return ;;
+                        --strategy)
+                            COMPREPLY=($(compgen -W "ddp zero1 zero2 zero3 hsdp" -- "$cur"))
+                            return ;;
+                        --world-size)
+                            :
+                            return ;;
+                    esac
+                    ;;
             esac
             ;;
         doctor)
@@ -141,6 +175,9 @@ _genesis() {
                 --preset|-p)
                     COMPREPLY=($(compgen -W "$("$program" train --list-presets 2>/dev/null)" -- "$cur"))
                     return ;;
+                --resume)
+                    :
+                    return ;;
                 --set|-s)
                     :
                     return ;;
@@ -149,14 +186,34 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "bench-allreduce doctor launch train" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor launch train" -- "$cur"))
+        return
+    fi
+    if [[ $command == ckpt && -z $subcommand && $cur != -* ]]; then
+        COMPREPLY=($(compgen -W "ls info verify export reshard diff" -- "$cur"))
         return
     fi
     case $command in
         bench-allreduce) COMPREPLY=($(compgen -W "--backend --check -c --collective --color --datatype -d --help -h --iters -n --json --log-level --maxbytes -e --min-busbw --minbytes -b --op -o --stepfactor -f --version --warmup_iters -w" -- "$cur")) ;;
+        ckpt)
+            case $subcommand in
+                ls)
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --json --log-level --version" -- "$cur")); fi ;;
+                info)
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --json --log-level --version" -- "$cur")); fi ;;
+                verify)
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")); fi ;;
+                export)
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --force --format --help -h --log-level --output -o --version" -- "$cur")); fi ;;
+                reshard)
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --log-level --output -o --strategy --version --world-size" -- "$cur")); fi ;;
+                diff)
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--all --color --help -h --log-level --version" -- "$cur")); fi ;;
+                *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
+            esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --emit-sbatch --gpus --grace-period --help -h --local-ranks-filter --log-dir --log-level --master-addr --master-port --max-restarts --nnodes --node-rank --nproc-per-node --nproc --run-id --tee --timeout --version" -- "$cur")) ;;
-        train) COMPREPLY=($(compgen -W "--color --config -c --dry-run --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --set -s --version" -- "$cur")) ;;
+        train) COMPREPLY=($(compgen -W "--color --config -c --dry-run --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac
 }

@@ -1,6 +1,7 @@
 // Trains one model with a named strategy on N ranks (threads over Gloo) and returns rank 0's
 // parameters, the per-step gradient norms and the memory report, so every strategy's test can
-// compare itself with DDP on the same global batches. Shared by tests/parallel/test_*.cpp.
+// compare itself with DDP on the same global batches. The pieces (make_rank_strategy,
+// train_step) also serve tests that stop and resume. Shared by tests/parallel/test_*.cpp.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -31,8 +32,10 @@ struct Outcome {
 
 enum class Model { mlp, gpt };
 
-inline std::shared_ptr<nn::Module> build(Model kind) {
-  Generator gen(11);
+// seed: the parameters' initialisation (a resumed run starts from a different one, so that a
+// value the checkpoint failed to restore shows).
+inline std::shared_ptr<nn::Module> build(Model kind, std::uint64_t seed = 11) {
+  Generator gen(seed);
   if (kind == Model::mlp)
     return std::make_shared<nn::MLP>(20, std::vector<std::int64_t>{64, 48}, 5, gen);
   return std::make_shared<nn::GPT>(nn::GPTConfig{2, 2, 32, 16, 48, 0.0}, gen);
@@ -56,43 +59,58 @@ inline Tensor targets_for(Model kind, std::int64_t first, std::int64_t rows) {
 
 enum class Opt { adamw, sgd };
 
-// options_override may change the StrategyOptions (hsdp_shard_size, ...) before the strategy is
-// built; inspect, when given, runs on every rank after training (traces, memory checks).
-inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt = Opt::adamw,
-                     int accum = 2, int steps = 4,
-                     const std::function<void(parallel::StrategyOptions&)>& options_override = {},
-                     const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
+using OptionsOverride = std::function<void(parallel::StrategyOptions&)>;
+
+// This rank's strategy over a Gloo group of `world` threads sharing `store`. options_override
+// may change the StrategyOptions (hsdp_shard_size, ...) before the strategy is built.
+inline std::unique_ptr<parallel::Strategy> make_rank_strategy(
+    const std::string& strategy, int rank, int world, const std::shared_ptr<dist::Store>& store,
+    Opt opt, std::shared_ptr<nn::Module> model, const OptionsOverride& options_override = {}) {
+  auto group = testing::make_gloo_group(rank, world, store);
+  parallel::StrategyOptions options;
+  options.name = strategy;
+  options.ddp.bucket_cap_mb = 0.01;  // several buckets
+  options.zero.bucket_cap_mb = 0.01;
+  options.zero.store = store;  // hsdp's subgroups: the ranks are threads, not the default group
+  if (options_override) options_override(options);
+  return parallel::make_strategy(
+      options, std::move(model),
+      [opt](const std::vector<Tensor>& p) -> std::unique_ptr<optim::Optimizer> {
+        if (opt == Opt::sgd)
+          return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+        return std::make_unique<optim::AdamW>(p, optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1});
+      },
+      group);
+}
+
+// Optimizer step `step` (0-based) of a run: `accum` micro-batches of this rank's rows of the
+// global batch, clipping, the update. Returns the gradient norm before clipping.
+inline double train_step(parallel::Strategy& s, Model kind, Opt opt, int rank, int world,
+                         int accum, int step) {
   const std::int64_t global = 12;  // rows per step
+  const std::int64_t micro = global / accum, local = micro / world;
+  for (int m = 0; m < accum; ++m) {
+    const std::int64_t first = step * global + m * micro + rank * local;
+    Tensor logits = s.forward(inputs_for(kind, first, local), m + 1 == accum);
+    Tensor loss = cross_entropy(logits, targets_for(kind, first, local));
+    s.backward(loss * (1.0 / accum));
+  }
+  const double norm = s.clip_grad_norm(0.2);  // low enough to clip
+  s.step(opt == Opt::sgd ? 0.1 : 3e-3);
+  return norm;
+}
+
+// inspect, when given, runs on every rank after training (traces, memory checks).
+inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt = Opt::adamw,
+                     int accum = 2, int steps = 4, const OptionsOverride& options_override = {},
+                     const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
   Outcome out;
   std::mutex mutex;
   testing::run_ranks(world, [&](int rank, std::shared_ptr<dist::Store> store) {
-    auto group = testing::make_gloo_group(rank, world, store);
-    parallel::StrategyOptions options;
-    options.name = strategy;
-    options.ddp.bucket_cap_mb = 0.01;  // several buckets
-    options.zero.bucket_cap_mb = 0.01;
-    options.zero.store = store;  // hsdp's subgroups: the ranks are threads, not the default group
-    if (options_override) options_override(options);
-    auto s = parallel::make_strategy(
-        options, build(kind),
-        [opt](const std::vector<Tensor>& p) -> std::unique_ptr<optim::Optimizer> {
-          if (opt == Opt::sgd)
-            return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
-          return std::make_unique<optim::AdamW>(p, optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1});
-        },
-        group);
+    auto s = make_rank_strategy(strategy, rank, world, store, opt, build(kind), options_override);
     std::vector<double> norms;
-    const std::int64_t micro = global / accum, local = micro / world;
-    for (int step = 0; step < steps; ++step) {
-      for (int m = 0; m < accum; ++m) {
-        const std::int64_t first = step * global + m * micro + rank * local;
-        Tensor logits = s->forward(inputs_for(kind, first, local), m + 1 == accum);
-        Tensor loss = cross_entropy(logits, targets_for(kind, first, local));
-        s->backward(loss * (1.0 / accum));
-      }
-      norms.push_back(s->clip_grad_norm(0.2));  // low enough to clip
-      s->step(opt == Opt::sgd ? 0.1 : 3e-3);
-    }
+    for (int step = 0; step < steps; ++step)
+      norms.push_back(train_step(*s, kind, opt, rank, world, accum, step));
     auto memory = s->memory();
     if (inspect) inspect(rank, *s);
     // ZeRO-3 keeps only shards between steps: every rank gathers the full parameters (a

@@ -148,11 +148,33 @@ TEST_CASE("attention gradients by finite differences", "[attention]") {
   check_gradients(f, {leaf({1, 1, 67, 2}, 14), leaf({1, 1, 67, 2}, 15), leaf({1, 1, 67, 2}, 16)});
 }
 
+TEST_CASE("fewer queries than keys are the last rows of the full attention", "[attention]") {
+  // A KV cache's decode step: the last Tq query rows over all Tk keys give the last Tq rows of the
+  // full (Tk, Tk) attention, causal or not, across the kernel's 64-row query block.
+  const bool causal = GENERATE(false, true);
+  const std::int64_t Tq = GENERATE(1, 3, 66), Tk = 70;
+  INFO("causal " << causal << " Tq " << Tq);
+  Tensor q = randn({2, 2, Tk, 8}, 31), k = randn({2, 2, Tk, 8}, 32), v = randn({2, 2, Tk, 8}, 33);
+  const std::vector<float> full =
+      scaled_dot_product_attention(q, k, v, causal).slice(2, Tk - Tq, Tk).contiguous().to_vector();
+  const std::vector<float> tail =
+      scaled_dot_product_attention(q.slice(2, Tk - Tq, Tk), k, v, causal).contiguous().to_vector();
+  REQUIRE(tail.size() == full.size());
+  for (std::size_t i = 0; i < full.size(); ++i) REQUIRE(tail[i] == Approx(full[i]).margin(1e-6));
+  check_gradients(
+      [causal](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+      },
+      {leaf({1, 2, 2, 3}, 34), leaf({1, 2, 5, 3}, 35), leaf({1, 2, 5, 3}, 36)});
+}
+
 TEST_CASE("attention rejects mismatched shapes and names them", "[attention]") {
   Tensor a = randn({2, 3, 5, 4}, 1), b = randn({2, 3, 6, 4}, 2);
   REQUIRE_THROWS_AS(scaled_dot_product_attention(a, b, a), InvalidArgument);
   REQUIRE_THROWS_WITH(scaled_dot_product_attention(a, b, a),
                       Contains("[2, 3, 5, 4]") && Contains("[2, 3, 6, 4]"));
+  // More queries than keys has no meaning (queries are the sequence's last positions).
+  REQUIRE_THROWS_WITH(scaled_dot_product_attention(b, a, a), Contains("T <= Tk"));
   REQUIRE_THROWS_WITH(scaled_dot_product_attention(a.reshape({6, 5, 4}), a, a),
                       Contains("4-d") && Contains("[6, 5, 4]"));
   REQUIRE_THROWS_AS(scaled_dot_product_attention(a.to(DType::i64), a, a), InvalidArgument);

@@ -28,8 +28,10 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
 };
 
-// The callbacks of the backward pass running on this thread; null outside one. Nested passes
-// (a backward inside a hook) keep their own list.
+// The callbacks of the outermost backward pass running on this thread; null outside one. A
+// nested pass (gradient checkpointing's recompute, run from inside a node) queues into the
+// outermost list too: DDP's "all gradients are ready" callback must wait for the user's whole
+// backward, not for the end of one block's recompute.
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 
 void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
@@ -48,13 +50,14 @@ void queue_callback(std::function<void()> callback) {
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
   std::vector<std::function<void()>> callbacks;
+  const bool outermost = current_callbacks == nullptr;
   struct CallbackScope {
     std::vector<std::function<void()>>* saved;
     explicit CallbackScope(std::vector<std::function<void()>>* mine) : saved(current_callbacks) {
       current_callbacks = mine;
     }
     ~CallbackScope() { current_callbacks = saved; }
-  } scope(&callbacks);
+  } scope(outermost ? &callbacks : current_callbacks);
   std::unordered_map<Node*, Pending> pending;
   std::vector<std::shared_ptr<Node>> root_nodes;
 
@@ -130,7 +133,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
   }
   // By index: a callback may queue another.
-  for (std::size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
+  if (outermost)
+    for (std::size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
 }
 
 }  // namespace genesis::autograd

@@ -39,19 +39,11 @@ void collect_entries(const toml::table& table, const std::string& prefix,
   }
 }
 
-void apply_file(Config& config, const fs::path& path, Origins& origins) {
-  const std::string file = path.string();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw ConfigError("config file '" + file + "' not found");
-  if (fs::is_directory(path, ec)) throw ConfigError("config file '" + file + "' is a directory");
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw IoError("cannot read config file '" + file + "'");
-
+// `file` names the source in errors: a path, or where a saved config came from.
+void apply_text(Config& config, const std::string& text, const std::string& file, Origins& origins) {
   toml::table root;
   try {
-    root = toml::parse(text.str(), std::string_view(file));
+    root = toml::parse(text, std::string_view(file));
   } catch (const toml::parse_error& e) {
     throw ConfigError(file + ":" + std::to_string(e.source().begin.line) + ":" +
                       std::to_string(e.source().begin.column) +
@@ -74,6 +66,18 @@ void apply_file(Config& config, const fs::path& path, Origins& origins) {
     set_value(config, *key, *entry.node, loc);
     origins[entry.name] = loc;
   }
+}
+
+void apply_file(Config& config, const fs::path& path, Origins& origins) {
+  const std::string file = path.string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ConfigError("config file '" + file + "' not found");
+  if (fs::is_directory(path, ec)) throw ConfigError("config file '" + file + "' is a directory");
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw IoError("cannot read config file '" + file + "'");
+  apply_text(config, text.str(), file, origins);
 }
 
 std::string trim(std::string_view s) {
@@ -179,6 +183,14 @@ Config load_config(const std::string& preset, const fs::path& file,
     spdlog::debug("config: --set {}", text);
     apply_override(config, text, origins);
   }
+  validate_config(config, origins);
+  return config;
+}
+
+Config parse_config_toml(const std::string& text, const std::string& source) {
+  Config config;
+  Origins origins;
+  apply_text(config, text, source, origins);
   validate_config(config, origins);
   return config;
 }

@@ -35,9 +35,10 @@ const std::vector<ConfigKey>& config_schema() {
       {"model.dropout", "gpt: dropout probability in [0, 1)",
        [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
 
-      {"data.source", "dataset: synthetic:classification (mlp) | synthetic:tokens (gpt)",
-       [](Config& c) -> Field { return &c.data.source; }, Rule::any,
-       {"synthetic:classification", "synthetic:tokens"}},
+      {"data.source",
+       "dataset: synthetic:classification (mlp) | synthetic:tokens | tasks:reverse,sort,... | "
+       "jsonl:FILE (gpt; the last two are SFT data)",
+       [](Config& c) -> Field { return &c.data.source; }, Rule::non_empty},
       {"data.num_samples", "examples (classification) or sequences (tokens) generated",
        [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
       {"data.eval_fraction", "fraction held out for evaluation, in (0, 1)",
@@ -86,6 +87,14 @@ const std::vector<ConfigKey>& config_schema() {
        Rule::any, {"auto", "cpu", "cuda"}},
       {"training.output_dir", "parent of the run directory",
        [](Config& c) -> Field { return &c.training.output_dir; }, Rule::non_empty},
+      {"training.save_steps", "checkpoint every this many steps; 0: only after the last step",
+       [](Config& c) -> Field { return &c.training.save_steps; }, Rule::non_negative},
+      {"training.save_total_limit", "checkpoints kept (the oldest go first); 0: keep all",
+       [](Config& c) -> Field { return &c.training.save_total_limit; }, Rule::non_negative},
+      {"training.resume_from_checkpoint",
+       "\"\": start fresh; \"auto\": resume from the run's latest checkpoint if any; or a "
+       "checkpoint path",
+       [](Config& c) -> Field { return &c.training.resume_from_checkpoint; }, Rule::any},
 
       {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
        [](Config& c) -> Field { return &c.distributed.strategy; }, Rule::any,

@@ -22,13 +22,25 @@ void validate_config(const Config& config, const Origins& origins) {
                       " must be divisible by model.n_head, got n_embd = " +
                       std::to_string(m.n_embd) + ", n_head = " + std::to_string(m.n_head));
 
-  // Each synthetic source produces what one model kind consumes: labelled feature vectors for
-  // the mlp, token sequences for the gpt.
-  const std::string wanted = m.kind == "gpt" ? "synthetic:tokens" : "synthetic:classification";
-  if (config.data.source != wanted)
-    throw ConfigError(key_at(origin_of(origins, "data.source", "model.kind"), "data.source") +
-                      " = \"" + config.data.source + "\" does not fit model.kind = \"" + m.kind +
-                      "\" (use \"" + wanted + "\")");
+  // Each source produces what one model kind consumes: labelled feature vectors for the mlp,
+  // token sequences (synthetic, or SFT examples through the byte tokenizer) for the gpt.
+  const std::string& source = config.data.source;
+  const Location where = origin_of(origins, "data.source", "model.kind");
+  const bool sft = source.rfind("tasks:", 0) == 0 || source.rfind("jsonl:", 0) == 0;
+  const bool fits = m.kind == "gpt" ? source == "synthetic:tokens" || sft
+                                    : source == "synthetic:classification";
+  if (!fits)
+    throw ConfigError(key_at(where, "data.source") + " = \"" + source + "\" does not fit model.kind = \"" +
+                      m.kind + "\" (use " +
+                      (m.kind == "gpt" ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\" or "
+                                         "\"jsonl:FILE\""
+                                       : "\"synthetic:classification\"") +
+                      ")");
+  // SFT text is tokenized bytewise: 256 byte tokens, end-of-text and padding.
+  if (sft && m.vocab_size < 258)
+    throw ConfigError(key_at(origin_of(origins, "model.vocab_size", "data.source"), "model.vocab_size") +
+                      " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
+                      "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
 }
 
 }  // namespace genesis::config_detail

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "genesis/autograd/checkpoint.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/ops.hpp"
@@ -94,7 +95,12 @@ Tensor GPT::forward(const Tensor& idx) {
                     std::to_string(config_.block_size));
   Tensor pos = Tensor::arange(T, DType::i64, idx.device());
   Tensor x = (*drop_)((*wte_)(idx) + (*wpe_)(pos));  // (B, T, C)
-  for (auto& block : blocks_) x = (*block)(x);
+  for (const auto& block : blocks_) {
+    if (gradient_checkpointing_ && is_training())
+      x = autograd::checkpoint([block](const Tensor& h) { return (*block)(h); }, x, {dropout_gen_});
+    else
+      x = (*block)(x);
+  }
   return linear((*ln_f_)(x), wte_->weight);  // tied LM head: (B, T, vocab)
 }
 

@@ -29,7 +29,9 @@ LayerNorm::LayerNorm(std::int64_t dim, double eps_) : eps(eps_) {
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, weight, bias, eps); }
 
-Dropout::Dropout(double p_, std::shared_ptr<Generator> gen) : p(p_), gen_(std::move(gen)) {}
+Dropout::Dropout(double p_, std::shared_ptr<Generator> gen) : p(p_), gen_(std::move(gen)) {
+  register_generator("generator", gen_);
+}
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), *gen_); }
 

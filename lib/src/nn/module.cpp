@@ -1,6 +1,8 @@
 // Module bookkeeping: recursive naming, state dicts, train/eval, and the hooked call.
 #include "genesis/nn/module.hpp"
 
+#include <algorithm>
+
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 
@@ -72,6 +74,23 @@ std::vector<Tensor> Module::parameters() const {
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
   collect("", false, out);
+  return out;
+}
+
+void Module::register_generator(const std::string& name, std::shared_ptr<Generator> generator) {
+  generators_.emplace_back(name, std::move(generator));
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Generator>>> Module::named_generators() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Generator>>> out;
+  auto visit = [&](auto& self, const Module& m, const std::string& prefix) -> void {
+    for (const auto& [name, g] : m.generators_) {
+      const bool seen = std::any_of(out.begin(), out.end(), [&](const auto& e) { return e.second == g; });
+      if (!seen) out.emplace_back(prefix + name, g);
+    }
+    for (const auto& [name, child] : m.children_) self(self, *child, prefix + name + ".");
+  };
+  visit(visit, *this, "");
   return out;
 }
 

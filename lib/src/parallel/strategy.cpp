@@ -1,10 +1,13 @@
 // make_strategy and the DDP strategy: every rank holds the whole model, gradients and optimizer
 // state; DistributedDataParallel averages gradients during backward, so clipping and the
 // optimizer step are the single-process ones applied to identical gradients on every rank.
+// Checkpoint state is replicated, so the ranks share the saving out tensor by tensor.
 #include "genesis/parallel/strategy.hpp"
 
+#include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/optim/clip_grad.hpp"
+#include "state_pieces.hpp"
 #include "zero_strategies.hpp"
 
 namespace genesis::parallel {
@@ -22,7 +25,9 @@ class DDPStrategy : public Strategy {
   DDPStrategy(std::shared_ptr<nn::Module> model, const OptimizerFactory& make_optimizer,
               std::shared_ptr<dist::ProcessGroup> group, DDPOptions options)
       : model_(model),
+        group_(group),
         ddp_(std::make_shared<DistributedDataParallel>(model, std::move(group), options)),
+        named_params_(model->named_parameters()),
         params_(model->parameters()),
         optimizer_(make_optimizer(params_)) {}
 
@@ -58,9 +63,49 @@ class DDPStrategy : public Strategy {
     return r;
   }
 
+  // Whole tensors, the k-th (parameters, then optimizer entries) by rank k % world, so that the
+  // ranks write in parallel; buffers by rank 0.
+  std::vector<StatePiece> state_pieces() override {
+    const int world = group_->size(), rank = group_->rank();
+    std::vector<StatePiece> out;
+    std::size_t k = 0;
+    for (const auto& [name, p] : named_params_)
+      if (static_cast<int>(k++ % static_cast<std::size_t>(world)) == rank)
+        out.push_back(detail::whole_piece(detail::model_name(name), p));
+    for (const auto& [slot, state] : detail::state_by_slot(optimizer_->state_tensors())) {
+      std::vector<StatePiece> entries;
+      detail::append_slot_pieces(named_params_.at(slot).first, state, entries);
+      for (StatePiece& piece : entries)
+        if (static_cast<int>(k++ % static_cast<std::size_t>(world)) == rank)
+          out.push_back(std::move(piece));
+    }
+    if (rank == 0)
+      for (const auto& [name, b] : model_->named_buffers())
+        out.push_back(detail::whole_piece(detail::model_name(name), b));
+    return out;
+  }
+
+  void load_state(const StateSource& source) override {
+    NoGradGuard no_grad;
+    detail::check_model_entries(source, named_params_);
+    for (const auto& [name, p] : named_params_)
+      detail::load_whole(source, detail::model_name(name), p);
+    for (const auto& [name, b] : model_->named_buffers())
+      detail::load_whole(source, detail::model_name(name), b);
+    const detail::OptimizerLayout layout = detail::optimizer_layout(source, named_params_);
+    optim::NamedTensors state;
+    for (std::size_t i = 0; i < named_params_.size(); ++i)
+      for (auto& entry : detail::read_slot(source, layout, named_params_[i].first,
+                                           named_params_[i].second.shape(), i))
+        state.push_back(std::move(entry));
+    detail::load_optimizer(*optimizer_, state, name());
+  }
+
  private:
   std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<dist::ProcessGroup> group_;
   std::shared_ptr<DistributedDataParallel> ddp_;
+  nn::NamedTensors named_params_;  // params_ with their names: optimizer slot i is entry i
   std::vector<Tensor> params_;
   std::unique_ptr<optim::Optimizer> optimizer_;
 };

@@ -23,6 +23,7 @@
 #include "genesis/optim/clip_grad.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "replicate.hpp"
+#include "state_pieces.hpp"
 
 namespace genesis::parallel::detail {
 
@@ -40,7 +41,7 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
       options_(options) {
   nn::NamedTensors params;
   for (auto& [pname, p] : model_->named_parameters())
-    if (p.requires_grad()) params.emplace_back(pname, p);
+    (p.requires_grad() ? params : frozen_).emplace_back(pname, p);
   GENESIS_CHECK(!params.empty(), InvalidArgument, name_ + ": the model has no trainable parameter");
   {
     NoGradGuard no_grad;
@@ -315,6 +316,49 @@ void FullyShardedStrategy::gather_full_parameters() {
   for (auto& unit : units_) unit->start_gather();
   for (auto& unit : units_) unit->wait_gathered();
   pinned_ = true;
+}
+
+std::vector<StatePiece> FullyShardedStrategy::state_pieces() {
+  // The shard group's ranks are the first ones of `group_` (zero3_factories.cpp), so only the
+  // first replica's shard group has ranks below its size.
+  if (group_->rank() >= shard_group_->size()) return {};
+  const int index = shard_group_->rank();
+  std::vector<StatePiece> out;
+  for (const auto& unit : units_)
+    append_shard_pieces(unit->flat(), index, unit->shard(), "model.", "", out);
+  if (group_->rank() == 0) {
+    for (const auto& [pname, p] : frozen_) out.push_back(whole_piece(model_name(pname), p));
+    for (const auto& [bname, t] : model_->named_buffers())
+      out.push_back(whole_piece(model_name(bname), t));
+  }
+  for (const auto& [slot, state] : state_by_slot(optimizer_->state_tensors()))
+    append_shard_slot_pieces(units_.at(slot)->flat(), index, state, out);
+  return out;
+}
+
+void FullyShardedStrategy::load_state(const StateSource& source) {
+  // Gathered units would keep showing the old values, and a gather in flight reads the shards.
+  pinned_ = false;
+  settle_all();
+  release_all();
+  NoGradGuard no_grad;
+  const int index = shard_group_->rank();
+  check_model_entries(source, model_->named_parameters());
+  nn::NamedTensors trainable;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const Tensor values = read_shard(source, units_[u]->flat(), index, units_[u]->shard());
+    Tensor(units_[u]->shard()).copy_(values);
+    if (options_.offload_optimizer) host_shards_[u].copy_(values);
+    for (const auto& param : units_[u]->flat().params) trainable.push_back(param);
+  }
+  for (const auto& [pname, p] : frozen_) load_whole(source, model_name(pname), p);
+  for (const auto& [bname, t] : model_->named_buffers()) load_whole(source, model_name(bname), t);
+  const OptimizerLayout layout = optimizer_layout(source, trainable);
+  optim::NamedTensors state;
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    for (auto& entry : read_shard_slot(source, layout, units_[u]->flat(), index, u))
+      state.push_back(std::move(entry));
+  load_optimizer(*optimizer_, state, name_);
 }
 
 MemoryReport FullyShardedStrategy::memory() const {

@@ -56,6 +56,10 @@ class FullyShardedStrategy : public Strategy {
   // next forward() or step() releases them. Meanwhile the units' hooks do nothing under no-grad,
   // so each rank may run module() on its own batches (evaluation) without collectives.
   void gather_full_parameters() override;
+  // Each rank of the first shard group saves its shards (HSDP's other replicas save nothing);
+  // loading sets this rank's shards, releasing any gathered unit first.
+  std::vector<StatePiece> state_pieces() override;
+  void load_state(const StateSource& source) override;
   const std::vector<Zero3Event>& last_trace() const { return trace_; }
   std::vector<std::string> unit_names() const;
 
@@ -96,6 +100,7 @@ class FullyShardedStrategy : public Strategy {
   std::vector<std::size_t> reduce_order_;             // reverse forward order, root last
   std::vector<Reduction> reductions_;
   std::vector<ParamSlot> slots_;
+  nn::NamedTensors frozen_;  // parameters outside the units (no grad): whole on every rank
   std::vector<std::pair<std::size_t, int>> module_hooks_;  // (unit, hook id)
   std::vector<Tensor> host_shards_;  // offload_optimizer: what the optimizer steps
   std::unique_ptr<optim::Optimizer> optimizer_;

@@ -15,6 +15,10 @@
 // full gradient between backward passes: each micro-batch's gradients are copied into a transient
 // bucket buffer, reduce-scattered, added to the rank's shard and freed (DeepSpeed's stage 2 also
 // reduces every micro-batch).
+//
+// Checkpoint state: each rank saves the elements of its shard range of every bucket, parameters
+// (replicated, but saved once) and optimizer state alike; loading reads the full parameters and
+// this rank's optimizer shard, so any saved layout loads into any world size.
 #include <spdlog/spdlog.h>
 
 #include "flat_params.hpp"
@@ -24,6 +28,7 @@
 #include "genesis/optim/clip_grad.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "replicate.hpp"
+#include "state_pieces.hpp"
 #include "zero_strategies.hpp"
 
 namespace genesis::parallel::detail {
@@ -45,6 +50,8 @@ class ZeroStage12 : public Strategy {
   void step(double lr) override;
   optim::Optimizer& optimizer() override { return *optimizer_; }
   MemoryReport memory() const override;
+  std::vector<StatePiece> state_pieces() override;
+  void load_state(const StateSource& source) override;
 
  private:
   struct Bucket {
@@ -77,6 +84,7 @@ class ZeroStage12 : public Strategy {
   std::shared_ptr<dist::ProcessGroup> group_;
   std::vector<Bucket> buckets_;
   std::vector<Variable> variables_;
+  nn::NamedTensors frozen_;  // parameters outside the buckets (no grad): whole on every rank
   std::unique_ptr<optim::Optimizer> optimizer_;
   bool armed_ = false, finalize_queued_ = false;
   std::size_t next_launch_ = 0;
@@ -88,7 +96,7 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
     : stage_(stage), model_(std::move(model)), group_(std::move(group)) {
   nn::NamedTensors params;
   for (auto& [name, p] : model_->named_parameters())
-    if (p.requires_grad()) params.emplace_back(name, p);
+    (p.requires_grad() ? params : frozen_).emplace_back(name, p);
   GENESIS_CHECK(!params.empty(), InvalidArgument, name() + ": the model has no trainable parameter");
   {
     NoGradGuard no_grad;
@@ -283,6 +291,39 @@ MemoryReport ZeroStage12::memory() const {
   for (auto& [name, t] : optimizer_->state_tensors())
     r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
   return r;
+}
+
+std::vector<StatePiece> ZeroStage12::state_pieces() {
+  const int rank = group_->rank();
+  std::vector<StatePiece> out;
+  for (const Bucket& b : buckets_)
+    append_shard_pieces(b.flat, rank, b.shard_param, "model.", "", out);
+  if (rank == 0) {
+    for (const auto& [pname, p] : frozen_) out.push_back(whole_piece(model_name(pname), p));
+    for (const auto& [bname, t] : model_->named_buffers())
+      out.push_back(whole_piece(model_name(bname), t));
+  }
+  for (const auto& [slot, state] : state_by_slot(optimizer_->state_tensors()))
+    append_shard_slot_pieces(buckets_.at(slot).flat, rank, state, out);
+  return out;
+}
+
+void ZeroStage12::load_state(const StateSource& source) {
+  wait_all();
+  NoGradGuard no_grad;
+  nn::NamedTensors trainable;
+  for (const Variable& v : variables_) trainable.push_back(buckets_[v.bucket].flat.params[v.index]);
+  const nn::NamedTensors params = model_->named_parameters();
+  check_model_entries(source, params);
+  // The parameters view the buckets' flat buffers, so the shards the optimizer steps follow.
+  for (const auto& [pname, p] : params) load_whole(source, model_name(pname), p);
+  for (const auto& [bname, t] : model_->named_buffers()) load_whole(source, model_name(bname), t);
+  const OptimizerLayout layout = optimizer_layout(source, trainable);
+  optim::NamedTensors state;
+  for (std::size_t i = 0; i < buckets_.size(); ++i)
+    for (auto& entry : read_shard_slot(source, layout, buckets_[i].flat, group_->rank(), i))
+      state.push_back(std::move(entry));
+  load_optimizer(*optimizer_, state, name());
 }
 
 }  // namespace

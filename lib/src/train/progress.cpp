@@ -15,8 +15,11 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-ProgressBar::ProgressBar(std::int64_t total, bool enabled)
-    : total_(total > 0 ? total : 1), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+ProgressBar::ProgressBar(std::int64_t total, bool enabled, std::int64_t first)
+    : total_(total > 0 ? total : 1),
+      first_(first),
+      enabled_(enabled),
+      start_(std::chrono::steady_clock::now()) {}
 
 void ProgressBar::update(std::int64_t done, const std::string& metrics) {
   if (!enabled_) return;
@@ -28,7 +31,9 @@ void ProgressBar::update(std::int64_t done, const std::string& metrics) {
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double eta = done > 0 ? elapsed * static_cast<double>(total_ - done) / done : 0.0;
+  // A resumed run starts at first_; its pace is measured from there.
+  const std::int64_t run = done - first_ + 1;
+  const double eta = run > 0 ? elapsed * static_cast<double>(total_ - done) / static_cast<double>(run) : 0.0;
   std::fprintf(stderr, "\r\033[K[%s] %lld/%lld %s ETA %s", bar.c_str(),
                static_cast<long long>(done), static_cast<long long>(total_), metrics.c_str(),
                format_duration(eta).c_str());

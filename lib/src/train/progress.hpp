@@ -11,7 +11,8 @@ namespace genesis::train {
 
 class ProgressBar {
  public:
-  ProgressBar(std::int64_t total, bool enabled);
+  // Steps first..total are shown (first > 1 when a run resumes).
+  ProgressBar(std::int64_t total, bool enabled, std::int64_t first = 1);
   // Redraws at most ~10 times a second, and always at the last step.
   void update(std::int64_t done, const std::string& metrics);
   // Clears the bar so a log line can be printed, then the next update redraws it.
@@ -20,6 +21,7 @@ class ProgressBar {
 
  private:
   std::int64_t total_;
+  std::int64_t first_;
   bool enabled_;
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;

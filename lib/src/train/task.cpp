@@ -1,6 +1,10 @@
 // Model and data construction per model.kind; the config validator has already checked values.
 #include "genesis/train/task.hpp"
 
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/synthetic.hpp"
@@ -9,6 +13,69 @@
 #include "genesis/tensor/ops.hpp"
 
 namespace genesis::train {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// A data file named relatively is looked up in the working directory, then next to the presets
+// (where the sample data ships), so `data.source = "jsonl:sft-sample.jsonl"` works anywhere.
+std::filesystem::path data_file(const std::string& name) {
+  const std::filesystem::path path(name);
+  if (path.is_absolute() || std::filesystem::exists(path)) return path;
+  for (const auto& dir : preset_dirs())
+    if (std::filesystem::exists(dir / path)) return dir / path;
+  return path;
+}
+
+// SFT examples from data.source: "tasks:a,b" generates num_samples examples with the eval share
+// held out as distinct prompts; "jsonl:FILE" reads the file and holds out its last lines.
+void load_sft_data(const Config& config, Task& task) {
+  const DataConfig& d = config.data;
+  const auto n_eval = static_cast<std::int64_t>(
+      std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
+  std::vector<data::SftExample> train, eval;
+  if (d.source.rfind("tasks:", 0) == 0) {
+    std::vector<std::string> names = split_list(d.source.substr(6));
+    if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
+    try {
+      eval = data::generate_sft_tasks(names, n_eval, config.seed + 1);
+      std::vector<std::string> held_out;
+      for (const auto& e : eval) held_out.push_back(e.prompt);
+      train = data::generate_sft_tasks(names, d.num_samples - n_eval, config.seed + 2, held_out);
+    } catch (const InvalidArgument& e) {
+      throw ConfigError("data.source = \"" + d.source + "\": " + e.what());
+    }
+  } else {
+    std::vector<data::SftExample> all = data::read_sft_jsonl(data_file(d.source.substr(6)));
+    const auto held = static_cast<std::int64_t>(
+        std::llround(static_cast<double>(all.size()) * d.eval_fraction));
+    eval.assign(all.end() - held, all.end());
+    train.assign(all.begin(), all.end() - held);
+  }
+  GENESIS_CHECK(!train.empty(), ConfigError,
+                "data.source = \"" + d.source + "\" leaves no training examples: raise "
+                "data.num_samples or lower data.eval_fraction");
+  const data::ByteTokenizer tokenizer;
+  const data::SftEncoding encoded = data::encode_sft(train, tokenizer, config.model.block_size);
+  if (encoded.truncated > 0)
+    spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {}", encoded.truncated,
+                 train.size(), config.model.block_size);
+  task.train = encoded.rows;
+  if (!eval.empty()) task.eval = data::encode_sft(eval, tokenizer, config.model.block_size).rows;
+  task.generation_eval = std::move(eval);
+}
+
+}  // namespace
 
 Task make_task(const Config& config) {
   const ModelConfig& m = config.model;
@@ -27,15 +94,16 @@ Task make_task(const Config& config) {
     for (auto h : m.hidden_sizes) task.description += "-" + std::to_string(h);
     task.description += "-" + std::to_string(m.num_classes);
   } else if (m.kind == "gpt") {
-    GENESIS_CHECK(d.source == "synthetic:tokens", ConfigError,
-                  "model.kind = \"gpt\" trains on data.source = \"synthetic:tokens\", got \"" +
-                      d.source + "\"");
     nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
     auto gpt = std::make_shared<nn::GPT>(g, init);
     task.flops_per_token = gpt->flops_per_token(m.block_size);
     task.model = gpt;
-    std::tie(task.train, task.eval) = data::make_synthetic_tokens(
-        d.num_samples, m.block_size, m.vocab_size, d.eval_fraction, config.seed + 1);
+    if (d.source == "synthetic:tokens") {
+      std::tie(task.train, task.eval) = data::make_synthetic_tokens(
+          d.num_samples, m.block_size, m.vocab_size, d.eval_fraction, config.seed + 1);
+    } else {
+      load_sft_data(config, task);
+    }
     task.tokens_per_example = m.block_size;
     task.description = "gpt n_layer=" + std::to_string(m.n_layer) +
                        " n_head=" + std::to_string(m.n_head) + " n_embd=" + std::to_string(m.n_embd) +
@@ -59,7 +127,11 @@ BatchScore score_logits(const Tensor& logits, const Tensor& targets) {
   NoGradGuard no_grad;
   Tensor hits = eq(argmax(logits, -1), targets);
   s.correct = sum(hits).item<double>();
-  s.predictions = static_cast<double>(targets.numel());
+  // Ignored targets (an SFT prompt, padding) are never hit (argmax >= 0), and are not counted.
+  s.predictions = static_cast<double>(targets.numel()) -
+                  sum(eq(targets, Tensor::full({}, static_cast<double>(data::kIgnoreIndex),
+                                               targets.dtype(), targets.device())))
+                      .item<double>();
   return s;
 }
 

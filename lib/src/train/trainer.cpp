@@ -30,6 +30,7 @@
 #include "genesis/parallel/strategy.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "genesis/train/task.hpp"
+#include "checkpointing.hpp"
 #include "job.hpp"
 #include "progress.hpp"
 
@@ -113,6 +114,28 @@ parallel::MemoryPlan plan_for(const Config& config, std::int64_t num_parameters,
                                 .budget_bytes = d.memory_budget_gb * 1024.0 * 1024.0 * 1024.0});
 }
 
+// metrics.jsonl: new, or on resume the lines up to the resumed step (a run that died after its
+// last checkpoint logged steps it will now repeat) followed by what this run appends.
+std::ofstream open_metrics(const std::filesystem::path& run_dir, const Job& job, std::int64_t resumed_step) {
+  std::ofstream metrics;
+  if (!job.is_main()) return metrics;
+  std::filesystem::create_directories(run_dir);
+  const std::filesystem::path path = run_dir / "metrics.jsonl";
+  std::vector<std::string> kept;
+  if (resumed_step > 0) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const json entry = json::parse(line, nullptr, false);
+      if (!entry.is_discarded() && entry.value("step", std::int64_t{0}) <= resumed_step) kept.push_back(line);
+    }
+  }
+  metrics.open(path, std::ios::trunc);
+  GENESIS_CHECK(metrics.good(), IoError, "cannot write " + path.string());
+  for (const std::string& line : kept) metrics << line << "\n";
+  metrics.flush();
+  return metrics;
+}
+
 // --dry-run: what the run would be, without joining the job or training.
 TrainResult dry_run(const Config& config, Task& task, const TrainOptions& options) {
   const int world = env_int("WORLD_SIZE", 1);
@@ -178,12 +201,20 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
 
   TrainResult result;
   result.run_dir = std::filesystem::path(tc.output_dir) / config.name;
-  std::ofstream metrics;
-  if (job.is_main()) {
-    std::filesystem::create_directories(result.run_dir);
-    metrics.open(result.run_dir / "metrics.jsonl", std::ios::trunc);
-    GENESIS_CHECK(metrics.good(), IoError, "cannot write " + (result.run_dir / "metrics.jsonl").string());
+  const std::optional<std::filesystem::path> resume_dir =
+      choose_resume_checkpoint(config, result.run_dir, job);
+  std::optional<Resumed> resumed;
+  if (resume_dir) {
+    resumed = load_checkpoint(*resume_dir, config, *strategy, model, job);
+    GENESIS_CHECK(resumed->state.consumed % world == 0, ConfigError,
+                  "checkpoint '" + resume_dir->string() + "' stopped " +
+                      std::to_string(resumed->state.consumed) +
+                      " examples into an epoch, which does not split over " + std::to_string(world) +
+                      " ranks: keep per_device_train_batch_size x ranks x accumulation as it was");
+    sampler.set_position(resumed->state.epoch, resumed->state.consumed / world);
   }
+  const std::int64_t first_step = resumed ? resumed->step + 1 : 1;
+  std::ofstream metrics = open_metrics(result.run_dir, job, resumed ? resumed->step : 0);
   std::ostream* out = job.is_main() ? options.out : nullptr;
   const bool interactive = options.interactive && job.is_main();
 
@@ -209,16 +240,41 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
          << ", gradients " << parallel::format_bytes(e.gradient_bytes) << ", optimizer state "
          << parallel::format_bytes(e.optimizer_bytes) << " (estimate)\n";
     if (automatic) *out << "  auto       " << plan.reason << "\n";
+    // In the flushed header: a run killed soon after (stdout piped to a file) still said it.
+    if (resumed)
+      *out << "  resumed    from " << resume_dir->string() << " (step " << resumed->step << ")\n";
     out->flush();
   }
 
-  ProgressBar bar(tc.max_steps, interactive);
+  ProgressBar bar(tc.max_steps, interactive, first_step);
   // A classifier's examples are not tokens; say samples/s for it.
   const char* rate_unit = task.tokens_per_example > 1 ? "tok/s" : "samples/s";
   double train_s = 0, window_loss = 0, window_correct = 0, window_predictions = 0;
   std::int64_t window_steps = 0, examples = 0;
   EvalResult last_eval;
-  bool evaluated_at_end = false;
+  std::optional<double> logged_loss;  // the last logged loss, saved with each checkpoint
+  if (resumed) {
+    const RankState& r = resumed->state;
+    train_s = r.train_s, window_loss = r.window_loss, window_correct = r.window_correct;
+    window_predictions = r.window_predictions, window_steps = r.window_steps, examples = r.examples;
+    last_eval = {r.eval_loss, r.eval_accuracy};
+    logged_loss = resumed->loss;
+    result.final_loss = resumed->loss.value_or(0.0);
+  }
+  auto save = [&](std::int64_t step) {
+    bar.clear();
+    // rng is filled in by save_checkpoint, from the model's generators.
+    RankState state{.epoch = sampler.epoch(), .consumed = sampler.position() * world, .rng = {},
+                    .window_loss = window_loss, .window_correct = window_correct,
+                    .window_predictions = window_predictions, .window_steps = window_steps,
+                    .examples = examples, .train_s = train_s, .eval_loss = last_eval.loss,
+                    .eval_accuracy = last_eval.accuracy};
+    save_checkpoint(config, result.run_dir, step, *strategy, model, std::move(state),
+                    logged_loss, job);
+  };
+  // A run resumed from its final checkpoint has nothing left to train or evaluate; the loop
+  // evaluates its last step, so only a run of 0 steps evaluates after it.
+  bool evaluated_at_end = resumed && resumed->step >= tc.max_steps;
   auto log_eval = [&](std::int64_t step) {
     strategy->gather_full_parameters();  // ZeRO-3: full parameters on every rank until forward
     last_eval = evaluate(task, job, batch, tc.eval_batches);
@@ -230,7 +286,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     spdlog::info("step {} eval loss {:.4f} accuracy {:.4f}", step, last_eval.loss, last_eval.accuracy);
   };
 
-  for (std::int64_t step = 1; step <= tc.max_steps; ++step) {
+  for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
     const auto step_start = Clock::now();
     for (std::int64_t micro = 0; micro < accum; ++micro) {
       data::TensorDataset b = data::take_rows(task.train, sampler.next_batch());
@@ -277,13 +333,17 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
         spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {}", step,
                      tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit);
       result.final_loss = loss;
+      logged_loss = loss;
       window_loss = window_correct = window_predictions = 0;
       window_steps = 0;
     }
-    if (tc.eval_steps > 0 && step % tc.eval_steps == 0) {
+    // The last step is evaluated before it is saved, so its checkpoint holds the final eval
+    // figures that "auto" on the finished run reports again.
+    if ((tc.eval_steps > 0 && step % tc.eval_steps == 0) || step == tc.max_steps) {
       log_eval(step);
       evaluated_at_end = step == tc.max_steps;
     }
+    if ((tc.save_steps > 0 && step % tc.save_steps == 0) || step == tc.max_steps) save(step);
   }
   bar.finish();
   if (!evaluated_at_end) log_eval(tc.max_steps);

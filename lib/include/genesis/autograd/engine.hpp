@@ -14,7 +14,8 @@ namespace genesis::autograd {
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {});
 
 // Called from inside a backward pass (a grad-ready hook): `callback` runs once, on this thread,
-// after the last node of the current pass has run and before backward() returns; an exception
+// after the last node of the outermost pass has run and before its backward() returns (a pass
+// nested inside a node, as in gradient checkpointing, does not end it); an exception
 // it throws propagates out of backward(). DDP uses it to wait for its last buckets (PyTorch's
 // Engine::queue_callback). Outside a backward pass: InvalidArgument.
 void queue_callback(std::function<void()> callback);

@@ -54,6 +54,13 @@ struct TrainingConfig {
   std::int64_t eval_batches = 0;  // 0: the whole eval split
   std::string device = "auto";  // "auto" | "cpu" | "cuda"
   std::string output_dir = "runs";
+  // Checkpoints under <output_dir>/<name>/checkpoints/: every save_steps steps (0: none on the
+  // way) and always after the last step.
+  std::int64_t save_steps = 0;
+  std::int64_t save_total_limit = 0;       // committed checkpoints kept; 0: all
+  // "": start fresh | "auto": latest loadable if any | a path. A `genesis launch --max-restarts`
+  // restart resumes from the run's own newest loadable checkpoint whatever this says.
+  std::string resume_from_checkpoint;
 };
 
 struct DistributedConfig {
@@ -88,6 +95,9 @@ std::filesystem::path find_preset(const std::string& name);  // ConfigError if m
 // "section.key=value" override in order. Throws ConfigError (exit 2) on any problem.
 Config load_config(const std::string& preset, const std::filesystem::path& file,
                    const std::vector<std::string>& overrides);
+// A config saved as TOML text (a checkpoint manifest's config_toml) read back over the defaults,
+// with load_config's checks; `source` stands for the file name in errors.
+Config parse_config_toml(const std::string& text, const std::string& source);
 // The resolved config as TOML (what `genesis train --print-config` shows); load_config of this
 // text reproduces the same Config.
 std::string config_to_toml(const Config& config);

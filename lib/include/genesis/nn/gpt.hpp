@@ -22,10 +22,20 @@ struct GPTConfig {
   double dropout = 0.0;
 };
 
+// The keys and values of the tokens seen so far, per block: what lets generation feed one new
+// token per step instead of the whole sequence again.
+struct KVCache {
+  std::vector<Tensor> keys, values;  // per block, (B, H, length, D); empty before the first call
+  std::int64_t length = 0;           // tokens cached
+};
+
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
+  // Inference over new tokens x (B, T, C) that follow the cached ones; appends their keys and
+  // values.
+  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
 
  private:
   std::int64_t n_head_;
@@ -38,6 +48,7 @@ class Block : public Module {
  public:
   Block(const GPTConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x) override;
+  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
 
  private:
   std::shared_ptr<LayerNorm> ln_1_, ln_2_;
@@ -53,13 +64,26 @@ class GPT : public Module {
   // idx (B, T) i64, T <= block_size -> logits (B, T, vocab)
   Tensor forward(const Tensor& idx) override;
   const GPTConfig& config() const { return config_; }
+  // Recompute each block's activations in backward instead of keeping them (HF's
+  // gradient_checkpointing_enable): same gradients, activation memory of one block.
+  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
   // Training FLOPs per token (forward + backward): 6 * non-embedding params + attention
   // (PaLM's accounting: 6N + 12 * n_layer * n_embd * T).
   double flops_per_token(std::int64_t seq_len) const;
 
+  // Logits (B, T, vocab) of tokens idx (B, T) at positions cache.length onward, extending the
+  // cache. Inference only: no graph, no dropout.
+  Tensor forward_cached(const Tensor& idx, KVCache& cache);
+  // Greedy decoding with a KV cache: the tokens after `prompt`, at most max_new_tokens and never
+  // past block_size, ending with stop_token when it is produced (-1: no stop token).
+  std::vector<std::int64_t> generate(const std::vector<std::int64_t>& prompt,
+                                     std::int64_t max_new_tokens, std::int64_t stop_token = -1);
+
  private:
   GPTConfig config_;
   std::shared_ptr<Generator> dropout_gen_;
+  bool gradient_checkpointing_ = false;
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<Dropout> drop_;
   std::vector<std::shared_ptr<Block>> blocks_;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "genesis/tensor/random.hpp"
 #include "genesis/tensor/tensor.hpp"
 
 namespace genesis::nn {
@@ -47,6 +48,10 @@ class Module {
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;
+  // The random streams the module draws from (dropout masks), by qualified name, each listed
+  // once even when several submodules share it (the first name wins): a checkpoint saves and
+  // restores their positions so a resumed run draws the same masks.
+  std::vector<std::pair<std::string, std::shared_ptr<Generator>>> named_generators() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const {
     return children_;
   }
@@ -64,6 +69,7 @@ class Module {
  protected:
   Tensor register_parameter(const std::string& name, Tensor value);
   Tensor register_buffer(const std::string& name, Tensor value);
+  void register_generator(const std::string& name, std::shared_ptr<Generator> generator);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -75,6 +81,7 @@ class Module {
 
   NamedTensors params_;
   NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Generator>>> generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<int, ForwardPreHook>> pre_hooks_;
   std::vector<std::pair<int, ForwardHook>> post_hooks_;

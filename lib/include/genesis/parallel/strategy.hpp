@@ -1,7 +1,7 @@
-// Strategy: how a model's training step is spread over the ranks of a process group (DDP now;
-// the ZeRO stages and HSDP behind the same interface later), so the trainer never branches on
-// the strategy. A strategy owns the wrapped model and its optimizer; the trainer gives it
-// micro-batches, a loss to backpropagate, a clipping norm and a learning rate.
+// Strategy: how a model's training step is spread over the ranks of a process group (DDP, the
+// ZeRO stages and HSDP behind one interface), so the trainer never branches on the strategy. A
+// strategy owns the wrapped model and its optimizer; the trainer gives it micro-batches, a loss to
+// backpropagate, a clipping norm and a learning rate.
 #pragma once
 
 #include <functional>
@@ -13,6 +13,7 @@
 #include "genesis/nn/module.hpp"
 #include "genesis/optim/optimizer.hpp"
 #include "genesis/parallel/ddp.hpp"
+#include "genesis/parallel/strategy_state.hpp"
 
 namespace genesis::parallel {
 
@@ -47,6 +48,17 @@ class Strategy {
   // values until the next forward() or step(), so each rank may evaluate or export with plain
   // module() calls. Strategies that keep full parameters anyway need do nothing.
   virtual void gather_full_parameters() {}
+
+  // Checkpointing (strategy_state.hpp). state_pieces: what this rank saves; across the ranks of
+  // the group every element of every logical tensor is saved exactly once (replicated state by
+  // one rank), so the ranks write their files in parallel without duplicates. The pieces are
+  // valid until the next forward() or step().
+  virtual std::vector<StatePiece> state_pieces() = 0;
+  // Sets parameters, buffers and optimizer state from `source`, whatever layout it was saved
+  // in; each rank reads only what it holds. A missing or misshapen tensor throws
+  // InvalidArgument naming it. The optimizer's step count is the caller's (Optimizer::
+  // set_step_count). Not collective.
+  virtual void load_state(const StateSource& source) = 0;
 };
 
 struct ZeroOptions {

@@ -63,8 +63,9 @@ Tensor embedding(const Tensor& weight, const Tensor& index);
 // Inverted dropout; identity when !training or p == 0. The mask is a pure function of a seed
 // drawn from `gen`, so backward recomputes it instead of storing it.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
-// q, k, v (B, H, T, D) -> (B, H, T, D). scale defaults to 1/sqrt(D). Fused: the (T, T) score
-// matrix is never materialised for the whole batch.
+// q (B, H, T, D), k and v (B, H, Tk, D) with T <= Tk -> (B, H, T, D). The queries are the last T
+// positions of the sequence (T < Tk is a KV cache's decode step), which the causal mask respects.
+// scale defaults to 1/sqrt(D). Fused: the score matrix is never materialised for the whole batch.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = true, std::optional<double> scale = {});
 // Multi-head attention on a packed projection: qkv (B, T, 3C) holding [q | k | v], each C wide

@@ -8,6 +8,7 @@
 
 #include "genesis/core/config.hpp"
 #include "genesis/data/dataset.hpp"
+#include "genesis/data/sft.hpp"
 #include "genesis/nn/module.hpp"
 
 namespace genesis::train {
@@ -19,6 +20,9 @@ struct Task {
   std::int64_t tokens_per_example = 1;  // sequence length for language models
   double flops_per_token = 0;           // training FLOPs per token (forward + backward)
   std::string description;              // one line for the start-up banner
+  // SFT: held-out examples whose prompts the model completes by greedy generation; evaluation
+  // reports the fraction it answers exactly. Empty for the other tasks.
+  std::vector<data::SftExample> generation_eval;
 };
 
 // Builds the model (initialised from config.seed) and generates the data (from config.seed + 1).
@@ -27,7 +31,7 @@ Task make_task(const Config& config);
 struct BatchScore {
   Tensor loss;            // 0-d, differentiable
   double correct = 0;     // argmax hits in the batch
-  double predictions = 0; // predictions scored
+  double predictions = 0; // predictions scored (targets other than the ignore index)
 };
 
 BatchScore score_batch(nn::Module& model, const Tensor& inputs, const Tensor& targets);

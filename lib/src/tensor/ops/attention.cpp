@@ -46,8 +46,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                              ", v " + shape_str(v.shape());
   GENESIS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, InvalidArgument,
                 std::string(kOp) + ": q, k and v must be 4-d (B, H, T, D); got " + shapes);
-  GENESIS_CHECK(q.shape() == k.shape() && q.shape() == v.shape(), InvalidArgument,
-                std::string(kOp) + ": q, k and v must have the same (B, H, T, D) shape; got " +
+  // Fewer queries than keys are the last positions of the sequence (a KV cache's decode step).
+  GENESIS_CHECK(k.shape() == v.shape() && q.size(0) == k.size(0) && q.size(1) == k.size(1) &&
+                    q.size(3) == k.size(3) && q.size(2) <= k.size(2),
+                InvalidArgument,
+                std::string(kOp) + ": q must be (B, H, T, D) and k, v (B, H, Tk, D) with T <= Tk; got " +
                     shapes);
   const std::int64_t D = q.size(3);
   GENESIS_CHECK(D > 0, InvalidArgument, std::string(kOp) + ": head dim D is 0 in " + shapes);
@@ -66,8 +69,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              const Grads& g, const NeedsGrad& needs) -> Grads {
            const Device dev = qf.device();
            Tensor dq = Tensor::empty(qf.shape(), DType::f32, dev);
-           Tensor dk = Tensor::empty(qf.shape(), DType::f32, dev);
-           Tensor dv = Tensor::empty(qf.shape(), DType::f32, dev);
+           Tensor dk = Tensor::empty(kf.shape(), DType::f32, dev);
+           Tensor dv = Tensor::empty(vf.shape(), DType::f32, dev);
            dispatch(OpId::attention_backward, {f32_rows(g[0]), qf, kf, vf, saved, lse}, {dq, dk, dv},
                     args);
            return {needs[0] ? cast(dq, qt) : Tensor(), needs[1] ? cast(dk, kt) : Tensor(),

@@ -4,6 +4,8 @@
 // batch; with a causal mask a block's keys stop at its last row, so blocks above the diagonal
 // are never computed. Matrix products go to cblas_sgemm, which runs single-threaded inside our
 // OpenMP regions (OpenBLAS checks omp_in_parallel) and multi-threaded when we do not fork.
+// Queries may be fewer than keys (Tq <= Tk, a KV cache's decode step): they are the last Tq
+// positions, so under the causal mask query row i sees keys up to Tk - Tq + i.
 // Every (B, H, T, D) operand may be a strided view with unit stride along D (the row stride is
 // sgemm's leading dimension), so GPT can pass q, k, v straight out of its packed (B, T, 3C)
 // projection and receive the output already in (B, T, C) order, with no head-split copies.
@@ -39,29 +41,30 @@ struct PairView {
 };
 
 struct Geometry {
-  std::int64_t pairs, T, D;
+  std::int64_t pairs, T, Tk, D;  // T query rows, Tk keys
   bool causal;
   float scale;
+  std::int64_t past() const { return Tk - T; }  // keys before the first query's own position
   std::int64_t blocks() const { return (T + kBlock - 1) / kBlock; }
   bool parallel(std::int64_t items) const {
-    return items > 1 && pairs * T * T * D >= kParallelWork;
+    return items > 1 && pairs * T * Tk * D >= kParallelWork;
   }
   // Keys that query block `blk` reads, and how many of them row r0 + i may see.
   std::int64_t keys(std::int64_t blk) const {
-    return causal ? std::min(T, (blk + 1) * kBlock) : T;
+    return causal ? std::min(Tk, past() + (blk + 1) * kBlock) : Tk;
   }
-  std::int64_t visible(std::int64_t row) const { return causal ? row + 1 : T; }
+  std::int64_t visible(std::int64_t row) const { return causal ? past() + row + 1 : Tk; }
 };
 
-Geometry geometry_of(const Tensor& q, const OpArgs& args) {
-  return {q.size(0) * q.size(1), q.size(2), q.size(3), args.i[0] != 0,
+Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args) {
+  return {q.size(0) * q.size(1), q.size(2), k.size(2), q.size(3), args.i[0] != 0,
           static_cast<float>(args.f[0])};
 }
 
-// q, k, v (B, H, T, D) -> out (B, H, T, D), lse (B, H, T). Work items are (pair, block), handed out
+// q (B, H, T, D), k and v (B, H, Tk, D) -> out (B, H, T, D), lse (B, H, T). Work items are (pair, block), handed out
 // dynamically because causal blocks further down cost more.
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
-  const Geometry g = geometry_of(in[0], args);
+  const Geometry g = geometry_of(in[0], in[1], args);
   const float* q = in[0].data<float>();
   const float* k = in[1].data<float>();
   const float* v = in[2].data<float>();
@@ -72,7 +75,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
   const std::int64_t items = g.pairs * nblocks;
 #pragma omp parallel if (g.parallel(items))
   {
-    std::vector<float> scores(static_cast<std::size_t>(std::min(kBlock, T) * T));
+    std::vector<float> scores(static_cast<std::size_t>(std::min(kBlock, T) * g.Tk));
     float* S = scores.data();
 #pragma omp for schedule(dynamic)
     for (std::int64_t item = 0; item < items; ++item) {
@@ -108,7 +111,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
 // blocks run in order, accumulating with beta = 1.
 void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                const OpArgs& args) {
-  const Geometry g = geometry_of(in[1], args);
+  const Geometry g = geometry_of(in[1], in[2], args);
   const float* dout = in[0].data<float>();
   const float* q = in[1].data<float>();
   const float* k = in[2].data<float>();
@@ -124,17 +127,17 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
 #pragma omp parallel if (g.parallel(g.pairs))
   {
     const std::int64_t max_rows = std::min(kBlock, T);
-    std::vector<float> scratch(static_cast<std::size_t>((2 * T + 1) * max_rows));
+    std::vector<float> scratch(static_cast<std::size_t>((2 * g.Tk + 1) * max_rows));
     float* P = scratch.data();
-    float* dS = P + max_rows * T;
-    float* delta = dS + max_rows * T;
+    float* dS = P + max_rows * g.Tk;
+    float* delta = dS + max_rows * g.Tk;
 #pragma omp for schedule(static)
     for (std::int64_t pair = 0; pair < g.pairs; ++pair) {
       float* dkp = dk + dks.offset(pair);
       float* dvp = dv + dvs.offset(pair);
       const float* kp = k + ks.offset(pair);
       const float* vp = v + vs.offset(pair);
-      for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t t = 0; t < g.Tk; ++t) {
         std::memset(dkp + t * dks.row_stride, 0, D * sizeof(float));
         std::memset(dvp + t * dvs.row_stride, 0, D * sizeof(float));
       }

@@ -1,0 +1,89 @@
+// Saving and opening checkpoints. A run keeps them in <run_dir>/checkpoints/: committed
+// directories step-<N>/ (manifest.json + one rank-<r>.safetensors per rank) and a text file
+// `latest` naming the newest. A save writes into .tmp-step-<N>/, fsyncs, renames it to step-<N>/
+// and only then replaces `latest` (write latest.tmp, fsync, rename), so a crash at any moment
+// leaves `latest` naming a complete checkpoint. Loading verifies every checksum it reads.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/ckpt/manifest.hpp"
+#include "genesis/ckpt/safetensors.hpp"
+#include "genesis/dist/process_group.hpp"
+#include "genesis/parallel/strategy_state.hpp"
+
+namespace genesis::ckpt {
+
+struct SaveOptions {
+  std::filesystem::path checkpoints_dir;  // <run_dir>/checkpoints
+  std::int64_t step = 0;
+  std::string strategy;
+  std::string config_toml;
+  nlohmann::json info = nlohmann::json::object();  // Manifest::info (rank 0's is kept)
+  int keep_last = 0;  // save_total_limit: committed checkpoints kept after this one; 0: all
+};
+
+// Collective over `group`: each rank writes its pieces to rank-<r>.safetensors (in parallel),
+// rank 0 gathers the indexes and the rank states, writes manifest.json, commits, updates `latest`
+// and prunes the oldest beyond keep_last (never the one `latest` names). A failure on any rank
+// (disk full, permissions) throws the same IoError on every rank, and `latest` is untouched.
+// Returns the committed directory.
+std::filesystem::path save_checkpoint(const SaveOptions& options,
+                                      const std::vector<parallel::StatePiece>& pieces,
+                                      const nlohmann::json& rank_state, dist::ProcessGroup& group);
+
+// A committed checkpoint, opened for reading. Files are loaded on first use and every piece's
+// checksum is checked before its bytes are used, so a corrupt shard is an IoError naming the file,
+// never silently wrong weights.
+class Checkpoint : public parallel::StateSource {
+ public:
+  // Reads and checks manifest.json; IoError (naming the path) if `dir` is not a checkpoint.
+  explicit Checkpoint(std::filesystem::path dir);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const Manifest& manifest() const { return manifest_; }
+
+  // Reads every file of the checkpoint and checks sizes, headers and every checksum; throws
+  // IoError naming the first bad file and tensor.
+  void verify() const;
+
+  bool contains(const std::string& name) const override;
+  Shape shape(const std::string& name) const override;
+  Tensor read(const std::string& name, std::int64_t offset, std::int64_t numel) const override;
+  // Names of the logical tensors, sorted; with a prefix ("model."), only those.
+  std::vector<std::string> names(const std::string& prefix = "") const;
+
+ private:
+  const SafetensorsFile& file(const std::string& name) const;
+  const Tensor& piece(const ShardRef& ref) const;  // loaded and checksum-verified
+
+  std::filesystem::path dir_;
+  Manifest manifest_;
+  mutable std::map<std::string, SafetensorsFile> files_;
+  mutable std::map<std::string, Tensor> verified_;  // "file/key" -> checked piece
+};
+
+// --- Run directories -------------------------------------------------------------------------
+
+inline std::filesystem::path checkpoints_dir_of(const std::filesystem::path& run_dir) {
+  return run_dir / "checkpoints";
+}
+// "step-<N>".
+std::string checkpoint_dir_name(std::int64_t step);
+// Committed checkpoints (step-<N> directories with a manifest.json) under a checkpoints
+// directory, ascending step; empty when the directory does not exist.
+std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& checkpoints_dir);
+// The directory `latest` names, or nullopt when there is no `latest` file.
+std::optional<std::filesystem::path> read_latest(const std::filesystem::path& checkpoints_dir);
+// What a user may pass as CKPT: a checkpoint directory, a run's checkpoints directory or the run
+// directory (both meaning its latest). IoError "<path> is not a checkpoint ..." otherwise.
+std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
+
+}  // namespace genesis::ckpt

@@ -1,0 +1,56 @@
+// `genesis ckpt export`: the model's weights of a checkpoint of any layout consolidated into one
+// f32 safetensors file (what DeepSpeed's zero_to_fp32.py does), named either as genesis names
+// them or as Hugging Face's GPT-2 does, with the config.json that lets transformers'
+// GPT2LMHeadModel load the file as it stands. Optimizer state is not exported.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/ckpt/checkpoint.hpp"
+#include "genesis/ckpt/safetensors.hpp"
+#include "genesis/core/config.hpp"
+
+namespace genesis::ckpt {
+
+// automatic: hf when the saved config says model.kind = "gpt", genesis otherwise.
+enum class ExportFormat { automatic, genesis, hf };
+
+ExportFormat parse_export_format(const std::string& name);  // "auto" | "genesis" | "hf"
+std::string export_format_name(ExportFormat format);
+
+struct ExportOptions {
+  std::filesystem::path file;  // the .safetensors to write; hf adds config.json beside it
+  ExportFormat format = ExportFormat::automatic;
+  bool force = false;  // replace existing files; without it an existing file is an error
+};
+
+struct ExportResult {
+  ExportFormat format = ExportFormat::genesis;  // the one chosen
+  std::filesystem::path file;
+  std::optional<std::filesystem::path> config_file;  // hf only
+  std::size_t tensors = 0;
+  std::int64_t elements = 0;
+  std::int64_t bytes = 0;  // of `file`
+};
+
+// Checks every target first (existing without force: InvalidArgument, nothing written), then
+// writes each under a temporary name and renames it into place, so a reader never sees a
+// half-written file.
+ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions& options);
+
+// The building blocks, separately testable.
+// Every "model.*" tensor in full, without the prefix, in name order; floating ones as f32.
+NamedTensors consolidate_model(const Checkpoint& checkpoint);
+// genesis GPT names to GPT-2's (the same names; Linear weights of attn.c_attn, attn.c_proj,
+// mlp.c_fc and mlp.c_proj transposed to Conv1D's (in, out)), in GPT-2's order. Missing or
+// unexpected names and shapes that disagree with `model` are InvalidArgument.
+NamedTensors to_hf_gpt2(const NamedTensors& model_tensors, const ModelConfig& model);
+// transformers' GPT2Config for `model`.
+nlohmann::json hf_gpt2_config(const ModelConfig& model);
+
+}  // namespace genesis::ckpt

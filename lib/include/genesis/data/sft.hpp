@@ -1,0 +1,55 @@
+// Supervised fine-tuning data: (prompt, response) pairs from JSONL files or from a built-in
+// generator of small instruction tasks, and their encoding into fixed-length training rows whose
+// loss covers the response only. One example per row, padded (no packing), so every row starts
+// at its prompt and evaluation can feed the same prompts to generation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "genesis/data/dataset.hpp"
+#include "genesis/data/tokenizer.hpp"
+
+namespace genesis::data {
+
+struct SftExample {
+  std::string prompt;
+  std::string response;
+};
+
+// One JSON object per line: {"prompt": ..., "response": ...} or the chat form {"messages":
+// [{"role": ..., "content": ...}, ...]} whose last message is the assistant's response and whose
+// earlier messages become the prompt ("user: ...\nassistant: "). Blank lines are skipped. Any
+// other line throws ConfigError naming the file and line number and what is wrong.
+std::vector<SftExample> read_sft_jsonl(const std::filesystem::path& path);
+
+// The built-in tasks, each a deterministic function of its input:
+//   reverse "reverse: kitten\n" -> "nettik"     sort  "sort: kitten\n" -> "eiknott"
+//   copy    "copy: kitten\n" -> "kitten"        upper "upper: kitten\n" -> "KITTEN"
+//   add     "add: 27+385\n" -> "412"
+std::vector<std::string> sft_task_names();
+// `count` examples cycling through `tasks` (names from sft_task_names(); InvalidArgument for
+// another), words and numbers drawn from Generator(seed). Prompts listed in `exclude` are
+// skipped (and drawn again), which keeps held-out evaluation prompts out of training.
+std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks, std::int64_t count,
+                                           std::uint64_t seed,
+                                           const std::vector<std::string>& exclude = {});
+
+inline constexpr std::int64_t kIgnoreIndex = -100;
+
+struct SftEncoding {
+  TensorDataset rows;                  // inputs, targets: i64 (N, block_size)
+  std::int64_t truncated = 0;          // responses cut to fit block_size
+  std::int64_t response_tokens = 0;    // targets that are not kIgnoreIndex
+};
+
+// Each example becomes prompt + response + end-of-text, inputs the first block_size tokens of it
+// padded with kPad, targets the next token wherever that token belongs to the response (or is the
+// end-of-text) and kIgnoreIndex elsewhere. A response that does not fit is truncated (counted);
+// a prompt that leaves no room for a response token throws ConfigError naming the example.
+SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokenizer& tokenizer,
+                       std::int64_t block_size);
+
+}  // namespace genesis::data

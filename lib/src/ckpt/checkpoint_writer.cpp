@@ -1,0 +1,165 @@
+// The collective save. Three phases, each ending with every rank agreeing on success, so a
+// failure on one rank (disk full) fails the save on all of them instead of hanging the others:
+// rank 0 prepares .tmp-step-N/; every rank writes its own rank-<r>.safetensors into it; rank 0
+// writes manifest.json from the gathered indexes and commits. The commit is two atomic renames,
+// the directory and then `latest`, so at every instant `latest` names a complete checkpoint.
+#include <fcntl.h>
+#include <stdio.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "durable_file.hpp"
+#include "genesis/ckpt/checkpoint.hpp"
+#include "genesis/ckpt/checksum.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/dist/string_collectives.hpp"
+
+namespace genesis::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Writes this rank's pieces and returns its index: the file and, per piece, where it went.
+json write_rank_file(const fs::path& dir, int rank, std::int64_t step,
+                     const std::vector<parallel::StatePiece>& pieces) {
+  NamedTensors named;
+  json index = json::array();
+  for (const parallel::StatePiece& p : pieces) {
+    const std::int64_t full = shape_numel(p.shape);
+    const std::int64_t numel = p.data.numel();
+    GENESIS_CHECK(p.offset >= 0 && p.offset + numel <= full, InvalidArgument,
+                  "checkpoint piece of \"" + p.name + "\" [" + std::to_string(p.offset) + ", " +
+                      std::to_string(p.offset + numel) + ") is outside its " +
+                      std::to_string(full) + " elements");
+    const bool whole = p.offset == 0 && numel == full;
+    Tensor data = p.data.to(Device::cpu()).contiguous().reshape(whole ? p.shape : Shape{numel});
+    const std::string key = whole ? p.name : p.name + "@" + std::to_string(p.offset);
+    index.push_back({{"name", p.name}, {"shape", p.shape},
+                     {"dtype", safetensors_dtype_name(data.dtype())}, {"key", key},
+                     {"offset", p.offset}, {"numel", numel},
+                     {"xxh64", xxhash64_hex(data.raw_data(), static_cast<std::size_t>(numel) *
+                                                                 dtype_size(data.dtype()))}});
+    named.emplace_back(key, std::move(data));
+  }
+  const std::string file = detail::rank_file_name(static_cast<std::size_t>(rank));
+  save_safetensors(dir / file, named, {{"format", "pt"}, {"genesis_step", std::to_string(step)},
+                                       {"genesis_rank", std::to_string(rank)}});
+  return {{"file", file}, {"bytes", static_cast<std::int64_t>(fs::file_size(dir / file))},
+          {"pieces", index}};
+}
+
+// Rank 0: the manifest from every rank's index and state.
+Manifest build_manifest(const SaveOptions& options, const std::vector<std::string>& indexes) {
+  Manifest m;
+  m.step = options.step;
+  m.world_size = static_cast<int>(indexes.size());
+  m.strategy = options.strategy;
+  m.created = detail::utc_now();
+  m.config_toml = options.config_toml;
+  m.info = options.info;
+  for (int r = 0; r < m.world_size; ++r) {
+    const json index = json::parse(indexes[r]);
+    m.files.push_back({index["file"].get<std::string>(), r, index["bytes"].get<std::int64_t>()});
+    m.ranks.push_back(index["state"]);
+    for (const json& p : index["pieces"]) {
+      TensorEntry& t = m.tensors[p["name"].get<std::string>()];
+      t.shape = p["shape"].get<Shape>();
+      t.dtype = p["dtype"].get<std::string>();
+      t.shards.push_back({index["file"].get<std::string>(), p["key"].get<std::string>(),
+                          p["offset"].get<std::int64_t>(), p["numel"].get<std::int64_t>(),
+                          p["xxh64"].get<std::string>()});
+    }
+  }
+  for (auto& [name, t] : m.tensors)
+    std::sort(t.shards.begin(), t.shards.end(),
+              [](const ShardRef& a, const ShardRef& b) { return a.offset < b.offset; });
+  // The same checks a reader makes: a strategy that saved an element twice or not at all is a
+  // bug to report now, not a checkpoint that fails to load later.
+  manifest_from_json(manifest_to_json(m), "the manifest being written");
+  return m;
+}
+
+// Puts `from` at `to`. An existing `to` (the same step saved again after a resume) is swapped
+// out atomically where the filesystem allows, so `latest` never names a missing directory.
+void commit_directory(const fs::path& from, const fs::path& to) {
+  if (fs::exists(to)) {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(from);  // now holds the replaced checkpoint
+      return;
+    }
+    fs::remove_all(to);
+  }
+  fs::rename(from, to);
+}
+
+void prune(const fs::path& root, const fs::path& keep, int keep_last) {
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.rfind(".tmp-", 0) == 0) fs::remove_all(entry.path());
+  }
+  if (keep_last <= 0) return;
+  std::vector<fs::path> committed = list_checkpoints(root);
+  std::int64_t excess = static_cast<std::int64_t>(committed.size()) - keep_last;
+  for (const fs::path& dir : committed) {
+    if (excess <= 0) break;
+    if (dir == keep) continue;
+    fs::remove_all(dir);
+    --excess;
+  }
+}
+
+std::string error_of(const std::exception& e) { return e.what(); }
+
+}  // namespace
+
+std::filesystem::path save_checkpoint(const SaveOptions& options,
+                                      const std::vector<parallel::StatePiece>& pieces,
+                                      const nlohmann::json& rank_state, dist::ProcessGroup& group) {
+  const std::string name = checkpoint_dir_name(options.step);
+  const fs::path& root = options.checkpoints_dir;
+  const fs::path tmp = root / (".tmp-" + name);
+  const fs::path final_dir = root / name;
+  const std::string what = "saving checkpoint '" + final_dir.string() + "'";
+
+  std::string error;
+  if (group.rank() == 0) {
+    try {
+      fs::create_directories(root);
+      fs::remove_all(tmp);
+      fs::create_directory(tmp);
+    } catch (const std::exception& e) {
+      error = error_of(e);
+    }
+  }
+  dist::agree_or_throw(group, error, what);
+
+  json index;
+  try {
+    index = write_rank_file(tmp, group.rank(), options.step, pieces);
+    index["state"] = rank_state;
+  } catch (const std::exception& e) {
+    error = error_of(e);
+  }
+  dist::agree_or_throw(group, error, what);
+  const std::vector<std::string> indexes = dist::all_gather_strings(group, index.dump());
+
+  if (group.rank() == 0) {
+    try {
+      write_manifest(tmp, build_manifest(options, indexes));
+      detail::fsync_directory(tmp);
+      commit_directory(tmp, final_dir);
+      detail::fsync_directory(root);
+      detail::replace_file_atomically(root / "latest", name + "\n");
+      prune(root, final_dir, options.keep_last);
+    } catch (const std::exception& e) {
+      error = error_of(e);
+    }
+  }
+  dist::agree_or_throw(group, error, what);
+  return final_dir;
+}
+
+}  // namespace genesis::ckpt

@@ -1,0 +1,223 @@
+// Resume and save for the trainer. Choosing is done by rank 0 alone (it verifies every checksum
+// of the candidate, which reads the whole checkpoint once) and broadcast, so all ranks resume from
+// the same step even when a file is being damaged while they look.
+#include "checkpointing.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+#include <toml++/toml.h>
+
+#include "genesis/ckpt/checkpoint.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/dist/string_collectives.hpp"
+
+namespace genesis::train {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kErrorTag = "error:";
+
+bool restarted_by_launcher() {
+  const char* count = std::getenv("GENESIS_RESTART_COUNT");
+  return count != nullptr && std::atoi(count) > 0;
+}
+
+// The newest checkpoint of the run that verifies: `latest`, then the others newest first (an
+// older complete checkpoint beats none). "" when the run has none; `damaged` is set when it has
+// some but none verifies.
+std::string latest_loadable(const fs::path& run_dir, bool& damaged) {
+  const fs::path root = ckpt::checkpoints_dir_of(run_dir);
+  std::vector<fs::path> candidates = ckpt::list_checkpoints(root);
+  std::optional<fs::path> latest;
+  try {
+    latest = ckpt::read_latest(root);
+  } catch (const Error& e) {
+    spdlog::warn("{}", e.what());
+  }
+  std::vector<fs::path> order;
+  if (latest) order.push_back(*latest);
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it)
+    if (!latest || *it != *latest) order.push_back(*it);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    try {
+      ckpt::Checkpoint(order[i]).verify();
+      if (i > 0)
+        spdlog::warn("resuming from the older checkpoint {} instead", order[i].string());
+      return order[i].string();
+    } catch (const Error& e) {
+      spdlog::warn("cannot resume from {}: {}", order[i].string(), e.what());
+    }
+  }
+  damaged = !order.empty();
+  return "";
+}
+
+// Rank 0: the directory to resume from, "" for none; throws for a bad explicit path. A restarted
+// attempt continues from the run's own latest checkpoint whatever was asked for, so it neither
+// starts over nor goes back to an explicit checkpoint (which save_total_limit may have pruned);
+// only a run that saved nothing yet falls back to the explicit path.
+std::string choose_on_rank0(const Config& config, const fs::path& run_dir) {
+  const std::string& requested = config.training.resume_from_checkpoint;
+  const bool restarted = restarted_by_launcher();
+  if (requested == "auto" || restarted) {
+    if (restarted)
+      spdlog::info("restarted by genesis launch: resuming from the latest checkpoint, if any");
+    bool damaged = false;
+    const std::string found = latest_loadable(run_dir, damaged);
+    if (!found.empty()) return found;
+    if (requested.empty() || requested == "auto") {
+      if (damaged)
+        spdlog::warn("no loadable checkpoint in {}: starting from scratch",
+                     ckpt::checkpoints_dir_of(run_dir).string());
+      return "";
+    }
+  }
+  if (requested.empty()) return "";
+  const fs::path dir = ckpt::resolve_checkpoint(requested);
+  ckpt::Checkpoint(dir).verify();
+  return dir.string();
+}
+
+std::string value_text(const toml::node& node) {
+  std::ostringstream text;
+  node.visit([&](const auto& value) { text << value; });
+  return text.str();
+}
+
+// "section.key" -> value text, for the keys of a TOML config.
+std::map<std::string, std::string> flatten(const std::string& toml_text) {
+  std::map<std::string, std::string> out;
+  const toml::table table = toml::parse(toml_text);
+  for (const auto& [section, node] : table) {
+    if (const toml::table* inner = node.as_table()) {
+      for (const auto& [key, value] : *inner)
+        out[std::string(section.str()) + "." + std::string(key.str())] = value_text(value);
+    } else {
+      out[std::string(section.str())] = value_text(node);
+    }
+  }
+  return out;
+}
+
+// Keys whose change does not change what training computes (where it writes, how often it logs,
+// how the ranks split the work); the batch is compared as the global batch instead.
+bool ignored_key(const std::string& key) {
+  static const std::set<std::string> ignored = {
+      "name", "training.output_dir", "training.save_steps", "training.save_total_limit",
+      "training.resume_from_checkpoint", "training.logging_steps", "training.eval_steps",
+      "training.eval_batches", "training.device", "training.per_device_train_batch_size",
+      "training.gradient_accumulation_steps"};
+  return ignored.count(key) > 0 || key.rfind("distributed.", 0) == 0;
+}
+
+std::int64_t global_batch(const std::map<std::string, std::string>& values, int world) {
+  auto number = [&](const char* key) {
+    auto it = values.find(key);
+    return it == values.end() ? 0 : std::atoll(it->second.c_str());
+  };
+  return number("training.per_device_train_batch_size") * world *
+         number("training.gradient_accumulation_steps");
+}
+
+void warn_about_config_changes(const ckpt::Manifest& m, const Config& config, int world,
+                               const fs::path& dir) {
+  std::map<std::string, std::string> saved, now;
+  try {
+    saved = flatten(m.config_toml);
+    now = flatten(config_to_toml(config));
+  } catch (const std::exception& e) {
+    spdlog::warn("checkpoint {}: cannot compare its config with this run's: {}", dir.string(), e.what());
+    return;
+  }
+  std::vector<std::string> changed;
+  for (const auto& [key, value] : now) {
+    if (ignored_key(key)) continue;
+    auto it = saved.find(key);
+    if (it == saved.end() || it->second != value)
+      changed.push_back(key + " " + (it == saved.end() ? "(absent)" : it->second) + " -> " + value);
+  }
+  const std::int64_t before = global_batch(saved, m.world_size), after = global_batch(now, world);
+  if (before != after)
+    changed.push_back("global batch " + std::to_string(before) + " -> " + std::to_string(after));
+  for (const std::string& c : changed)
+    spdlog::warn("resuming {} with a different config: {} (the run will not match the original)",
+                 dir.filename().string(), c);
+}
+
+}  // namespace
+
+std::optional<fs::path> choose_resume_checkpoint(const Config& config, const fs::path& run_dir,
+                                                 const Job& job) {
+  std::string choice;
+  if (job.is_main()) {
+    try {
+      choice = choose_on_rank0(config, run_dir);
+    } catch (const Error& e) {
+      choice = kErrorTag + std::string(e.what());
+    }
+  }
+  choice = dist::broadcast_string(*job.group(), choice);
+  if (choice.rfind(kErrorTag, 0) == 0) throw IoError(choice.substr(std::string(kErrorTag).size()));
+  if (choice.empty()) return std::nullopt;
+  return fs::path(choice);
+}
+
+Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Strategy& strategy,
+                        nn::Module& model, const Job& job) {
+  const ckpt::Checkpoint checkpoint(dir);
+  const ckpt::Manifest& m = checkpoint.manifest();
+  const int world = job.world_size();
+  GENESIS_CHECK(m.world_size == world, ConfigError,
+                "checkpoint '" + dir.string() + "' was saved by " + std::to_string(m.world_size) +
+                    (m.world_size == 1 ? " rank" : " ranks") + " and this run has " +
+                    std::to_string(world) + "; convert it first: genesis ckpt reshard " +
+                    dir.string() + " --world-size " + std::to_string(world) + " -o NEW_DIR, then "
+                    "resume from NEW_DIR");
+  if (job.is_main()) warn_about_config_changes(m, config, world, dir);
+
+  strategy.load_state(checkpoint);
+  strategy.optimizer().set_step_count(m.info.value("optimizer", json::object()).value("step_count", m.step));
+
+  Resumed r;
+  r.step = m.step;
+  if (m.info.contains("loss") && m.info["loss"].is_number()) r.loss = m.info["loss"].get<double>();
+  r.state = rank_state_from_json(m.ranks.at(static_cast<std::size_t>(job.rank())));
+  for (const auto& [name, generator] : model.named_generators()) {
+    auto it = r.state.rng.find(name);
+    GENESIS_CHECK(it != r.state.rng.end(), InvalidArgument,
+                  "checkpoint '" + dir.string() + "' has no state for the random generator \"" +
+                      name + "\" (was it saved from a different model?)");
+    generator->set_state(it->second);
+  }
+  return r;
+}
+
+void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t step,
+                     parallel::Strategy& strategy, nn::Module& model, RankState state, std::optional<double> loss,
+                     const Job& job) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [name, generator] : model.named_generators()) state.rng[name] = generator->state();
+  const TrainingConfig& t = config.training;
+  ckpt::SaveOptions options{
+      .checkpoints_dir = ckpt::checkpoints_dir_of(run_dir),
+      .step = step,
+      .strategy = strategy.name(),
+      .config_toml = config_to_toml(config),
+      .info = {{"optimizer", {{"type", t.optimizer}, {"step_count", strategy.optimizer().step_count()}}},
+               {"scheduler", {{"type", t.lr_scheduler_type}, {"step", step}}}},
+      .keep_last = static_cast<int>(t.save_total_limit)};
+  // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
+  if (loss) options.info["loss"] = *loss;
+  const fs::path dir = ckpt::save_checkpoint(options, strategy.state_pieces(), to_json(state), *job.group());
+  if (job.is_main())
+    spdlog::info("saved checkpoint {} in {:.2f} s", dir.string(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace genesis::train

@@ -1,0 +1,41 @@
+// Generation stops at end-of-text or one token past the expected length: anything longer is
+// wrong anyway, so the cost of a rambling model stays bounded.
+#include "sft_eval.hpp"
+
+#include <algorithm>
+
+namespace genesis::train {
+
+GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
+                                   const Job& job, std::int64_t limit, std::size_t samples) {
+  const data::ByteTokenizer tokenizer;
+  const bool training = model.is_training();
+  model.eval();
+  GenerationEval result;
+  const auto n = static_cast<std::int64_t>(limit > 0 ? std::min<std::size_t>(limit, examples.size())
+                                                     : examples.size());
+  double hits = 0;
+  for (std::int64_t i = job.rank(); i < n; i += job.world_size()) {
+    const data::SftExample& e = examples[static_cast<std::size_t>(i)];
+    std::vector<std::int64_t> expected = tokenizer.encode(e.response);
+    expected.push_back(data::ByteTokenizer::kEndOfText);
+    const std::vector<std::int64_t> prompt = tokenizer.encode(e.prompt);
+    const auto room = model.config().block_size - static_cast<std::int64_t>(prompt.size()) + 1;
+    std::vector<std::int64_t> generated =
+        model.generate(prompt, std::min<std::int64_t>(static_cast<std::int64_t>(expected.size()), room),
+                       data::ByteTokenizer::kEndOfText);
+    if (generated == expected) hits += 1;
+    if (result.samples.size() < samples) {
+      if (!generated.empty() && generated.back() == data::ByteTokenizer::kEndOfText) generated.pop_back();
+      result.samples.push_back({e.prompt, e.response, tokenizer.decode(generated)});
+    }
+  }
+  model.train(training);
+  std::vector<double> sums{hits};
+  job.sum(sums);
+  result.prompts = n;
+  result.exact_match = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
+  return result;
+}
+
+}  // namespace genesis::train

@@ -1,0 +1,29 @@
+// Exact-match evaluation of an SFT model: each held-out prompt is completed by greedy decoding
+// (with the KV cache) and counts as correct only when the generated text is the expected
+// response followed by end-of-text. Prompts are split over the ranks; the hit count is summed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "genesis/data/sft.hpp"
+#include "genesis/nn/gpt.hpp"
+#include "job.hpp"
+
+namespace genesis::train {
+
+struct GeneratedSample {
+  std::string prompt, expected, generated;
+};
+
+struct GenerationEval {
+  double exact_match = 0;                // fraction of prompts answered exactly
+  std::int64_t prompts = 0;              // prompts scored (over all ranks)
+  std::vector<GeneratedSample> samples;  // rank 0's first few, for the final report
+};
+
+// Collective: every rank calls it with the same examples. limit > 0 scores the first `limit`.
+GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
+                                   const Job& job, std::int64_t limit = 0, std::size_t samples = 3);
+
+}  // namespace genesis::train

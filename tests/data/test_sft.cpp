@@ -1,0 +1,123 @@
+// The byte tokenizer and SFT data: round trips, JSONL errors with line numbers, the task
+// generator's determinism and held-out prompts, and the response-only loss mask.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "genesis/core/error.hpp"
+#include "genesis/data/sft.hpp"
+#include "genesis/tensor/ops.hpp"
+#include "genesis/tensor/random.hpp"
+#include "support/cli_run.hpp"
+
+namespace genesis {
+namespace {
+
+using data::ByteTokenizer;
+
+std::filesystem::path write_file(const testing::TempDir& dir, const std::string& text) {
+  const auto path = dir.path() / "data.jsonl";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST_CASE("the byte tokenizer round-trips every byte string", "[sft]") {
+  ByteTokenizer tok;
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  const std::vector<std::int64_t> ids = tok.encode(all);
+  REQUIRE(ids.size() == 256);
+  CHECK(ids[0] == 0);
+  CHECK(ids[255] == 255);  // unsigned, not -1
+  CHECK(tok.decode(ids) == all);
+  CHECK(tok.decode(tok.encode("héllo, 世界")) == "héllo, 世界");
+  const std::vector<std::int64_t> special{104, 105, ByteTokenizer::kEndOfText, ByteTokenizer::kPad};
+  CHECK(tok.decode(special) == "hi<|endoftext|><|pad|>");
+  CHECK(tok.vocab_size() == 258);
+  const std::vector<std::int64_t> bad{300};
+  CHECK_THROWS_WITH(tok.decode(bad), Catch::Contains("300"));
+}
+
+TEST_CASE("SFT JSONL reads both forms and names the line of a bad one", "[sft]") {
+  testing::TempDir dir;
+  const auto good = write_file(dir,
+      "{\"prompt\": \"reverse: ab\\n\", \"response\": \"ba\"}\n"
+      "\n"
+      "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", "
+      "\"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"hello\"}]}\n");
+  const auto examples = data::read_sft_jsonl(good);
+  REQUIRE(examples.size() == 2);
+  CHECK(examples[0].prompt == "reverse: ab\n");
+  CHECK(examples[0].response == "ba");
+  CHECK(examples[1].prompt == "system: be brief\nuser: hi\nassistant: ");
+  CHECK(examples[1].response == "hello");
+
+  const auto check_error = [&](const std::string& text, const std::string& expected) {
+    const auto path = write_file(dir, text);
+    CHECK_THROWS_WITH(data::read_sft_jsonl(path), Catch::Contains(expected));
+    CHECK_THROWS_AS(data::read_sft_jsonl(path), ConfigError);
+  };
+  check_error("{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"a\"}\n", "data.jsonl:2: no \"response\"");
+  check_error("{\"prompt\": \"a\", \"response\": \"b\"}\n\n{oops\n", "data.jsonl:3: not valid JSON");
+  check_error("{\"prompt\": 1, \"response\": \"b\"}\n", ":1: \"prompt\" is not a string");
+  check_error("{\"prompt\": \"a\", \"response\": \"\"}\n", ":1: the response is empty");
+  check_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "must be the assistant's");
+  check_error("{\"text\": \"x\"}\n", "expected {\"prompt\"");
+  check_error("\n\n", "holds no examples");
+  CHECK_THROWS_WITH(data::read_sft_jsonl(dir.path() / "missing.jsonl"), Catch::Contains("cannot read"));
+}
+
+TEST_CASE("built-in tasks are deterministic, correct and keep held-out prompts out", "[sft]") {
+  const auto a = data::generate_sft_tasks(data::sft_task_names(), 50, 7);
+  const auto b = data::generate_sft_tasks(data::sft_task_names(), 50, 7);
+  REQUIRE(a.size() == 50);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].prompt == b[i].prompt);
+  for (const auto& e : a) {
+    const std::string arg = e.prompt.substr(e.prompt.find(": ") + 2, e.prompt.size() - e.prompt.find(": ") - 3);
+    if (e.prompt.rfind("reverse", 0) == 0) CHECK(e.response == std::string(arg.rbegin(), arg.rend()));
+    if (e.prompt.rfind("copy", 0) == 0) CHECK(e.response == arg);
+    if (e.prompt.rfind("add", 0) == 0) {
+      const auto plus = arg.find('+');
+      CHECK(std::stoll(e.response) == std::stoll(arg.substr(0, plus)) + std::stoll(arg.substr(plus + 1)));
+    }
+  }
+  std::vector<std::string> held_out;
+  for (const auto& e : a) held_out.push_back(e.prompt);
+  for (const auto& e : data::generate_sft_tasks(data::sft_task_names(), 200, 7, held_out))
+    CHECK(std::find(held_out.begin(), held_out.end(), e.prompt) == held_out.end());
+  CHECK_THROWS_WITH(data::generate_sft_tasks({"translate"}, 1, 0), Catch::Contains("unknown SFT task"));
+}
+
+TEST_CASE("SFT rows put the loss on the response only", "[sft]") {
+  ByteTokenizer tok;
+  const auto enc = data::encode_sft({{"ab:", "xy"}}, tok, 8);
+  const std::vector<std::int64_t> inputs(enc.rows.inputs.data<std::int64_t>(),
+                                         enc.rows.inputs.data<std::int64_t>() + 8);
+  const std::vector<std::int64_t> targets(enc.rows.targets.data<std::int64_t>(),
+                                          enc.rows.targets.data<std::int64_t>() + 8);
+  const std::int64_t P = ByteTokenizer::kPad, E = ByteTokenizer::kEndOfText, I = data::kIgnoreIndex;
+  CHECK(inputs == std::vector<std::int64_t>{'a', 'b', ':', 'x', 'y', P, P, P});
+  CHECK(targets == std::vector<std::int64_t>{I, I, 'x', 'y', E, I, I, I});
+  CHECK(enc.response_tokens == 3);
+  CHECK(enc.truncated == 0);
+
+  // Same response, different prompt of the same length: for fixed logits the loss is identical,
+  // because prompt positions carry no target.
+  Generator gen(3);
+  const Tensor logits = Tensor::randn({2, 8, tok.vocab_size()}, gen);
+  const auto other = data::encode_sft({{"ab:", "xy"}, {"zq:", "xy"}}, tok, 8);
+  const Tensor first = other.rows.targets.slice(0, 0, 1), second = other.rows.targets.slice(0, 1, 2);
+  CHECK(cross_entropy(logits.slice(0, 0, 1), first).item<float>() ==
+        cross_entropy(logits.slice(0, 0, 1), second).item<float>());
+
+  const auto cut = data::encode_sft({{"ab:", "a long response"}}, tok, 8);
+  CHECK(cut.truncated == 1);
+  CHECK(cut.rows.targets.data<std::int64_t>()[7] == 'g');  // the 6th response byte: cut, no EOT
+  CHECK_THROWS_WITH(data::encode_sft({{"a prompt this long", "x"}}, tok, 8),
+                    Catch::Contains("SFT example 1: the prompt is 18 tokens") &&
+                        Catch::Contains("block_size = 8"));
+  CHECK_THROWS_WITH(data::encode_sft({}, tok, 8), Catch::Contains("empty"));
+}
+
+}  // namespace
+}  // namespace genesis

@@ -1,0 +1,245 @@
+// `genesis train` resumes bit for bit: a run stopped after step k and resumed finishes with the
+// same step-N rank files, logged metrics and summary as the run that never stopped, for DDP and
+// every ZeRO stage on 2 ranks and for one process resuming "auto" in place. Damaged and wrong
+// checkpoints are refused with one line and leave every file as it was. Crash and restart tests
+// are in test_resume_crash.cpp.
+#include <catch2/catch.hpp>
+
+#include "resume_support.hpp"
+
+namespace genesis::testing::resume {
+namespace {
+
+CliResult genesis_ok(const std::vector<std::string>& args) {
+  CliResult r = run_genesis(args, quiet_env());
+  INFO("genesis " << args.front() << ":\n" << r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
+// B's step-N checkpoint, metrics after step k and summary equal A's exactly.
+void require_same_finish(const fs::path& a, const fs::path& b, std::int64_t k, std::int64_t n) {
+  const auto files_a = rank_files(checkpoint_of(a, n)), files_b = rank_files(checkpoint_of(b, n));
+  REQUIRE(!files_a.empty());
+  REQUIRE(files_a.size() == files_b.size());
+  for (const auto& [name, bytes] : files_a) {
+    INFO(name);
+    REQUIRE(files_b.count(name) == 1);
+    CHECK(files_b.at(name) == bytes);
+  }
+  const auto metrics_a = deterministic_metrics(read_metrics(a), k);
+  const auto metrics_b = deterministic_metrics(read_metrics(b), k);
+  REQUIRE(!metrics_a.empty());
+  REQUIRE(metrics_a.size() == metrics_b.size());
+  for (std::size_t i = 0; i < metrics_a.size(); ++i) {
+    INFO("metrics line " << i);
+    CHECK(metrics_b[i].dump() == metrics_a[i].dump());
+  }
+  const json summary_a = read_summary(a), summary_b = read_summary(b);
+  for (const char* key : {"final_loss", "eval_loss", "eval_accuracy", "steps"}) {
+    INFO(key);
+    CHECK(summary_b.at(key) == summary_a.at(key));
+  }
+}
+
+struct Case {
+  std::string strategy;
+  std::string preset;
+  std::vector<std::string> sets;
+  std::int64_t k, n;
+};
+
+}  // namespace
+
+TEST_CASE("resume: 2 ranks resumed from step k finish exactly as the run that never stopped",
+          "[resume]") {
+  const std::vector<Case> cases = {
+      // GPT with dropout; save_steps 3 falls inside a logging window of 2.
+      {"ddp", "gpt-tiny",
+       tiny_gpt({"training.per_device_train_batch_size=4", "training.max_steps=7",
+                 "training.logging_steps=2", "training.save_steps=3", "training.eval_steps=4"}),
+       3, 7},
+      // Accumulation 2; 135 training examples make an epoch of 4 steps, so step 4 ends one.
+      {"zero1", "mlp",
+       tiny_mlp({"data.num_samples=150", "training.per_device_train_batch_size=8",
+                 "training.gradient_accumulation_steps=2",
+                 "training.max_steps=8", "training.logging_steps=1", "training.save_steps=4"}),
+       4, 8},
+      {"zero2", "mlp",
+       tiny_mlp({"training.per_device_train_batch_size=8", "training.max_steps=8",
+                 "training.logging_steps=2", "training.save_steps=5", "training.eval_steps=2"}),
+       5, 8},
+      {"zero3", "mlp",
+       tiny_mlp({"training.per_device_train_batch_size=8", "training.max_steps=9",
+                 "training.logging_steps=3", "training.save_steps=3", "training.eval_steps=3",
+                 "training.max_grad_norm=0.05"}),  // clipping active
+       3, 9},
+  };
+  TempDir dir;
+  for (const Case& c : cases) {
+    INFO(c.strategy);
+    std::vector<std::string> sets = c.sets;
+    sets.push_back("distributed.strategy=" + c.strategy);
+    sets.push_back("distributed.bucket_cap_mb=0.01");  // several buckets
+    const fs::path out_a = dir.path() / ("a-" + c.strategy), out_b = dir.path() / ("b-" + c.strategy);
+    genesis_ok(launched(2, train_args(out_a, c.strategy, c.preset, sets)));
+    const fs::path run_a = out_a / c.strategy, run_b = out_b / c.strategy;
+
+    // B starts from a copy (A's own directory stays A's), in a run directory of its own.
+    const fs::path copy = dir.path() / ("copy-" + c.strategy);
+    fs::copy(checkpoint_of(run_a, c.k), copy, fs::copy_options::recursive);
+    const auto before = snapshot(copy);
+    sets.push_back("training.resume_from_checkpoint=" + copy.string());
+    const CliResult b = genesis_ok(launched(2, train_args(out_b, c.strategy, c.preset, sets)));
+    CHECK(b.out.find("resumed    from " + copy.string() + " (step " + std::to_string(c.k) + ")") !=
+          std::string::npos);
+    CHECK(b.err.find("different config") == std::string::npos);
+    require_same_finish(run_a, run_b, c.k, c.n);
+    CHECK(snapshot(copy) == before);
+  }
+}
+
+TEST_CASE("resume: one process stopped after step k resumes \"auto\" in its own run directory",
+          "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_mlp({"data.num_samples=120", "training.per_device_train_batch_size=16",
+                "training.max_steps=8", "training.logging_steps=1", "training.save_steps=3",
+                "training.eval_steps=3"});  // 108 training examples: the second epoch starts at step 7
+  const fs::path out_a = dir.path() / "a";
+  genesis_ok(train_args(out_a, "run", "mlp", sets));
+  const fs::path run_a = out_a / "run";
+  const auto lines_a = read_metrics(run_a);
+
+  // What a run killed during step 5 leaves: checkpoints 3 and 6 do not both exist yet, latest
+  // names step-3, and metrics.jsonl already has steps 4 and 5, which the resumed run logs again.
+  const fs::path out_b = dir.path() / "b", run_b = out_b / "run";
+  fs::copy(out_a, out_b, fs::copy_options::recursive);
+  fs::remove_all(checkpoint_of(run_b, 6));
+  fs::remove_all(checkpoint_of(run_b, 8));
+  fs::remove(run_b / "summary.json");
+  write_text(run_b / "checkpoints" / "latest", "step-3\n");
+  {
+    std::vector<std::string> partial;
+    for (const json& line : lines_a)
+      if (line["step"].get<int>() <= 5) partial.push_back(line.dump());
+    std::string text;
+    for (const auto& line : partial) text += line + "\n";
+    write_text(run_b / "metrics.jsonl", text);
+  }
+  std::vector<std::string> resume = sets;
+  resume.push_back("training.resume_from_checkpoint=auto");
+  const CliResult b = genesis_ok(train_args(out_b, "run", "mlp", resume));
+  CHECK(b.out.find("(step 3)") != std::string::npos);
+  require_same_finish(run_a, run_b, 3, 8);
+
+  // The whole metrics.jsonl, steps 1..8, once each: the kept head plus the resumed tail.
+  const auto all_a = deterministic_metrics(lines_a), all_b = deterministic_metrics(read_metrics(run_b));
+  REQUIRE(all_b.size() == all_a.size());
+  for (std::size_t i = 0; i < all_a.size(); ++i) CHECK(all_b[i].dump() == all_a[i].dump());
+  CHECK(fs::exists(checkpoint_of(run_b, 6)));
+  CHECK(read_bytes(run_b / "checkpoints" / "latest") == "step-8\n");
+
+  // "auto" on the finished run trains nothing more and logs nothing twice.
+  const auto finished = snapshot(run_b / "checkpoints");
+  const CliResult again = genesis_ok(train_args(out_b, "run", "mlp", resume));
+  CHECK(again.out.find("(step 8)") != std::string::npos);
+  const auto all_again = deterministic_metrics(read_metrics(run_b));
+  REQUIRE(all_again.size() == all_a.size());
+  for (std::size_t i = 0; i < all_a.size(); ++i) CHECK(all_again[i].dump() == all_a[i].dump());
+  CHECK(snapshot(run_b / "checkpoints") == finished);
+  CHECK(read_summary(run_b)["eval_loss"] == read_summary(run_a)["eval_loss"]);
+}
+
+TEST_CASE("resume: a damaged latest checkpoint", "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_mlp({"training.per_device_train_batch_size=16", "training.max_steps=8",
+                "training.logging_steps=2", "training.save_steps=3"});
+  const fs::path out_a = dir.path() / "a", run_a = out_a / "run";
+  genesis_ok(train_args(out_a, "run", "mlp", sets));
+
+  // A run stopped after step 6 whose step-6 rank file then lost a bit.
+  const fs::path out_b = dir.path() / "b", run_b = out_b / "run";
+  fs::copy(out_a, out_b, fs::copy_options::recursive);
+  fs::remove_all(checkpoint_of(run_b, 8));
+  write_text(run_b / "checkpoints" / "latest", "step-6\n");
+  const fs::path damaged = checkpoint_of(run_b, 6) / "rank-00000.safetensors";
+  REQUIRE(fs::exists(damaged));
+  flip_byte(damaged);
+
+  SECTION("named explicitly, it is refused and nothing in the run directory changes") {
+    const auto before = snapshot(out_b);
+    std::vector<std::string> args = sets;
+    args.push_back("training.resume_from_checkpoint=" + checkpoint_of(run_b, 6).string());
+    const CliResult r = run_genesis(train_args(out_b, "run", "mlp", args), quiet_env());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    const auto lines = nonblank_lines(r.err);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rfind("genesis: error: ", 0) == 0);
+    CHECK(lines[0].find(damaged.string()) != std::string::npos);
+    CHECK(snapshot(out_b) == before);
+  }
+  SECTION("under \"auto\", the run warns and resumes from the checkpoint before it") {
+    std::vector<std::string> args = sets;
+    args.push_back("training.resume_from_checkpoint=auto");
+    const CliResult r = genesis_ok(train_args(out_b, "run", "mlp", args));
+    CHECK(r.err.find(damaged.string()) != std::string::npos);
+    CHECK(r.out.find("resumed    from " + checkpoint_of(run_b, 3).string() + " (step 3)") !=
+          std::string::npos);
+    require_same_finish(run_a, run_b, 3, 8);
+    CHECK(fs::exists(checkpoint_of(run_b, 6) / "manifest.json"));  // saved again, undamaged
+  }
+}
+
+TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was", "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_mlp({"training.per_device_train_batch_size=8", "training.max_steps=4",
+                "training.logging_steps=2", "training.save_steps=2"});
+  const fs::path out_a = dir.path() / "a", run_a = out_a / "run";
+  genesis_ok(launched(2, train_args(out_a, "run", "mlp", sets)));
+  const fs::path source = checkpoint_of(run_a, 2);
+  const auto before = snapshot(out_a);
+
+  auto refused = [&](int nproc, const fs::path& checkpoint, int code, const std::string& needle) {
+    std::vector<std::string> args = sets;
+    args.push_back("training.resume_from_checkpoint=" + checkpoint.string());
+    std::vector<std::string> command = train_args(dir.path() / "b", "run", "mlp", args);
+    if (nproc > 1) command = launched(nproc, command);
+    const CliResult r = run_genesis(command, quiet_env());
+    INFO("nproc " << nproc << ", " << checkpoint.string() << ":\n" << r.out << r.err);
+    CHECK(r.exit_code == code);
+    // One process: exactly one line. Under the launcher every rank reports the same one line
+    // (prefixed with its rank) and the launcher adds its summary of the failed ranks.
+    std::vector<std::string> errors;
+    for (const std::string& line : nonblank_lines(r.err))
+      if (line.find("genesis: error: ") != std::string::npos) errors.push_back(line);
+    if (nproc == 1) CHECK(nonblank_lines(r.err).size() == 1);
+    REQUIRE(!errors.empty());
+    for (const std::string& line : errors) CHECK(line.find(needle) != std::string::npos);
+    CHECK_FALSE(fs::exists(dir.path() / "b" / "run" / "metrics.jsonl"));
+    CHECK(snapshot(out_a) == before);
+  };
+
+  // Not a checkpoint at all: an empty directory, and a file.
+  fs::create_directories(dir.path() / "empty");
+  refused(1, dir.path() / "empty", 1, (dir.path() / "empty").string());
+  refused(1, source / "rank-00000.safetensors", 1, "is not a checkpoint");
+
+  // A manifest cut short.
+  const fs::path truncated = dir.path() / "truncated";
+  fs::copy(source, truncated, fs::copy_options::recursive);
+  const std::string manifest = read_bytes(truncated / "manifest.json");
+  write_text(truncated / "manifest.json", manifest.substr(0, manifest.size() / 2));
+  const auto truncated_before = snapshot(truncated);
+  refused(1, truncated, 1, (truncated / "manifest.json").string());
+  CHECK(snapshot(truncated) == truncated_before);
+
+  // Saved by 2 ranks: 1 or 3 ranks need `genesis ckpt reshard` first.
+  refused(1, source, 2, "genesis ckpt reshard");
+  refused(3, source, 2, "genesis ckpt reshard");
+}
+
+}  // namespace genesis::testing::resume
