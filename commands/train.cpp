@@ -20,6 +20,7 @@ struct TrainFlags {
   std::string name;
   std::string output_dir;
   std::string resume;
+  bool overwrite = false;
   bool list_presets = false;
   bool print_config = false;
   bool dry_run = false;
@@ -49,6 +50,9 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
                  "Resume from CKPT: \"auto\" (the run's latest checkpoint, if any) or a checkpoint "
                  "path (same as --set training.resume_from_checkpoint=CKPT, applied before --set)")
       ->type_name("CKPT");
+  app.add_flag("--overwrite", flags.overwrite,
+               "Start over in a run directory that holds checkpoints, deleting them (same as --set "
+               "training.overwrite_output_dir=true)");
   app.add_flag("--list-presets", flags.list_presets,
                "Print the names of the installed presets, one per line, and exit");
   app.add_flag("--dry-run", flags.dry_run,
@@ -67,6 +71,7 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
   if (!flags.name.empty()) overrides.push_back("name=" + flags.name);
   if (!flags.output_dir.empty()) overrides.push_back("training.output_dir=" + flags.output_dir);
   if (!flags.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + flags.resume);
+  if (flags.overwrite) overrides.push_back("training.overwrite_output_dir=true");
   overrides.insert(overrides.end(), flags.sets.begin(), flags.sets.end());
   const Config config = load_config(flags.preset, flags.config, overrides);
   if (flags.print_config) {

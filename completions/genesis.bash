@@ -213,7 +213,7 @@ _genesis() {
             esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --emit-sbatch --gpus --grace-period --help -h --local-ranks-filter --log-dir --log-level --master-addr --master-port --max-restarts --nnodes --node-rank --nproc-per-node --nproc --run-id --tee --timeout --version" -- "$cur")) ;;
-        train) COMPREPLY=($(compgen -W "--color --config -c --dry-run --help -h --list-presets --log-level --name --output-dir -o --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
+        train) COMPREPLY=($(compgen -W "--color --config -c --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac
 }

@@ -78,6 +78,7 @@ TEST_CASE("latest names the newest save; save_total_limit prunes the oldest; a s
   save_2_ranks(dir.path(), 4, 2);  // the same step again: replaced in place
   ckpt::Checkpoint(dir.path() / "step-4").verify();
   CHECK(ckpt::resolve_checkpoint(dir.path()) == dir.path() / "step-4");
+  CHECK(ckpt::resolve_checkpoint(dir.path() / "latest") == dir.path() / "step-4");
   for (const auto& e : fs::directory_iterator(dir.path()))
     CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
 }

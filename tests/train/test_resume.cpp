@@ -5,6 +5,7 @@
 // are in test_resume_crash.cpp.
 #include <catch2/catch.hpp>
 
+#include "genesis/ckpt/checkpoint.hpp"
 #include "resume_support.hpp"
 
 namespace genesis::testing::resume {
@@ -240,6 +241,33 @@ TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was"
   // Saved by 2 ranks: 1 or 3 ranks need `genesis ckpt reshard` first.
   refused(1, source, 2, "genesis ckpt reshard");
   refused(3, source, 2, "genesis ckpt reshard");
+}
+
+TEST_CASE("resume: a fresh start never deletes an earlier run's checkpoints unasked", "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_mlp({"training.per_device_train_batch_size=8", "training.max_steps=4",
+                "training.logging_steps=2", "training.save_steps=2"});
+  const fs::path run = dir.path() / "run";
+  genesis_ok(train_args(dir.path(), "run", "mlp", sets));
+  const auto before = snapshot(run / "checkpoints");
+
+  // The same command again: refused in one line (exit 2), the checkpoints untouched.
+  const CliResult again = run_genesis(train_args(dir.path(), "run", "mlp", sets), quiet_env());
+  INFO(again.out << again.err);
+  CHECK(again.exit_code == 2);
+  CHECK(nonblank_lines(again.err).size() == 1);
+  CHECK(again.err.find("2 checkpoints (up to step-4) of an earlier run") != std::string::npos);
+  CHECK(again.err.find("--resume auto") != std::string::npos);
+  CHECK(again.err.find("--overwrite") != std::string::npos);
+  CHECK(snapshot(run / "checkpoints") == before);
+
+  // --overwrite starts over: the old checkpoints go and the new run saves its own.
+  std::vector<std::string> overwrite = train_args(dir.path(), "run", "mlp", sets);
+  overwrite.insert(overwrite.end(), {"--overwrite", "--set", "training.max_steps=2"});
+  const CliResult over = genesis_ok(overwrite);
+  CHECK(over.err.find("deleting 2 checkpoints") != std::string::npos);
+  CHECK(ckpt::list_checkpoints(run / "checkpoints") == std::vector<fs::path>{run / "checkpoints" / "step-2"});
 }
 
 }  // namespace genesis::testing::resume

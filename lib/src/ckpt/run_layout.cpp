@@ -52,6 +52,9 @@ std::optional<fs::path> read_latest(const fs::path& checkpoints_dir) {
 fs::path resolve_checkpoint(const fs::path& path) {
   GENESIS_CHECK(fs::exists(path), IoError, "'" + path.string() + "' does not exist");
   if (fs::exists(path / kManifestName)) return path;
+  // The `latest` file itself stands for the checkpoint it names (tab completion offers it).
+  if (fs::is_regular_file(path) && path.filename() == "latest")
+    return resolve_checkpoint(path.has_parent_path() ? path.parent_path() : fs::path("."));
   for (const fs::path& dir : {path, checkpoints_dir_of(path)}) {
     if (!fs::exists(dir / "latest")) continue;
     const fs::path latest = *read_latest(dir);

@@ -95,6 +95,9 @@ const std::vector<ConfigKey>& config_schema() {
        "\"\": start fresh; \"auto\": resume from the run's latest checkpoint if any; or a "
        "checkpoint path",
        [](Config& c) -> Field { return &c.training.resume_from_checkpoint; }, Rule::any},
+      {"training.overwrite_output_dir",
+       "a fresh start deletes the run directory's checkpoints (refused when false)",
+       [](Config& c) -> Field { return &c.training.overwrite_output_dir; }},
 
       {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
        [](Config& c) -> Field { return &c.distributed.strategy; }, Rule::any,

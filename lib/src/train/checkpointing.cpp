@@ -22,6 +22,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr const char* kErrorTag = "error:";
+constexpr const char* kConfigErrorTag = "config-error:";
 
 bool restarted_by_launcher() {
   const char* count = std::getenv("GENESIS_RESTART_COUNT");
@@ -58,6 +59,23 @@ std::string latest_loadable(const fs::path& run_dir, bool& damaged) {
   return "";
 }
 
+// Rank 0, before a fresh start: the run directory's checkpoints belong to an earlier run, which
+// this one would mix with (save_total_limit would prune by step across both). They are deleted
+// when overwrite_output_dir says so; otherwise the start is refused, naming the ways on.
+void clear_earlier_run(const Config& config, const fs::path& run_dir) {
+  const fs::path root = ckpt::checkpoints_dir_of(run_dir);
+  const std::vector<fs::path> earlier = ckpt::list_checkpoints(root);
+  if (earlier.empty()) return;
+  const std::string what = std::to_string(earlier.size()) +
+                           (earlier.size() == 1 ? " checkpoint" : " checkpoints") + " (up to " +
+                           earlier.back().filename().string() + ")";
+  GENESIS_CHECK(config.training.overwrite_output_dir, ConfigError,
+                root.string() + " holds " + what + " of an earlier run: continue it with --resume "
+                "auto, start over with --overwrite (deletes them), or pick another --name");
+  spdlog::warn("--overwrite: deleting {} of an earlier run in {}", what, root.string());
+  fs::remove_all(root);
+}
+
 // Rank 0: the directory to resume from, "" for none; throws for a bad explicit path. A restarted
 // attempt continues from the run's own latest checkpoint whatever was asked for, so it neither
 // starts over nor goes back to an explicit checkpoint (which save_total_limit may have pruned);
@@ -78,7 +96,10 @@ std::string choose_on_rank0(const Config& config, const fs::path& run_dir) {
       return "";
     }
   }
-  if (requested.empty()) return "";
+  if (requested.empty()) {
+    if (!restarted) clear_earlier_run(config, run_dir);
+    return "";
+  }
   const fs::path dir = ckpt::resolve_checkpoint(requested);
   ckpt::Checkpoint(dir).verify();
   return dir.string();
@@ -110,7 +131,7 @@ std::map<std::string, std::string> flatten(const std::string& toml_text) {
 bool ignored_key(const std::string& key) {
   static const std::set<std::string> ignored = {
       "name", "training.output_dir", "training.save_steps", "training.save_total_limit",
-      "training.resume_from_checkpoint", "training.logging_steps", "training.eval_steps",
+      "training.resume_from_checkpoint", "training.overwrite_output_dir", "training.logging_steps", "training.eval_steps",
       "training.eval_batches", "training.device", "training.per_device_train_batch_size",
       "training.gradient_accumulation_steps"};
   return ignored.count(key) > 0 || key.rfind("distributed.", 0) == 0;
@@ -158,11 +179,15 @@ std::optional<fs::path> choose_resume_checkpoint(const Config& config, const fs:
   if (job.is_main()) {
     try {
       choice = choose_on_rank0(config, run_dir);
+    } catch (const ConfigError& e) {
+      choice = kConfigErrorTag + std::string(e.what());
     } catch (const Error& e) {
       choice = kErrorTag + std::string(e.what());
     }
   }
   choice = dist::broadcast_string(*job.group(), choice);
+  if (choice.rfind(kConfigErrorTag, 0) == 0)
+    throw ConfigError(choice.substr(std::string(kConfigErrorTag).size()));
   if (choice.rfind(kErrorTag, 0) == 0) throw IoError(choice.substr(std::string(kErrorTag).size()));
   if (choice.empty()) return std::nullopt;
   return fs::path(choice);

@@ -82,8 +82,8 @@ std::string checkpoint_dir_name(std::int64_t step);
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& checkpoints_dir);
 // The directory `latest` names, or nullopt when there is no `latest` file.
 std::optional<std::filesystem::path> read_latest(const std::filesystem::path& checkpoints_dir);
-// What a user may pass as CKPT: a checkpoint directory, a run's checkpoints directory or the run
-// directory (both meaning its latest). IoError "<path> is not a checkpoint ..." otherwise.
+// What a user may pass as CKPT: a checkpoint directory, a run's checkpoints directory, the run
+// directory or the `latest` file (all three meaning its latest). IoError "<path> is not a checkpoint ..." otherwise.
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 
 }  // namespace genesis::ckpt

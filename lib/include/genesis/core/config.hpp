@@ -61,6 +61,9 @@ struct TrainingConfig {
   // "": start fresh | "auto": latest loadable if any | a path. A `genesis launch --max-restarts`
   // restart resumes from the run's own newest loadable checkpoint whatever this says.
   std::string resume_from_checkpoint;
+  // A fresh start in a run directory that holds checkpoints deletes them when true and is
+  // refused otherwise, so an earlier run's checkpoints are never lost to a forgotten --resume.
+  bool overwrite_output_dir = false;
 };
 
 struct DistributedConfig {
