@@ -29,8 +29,10 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# The demo: a GPT learns instruction tasks on 2 CPU ranks (--overwrite: a second `make run`
+# starts over instead of refusing to mix with the first run's checkpoints).
 run: build
-	$(BUILD)/bin/genesis launch --nproc 2 train --preset mlp
+	$(BUILD)/bin/genesis launch --nproc 2 train --preset sft --overwrite
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

@@ -177,9 +177,8 @@ TEST_CASE("bad values name the key and the value", "[config]") {
         bad + ":2: training.learning_rate must be a finite number, got nan");
   CHECK(error_for_file(dir, "[model]\nkind = { a = 1 }\n") ==
         bad + ":2: model.kind: expected a string, got a table");
-  CHECK(error_for_file(dir, "[training]\nmixed_precision = \"bf16\"\n") ==
-        bad + ":2: training.mixed_precision = \"bf16\": mixed precision is not supported by this "
-              "build yet (use \"no\")");
+  CHECK(error_for_file(dir, "[training]\nmixed_precision = \"fp8\"\n").find(
+            bad + ":2: training.mixed_precision must be one of no, fp16, bf16") == 0);
 }
 
 TEST_CASE("cross-key checks name where the key was set", "[config]") {
@@ -207,8 +206,9 @@ TEST_CASE("override errors say which --set", "[config]") {
         "--set training.per_device_train_batch_size must be a positive integer, got -4");
   CHECK(error_for_set({"model.hidden_sizes=64,32"}) ==
         "--set model.hidden_sizes: expected a list of integers, got \"64,32\"");
-  CHECK(error_for_set({"training.mixed_precision=fp16"}).find("not supported by this build yet") !=
-        std::string::npos);
+  CHECK(error_for_set({"training.mixed_precision=bf16", "training.gradient_checkpointing=true"}) ==
+        "--set training.gradient_checkpointing recomputes transformer blocks and needs model.kind = "
+        "\"gpt\", got \"mlp\"");
   CHECK(error_for_set({"model.kind=gpt", "data.source=synthetic:tokens", "model.n_head=3"}) ==
         "--set model.n_embd must be divisible by model.n_head, got n_embd = 256, n_head = 3");
 }

@@ -76,6 +76,10 @@ TEST_CASE("built-in tasks are deterministic, correct and keep held-out prompts o
     const std::string arg = e.prompt.substr(e.prompt.find(": ") + 2, e.prompt.size() - e.prompt.find(": ") - 3);
     if (e.prompt.rfind("reverse", 0) == 0) CHECK(e.response == std::string(arg.rbegin(), arg.rend()));
     if (e.prompt.rfind("copy", 0) == 0) CHECK(e.response == arg);
+    if (e.prompt.rfind("first", 0) == 0) CHECK(e.response == arg.substr(0, 1));
+    if (e.prompt.rfind("last", 0) == 0) CHECK(e.response == arg.substr(arg.size() - 1));
+    if (e.prompt.rfind("sort", 0) == 0) CHECK(std::is_sorted(e.response.begin(), e.response.end()));
+    if (e.prompt.rfind("upper", 0) == 0) CHECK(e.response.size() == arg.size());
     if (e.prompt.rfind("add", 0) == 0) {
       const auto plus = arg.find('+');
       CHECK(std::stoll(e.response) == std::stoll(arg.substr(0, plus)) + std::stoll(arg.substr(plus + 1)));

@@ -83,7 +83,8 @@ inline std::vector<json> deterministic_metrics(const std::vector<json>& lines, s
   for (const json& line : lines) {
     if (line.at("step").get<std::int64_t>() <= after_step) continue;
     json kept = json::object();
-    for (const char* key : {"step", "loss", "accuracy", "eval_loss", "eval_accuracy", "lr", "grad_norm"})
+    for (const char* key : {"step", "loss", "accuracy", "eval_loss", "eval_accuracy", "lr", "grad_norm",
+                            "loss_scale", "eval_exact_match"})
       if (line.contains(key)) kept[key] = line[key];
     out.push_back(kept);
   }

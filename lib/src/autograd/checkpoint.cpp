@@ -1,8 +1,11 @@
 // The recompute runs inside the checkpoint node's backward, as a nested autograd::backward from
 // a detached copy of the input; the engine lets that nested pass queue its callbacks (DDP's) into
-// the outer pass, so gradient synchronisation still waits for the whole backward.
+// the outer pass, so gradient synchronisation still waits for the whole backward. The recompute
+// runs under the forward's autocast state (the engine itself runs with autocast off), so it
+// rebuilds the same graph in the same dtypes.
 #include "genesis/autograd/checkpoint.hpp"
 
+#include "genesis/amp/autocast.hpp"
 #include "genesis/autograd/engine.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
@@ -28,6 +31,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& 
   if (!grad_enabled() || !input.requires_grad()) return fn(input);
   std::vector<std::string> rng;
   for (const auto& g : generators) rng.push_back(g->state());
+  const std::optional<DType> autocast = amp::autocast_dtype();
   Tensor output;
   {
     NoGradGuard no_grad;
@@ -35,7 +39,8 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& 
   }
   const Tensor saved = input.detach();
   record("checkpoint", {input}, {output},
-         [fn, saved, generators, rng](const std::vector<Tensor>& grads, const NeedsGrad&) {
+         [fn, saved, generators, rng, autocast](const std::vector<Tensor>& grads,
+                                                const NeedsGrad&) {
            // Rewind the random streams to the first forward's draws, and afterwards put them
            // back where the rest of the step left them.
            std::vector<std::string> now;
@@ -48,6 +53,7 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& 
            Tensor y;
            {
              GradEnabledGuard grad_on;
+             amp::AutocastGuard forward_autocast(autocast);
              y = fn(x);
            }
            for (std::size_t i = 0; i < generators.size(); ++i) generators[i]->set_state(now[i]);

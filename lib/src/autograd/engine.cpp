@@ -10,6 +10,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "genesis/amp/autocast.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
@@ -49,6 +50,10 @@ void queue_callback(std::function<void()> callback) {
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
+  // Backward formulas call matmul and friends on f32 gradients, which a caller's autocast would
+  // round to 16 bits too. Where gradients are rounded is fixed by the forward's casts (their
+  // backward casts the gradient back); as in PyTorch, backward itself runs outside autocast.
+  amp::AutocastGuard autocast_off(std::nullopt);
   std::vector<std::function<void()>> callbacks;
   const bool outermost = current_callbacks == nullptr;
   struct CallbackScope {

@@ -74,9 +74,14 @@ const std::vector<ConfigKey>& config_schema() {
        [](Config& c) -> Field { return &c.training.warmup_steps; }, Rule::non_negative},
       {"training.max_grad_norm", "clip gradients to this global norm; 0 disables clipping",
        [](Config& c) -> Field { return &c.training.max_grad_norm; }, Rule::non_negative},
-      {"training.mixed_precision", "no (fp16 and bf16 are not supported by this build yet)",
-       [](Config& c) -> Field { return &c.training.mixed_precision; }, Rule::precision,
+      {"training.mixed_precision",
+       "no | bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 "
+       "scales the loss ([loss_scale])",
+       [](Config& c) -> Field { return &c.training.mixed_precision; }, Rule::any,
        {"no", "fp16", "bf16"}},
+      {"training.gradient_checkpointing",
+       "gpt: recompute each block's activations in backward (less memory, same gradients)",
+       [](Config& c) -> Field { return &c.training.gradient_checkpointing; }},
       {"training.logging_steps", "log loss and accuracy every this many steps",
        [](Config& c) -> Field { return &c.training.logging_steps; }, Rule::positive},
       {"training.eval_steps", "evaluate every this many steps; 0: only at the end",
@@ -124,6 +129,15 @@ const std::vector<ConfigKey>& config_schema() {
       {"distributed.memory_budget_gb",
        "auto: per-rank memory for model state, GiB; 0: device memory (GPU) or host memory / ranks",
        [](Config& c) -> Field { return &c.distributed.memory_budget_gb; }, Rule::non_negative},
+
+      {"loss_scale.initial_scale_power", "fp16: the first loss scale is 2^this",
+       [](Config& c) -> Field { return &c.loss_scale.initial_scale_power; }, Rule::non_negative},
+      {"loss_scale.loss_scale_window", "fp16: steps without overflow before the scale doubles",
+       [](Config& c) -> Field { return &c.loss_scale.loss_scale_window; }, Rule::positive},
+      {"loss_scale.hysteresis", "fp16: overflowing steps absorbed before the scale halves",
+       [](Config& c) -> Field { return &c.loss_scale.hysteresis; }, Rule::positive},
+      {"loss_scale.min_loss_scale", "fp16: an overflow at this scale stops the run",
+       [](Config& c) -> Field { return &c.loss_scale.min_loss_scale; }, Rule::positive},
   };
   return schema;
 }

@@ -30,7 +30,6 @@ enum class Rule {
   open_unit,     // in (0, 1)
   run_name,      // non-empty, usable as one directory name
   non_empty,     // non-empty string
-  precision,     // mixed precision: only "no" until a build supports fp16/bf16
 };
 
 struct ConfigKey {

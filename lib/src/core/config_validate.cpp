@@ -41,6 +41,11 @@ void validate_config(const Config& config, const Origins& origins) {
     throw ConfigError(key_at(origin_of(origins, "model.vocab_size", "data.source"), "model.vocab_size") +
                       " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
+  if (config.training.gradient_checkpointing && m.kind != "gpt")
+    throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),
+                             "training.gradient_checkpointing") +
+                      " recomputes transformer blocks and needs model.kind = \"gpt\", got \"" +
+                      m.kind + "\"");
 }
 
 }  // namespace genesis::config_detail

@@ -73,11 +73,6 @@ void check_string(const ConfigKey& key, const Location& loc, const std::string& 
                        did_you_mean(v, choices));
   }
   switch (key.rule) {
-    case Rule::precision:
-      if (v != "no")
-        fail(key, loc, " = " + describe_node(node) +
-                           ": mixed precision is not supported by this build yet (use \"no\")");
-      break;
     case Rule::run_name:
       if (v.empty() || v == "." || v == ".." || v.find('/') != std::string::npos)
         fail(key, loc, " must be a single directory name, got " + describe_node(node));

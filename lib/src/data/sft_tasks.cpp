@@ -35,12 +35,16 @@ SftExample make(const std::string& task, Generator& gen) {
   if (task == "sort") std::sort(answer.begin(), answer.end());
   if (task == "upper")
     for (char& c : answer) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (task == "first") answer = w.substr(0, 1);
+  if (task == "last") answer = w.substr(w.size() - 1);
   return {task + ": " + w + "\n", answer};
 }
 
 }  // namespace
 
-std::vector<std::string> sft_task_names() { return {"reverse", "sort", "copy", "upper", "add"}; }
+std::vector<std::string> sft_task_names() {
+  return {"reverse", "sort", "copy", "upper", "add", "first", "last"};
+}
 
 std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks, std::int64_t count,
                                            std::uint64_t seed, const std::vector<std::string>& exclude) {
@@ -48,7 +52,8 @@ std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks
   GENESIS_CHECK(!tasks.empty(), InvalidArgument, "no SFT task named");
   for (const std::string& t : tasks)
     GENESIS_CHECK(std::find(known.begin(), known.end(), t) != known.end(), InvalidArgument,
-                  "unknown SFT task \"" + t + "\" (expected reverse, sort, copy, upper or add)");
+                  "unknown SFT task \"" + t + "\" (expected reverse, sort, copy, upper, add, first "
+                  "or last)");
   const std::unordered_set<std::string> excluded(exclude.begin(), exclude.end());
   Generator gen(seed);
   std::vector<SftExample> out;

@@ -1,5 +1,6 @@
-// Global-norm clipping. CPU gradients take the host loops; gradients on a device take the ops
-// form, so the norm is reduced where the gradients live and only a scalar crosses to the host.
+// Global-norm clipping and gradient scaling. CPU gradients take the host loops; gradients on a
+// device take the ops form, so the norm is reduced where the gradients live and only a scalar
+// crosses to the host.
 #include "genesis/optim/clip_grad.hpp"
 
 #include <cmath>
@@ -35,6 +36,19 @@ double grad_norm(const std::vector<Tensor>& params) { return grad_norm(params, i
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return clip_grad_norm(params, max_norm, identity);
+}
+
+void scale_gradients(const std::vector<Tensor>& params, double factor) {
+  for (const Tensor& p : params) {
+    if (!p.defined()) continue;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (g.device().is_cpu()) {
+      detail::scale_host(g, factor);
+    } else {
+      detail::scale_ops(g, factor);
+    }
+  }
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm,

@@ -40,9 +40,12 @@ class DDPStrategy : public Strategy {
     return ddp_->forward(input);
   }
 
+  void scale_gradients(double factor) override { optim::scale_gradients(params_, factor); }
   double clip_grad_norm(double max_norm) override {
     return optim::clip_grad_norm(params_, max_norm);
   }
+  // Local, yet the same on every rank: the all-reduce left identical gradients everywhere, and
+  // an inf or NaN on any rank became inf or NaN in the sum.
   double grad_norm() override { return optim::grad_norm(params_); }
 
   void step(double lr) override {
@@ -50,6 +53,7 @@ class DDPStrategy : public Strategy {
     optimizer_->step();
     optimizer_->zero_grad();
   }
+  void zero_grad() override { optimizer_->zero_grad(); }
   optim::Optimizer& optimizer() override { return *optimizer_; }
 
   MemoryReport memory() const override {

@@ -285,6 +285,12 @@ double FullyShardedStrategy::sum_over_shards(double local) const {
   return detail::sum_over_ranks(local, *shard_group_);
 }
 
+// The gradient shards (.grad of shards()) are what the norm reads and step() applies; with
+// offload_optimizer step() copies them to the host afterwards.
+void FullyShardedStrategy::scale_gradients(double factor) {
+  optim::scale_gradients(shards(), factor);
+}
+
 double FullyShardedStrategy::clip_grad_norm(double max_norm) {
   return optim::clip_grad_norm(shards(), max_norm,
                                [this](double local) { return sum_over_shards(local); });
@@ -303,11 +309,17 @@ void FullyShardedStrategy::step(double lr) {
       host_shards_[u].grad().copy_(units_[u]->grad_shard().to(Device::cpu()));
   optimizer_->set_lr(lr);
   optimizer_->step();
-  for (std::size_t u = 0; u < units_.size(); ++u) {
-    if (options_.offload_optimizer) {
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (options_.offload_optimizer)
       Tensor(units_[u]->shard()).copy_(host_shards_[u].to(units_[u]->shard().device()));
-      host_shards_[u].grad().zero_();
-    }
+  zero_grad();
+}
+
+void FullyShardedStrategy::zero_grad() {
+  // In place: the shards' .grad views these buffers.
+  NoGradGuard no_grad;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    if (options_.offload_optimizer) host_shards_[u].grad().zero_();
     Tensor(units_[u]->grad_shard()).zero_();
   }
 }

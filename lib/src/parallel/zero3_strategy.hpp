@@ -43,9 +43,11 @@ class FullyShardedStrategy : public Strategy {
   // on every rank, except in that window.
   nn::Module& module() override { return *model_; }
   Tensor forward(const Tensor& input, bool sync_gradients) override;
+  void scale_gradients(double factor) override;
   double clip_grad_norm(double max_norm) override;
   double grad_norm() override;
   void step(double lr) override;
+  void zero_grad() override;
   optim::Optimizer& optimizer() override { return *optimizer_; }
   // Parameter bytes are the shards only: the gathered unit (two with prefetch) is transient and
   // not counted; with offload_optimizer the optimizer state (and its parameter copy) is on the host.

@@ -45,9 +45,11 @@ class ZeroStage12 : public Strategy {
   std::string name() const override { return "zero" + std::to_string(stage_); }
   nn::Module& module() override { return *model_; }
   Tensor forward(const Tensor& input, bool sync_gradients) override;
+  void scale_gradients(double factor) override;
   double clip_grad_norm(double max_norm) override;
   double grad_norm() override;
   void step(double lr) override;
+  void zero_grad() override;
   optim::Optimizer& optimizer() override { return *optimizer_; }
   MemoryReport memory() const override;
   std::vector<StatePiece> state_pieces() override;
@@ -253,6 +255,12 @@ double ZeroStage12::sum_over_ranks(double local) const {
   return detail::sum_over_ranks(local, *group_);
 }
 
+// The reduced shard gradients are what clipping, the norm and the step read; stage 1's full
+// local buffer is only the reduction's input and is cleared by step() or zero_grad().
+void ZeroStage12::scale_gradients(double factor) {
+  optim::scale_gradients(shard_params(), factor);
+}
+
 double ZeroStage12::clip_grad_norm(double max_norm) {
   return optim::clip_grad_norm(shard_params(), max_norm,
                                [this](double local) { return sum_over_ranks(local); });
@@ -274,6 +282,11 @@ void ZeroStage12::step(double lr) {
     works.push_back(group_->all_gather_tensor(b.flat.flat, inputs.back()));
   }
   for (auto& w : works) w->wait();
+  zero_grad();
+}
+
+void ZeroStage12::zero_grad() {
+  // In place: .grad of the shards (and in stage 1 of the parameters) views these buffers.
   for (Bucket& b : buckets_) {
     b.shard_grad.zero_();
     if (stage_ == 1) b.grad.zero_();

@@ -70,6 +70,17 @@ void convert_elements(const void* src, DType st, void* dst, DType dt, std::size_
     auto* d = static_cast<std::uint16_t*>(dst);
 #pragma omp parallel for if (n > 65536)
     for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
+  } else if (st == DType::f16 && dt == DType::f32) {
+    // Through _Float16 directly: vectorised F16C conversions where the CPU has them.
+    auto* s = static_cast<const _Float16*>(src);
+    auto* d = static_cast<float*>(dst);
+#pragma omp parallel for simd if (n > 65536)
+    for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+  } else if (st == DType::f32 && dt == DType::f16) {
+    auto* s = static_cast<const float*>(src);
+    auto* d = static_cast<_Float16*>(dst);
+#pragma omp parallel for simd if (n > 65536)
+    for (std::size_t i = 0; i < n; ++i) d[i] = static_cast<_Float16>(s[i]);
   } else if (st == DType::i64 && dt == DType::i32) {
     auto* s = static_cast<const std::int64_t*>(src);
     auto* d = static_cast<std::int32_t*>(dst);

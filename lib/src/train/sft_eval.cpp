@@ -1,5 +1,5 @@
-// Generation stops at end-of-text or one token past the expected length: anything longer is
-// wrong anyway, so the cost of a rambling model stays bounded.
+// Generation stops at end-of-text or after as many tokens as the expected answer and its
+// end-of-text: anything longer is wrong anyway, so a rambling model costs no more than a right one.
 #include "sft_eval.hpp"
 
 #include <algorithm>
@@ -27,6 +27,9 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
     if (generated == expected) hits += 1;
     if (result.samples.size() < samples) {
       if (!generated.empty() && generated.back() == data::ByteTokenizer::kEndOfText) generated.pop_back();
+      // A model with a vocabulary past the tokenizer's may produce ids it cannot decode.
+      for (std::int64_t& id : generated)
+        if (id < 0 || id >= data::ByteTokenizer::kVocabSize) id = '?';
       result.samples.push_back({e.prompt, e.response, tokenizer.decode(generated)});
     }
   }

@@ -8,13 +8,10 @@
 
 #include "genesis/data/sft.hpp"
 #include "genesis/nn/gpt.hpp"
+#include "genesis/train/trainer.hpp"
 #include "job.hpp"
 
 namespace genesis::train {
-
-struct GeneratedSample {
-  std::string prompt, expected, generated;
-};
 
 struct GenerationEval {
   double exact_match = 0;                // fraction of prompts answered exactly

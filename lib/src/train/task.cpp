@@ -96,6 +96,7 @@ Task make_task(const Config& config) {
   } else if (m.kind == "gpt") {
     nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
     auto gpt = std::make_shared<nn::GPT>(g, init);
+    gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
     task.flops_per_token = gpt->flops_per_token(m.block_size);
     task.model = gpt;
     if (d.source == "synthetic:tokens") {
@@ -121,7 +122,11 @@ BatchScore score_batch(nn::Module& model, const Tensor& inputs, const Tensor& ta
   return score_logits(model.forward(inputs), targets);
 }
 
-BatchScore score_logits(const Tensor& logits, const Tensor& targets) {
+BatchScore score_logits(const Tensor& low_or_f32_logits, const Tensor& targets) {
+  // Under autocast the logits come out in bf16/fp16; the loss (and fp16's scaled loss, far past
+  // fp16's range) is computed from an f32 copy, as torch.autocast runs cross_entropy in f32.
+  const Tensor logits = low_or_f32_logits.dtype() == DType::f32 ? low_or_f32_logits
+                                                                : low_or_f32_logits.to(DType::f32);
   BatchScore s;
   s.loss = cross_entropy(logits, targets);
   NoGradGuard no_grad;

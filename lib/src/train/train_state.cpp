@@ -23,13 +23,20 @@ T get(const json& j, const char* key) {
 }  // namespace
 
 nlohmann::json to_json(const RankState& s) {
-  return {{"sampler", {{"epoch", s.epoch}, {"consumed", s.consumed}}},
-          {"rng", s.rng},
-          {"window", {{"loss", s.window_loss}, {"correct", s.window_correct},
-                      {"predictions", s.window_predictions}, {"steps", s.window_steps}}},
-          {"examples", s.examples},
-          {"train_s", s.train_s},
-          {"eval", {{"loss", s.eval_loss}, {"accuracy", s.eval_accuracy}}}};
+  json out = {{"sampler", {{"epoch", s.epoch}, {"consumed", s.consumed}}},
+              {"rng", s.rng},
+              {"window", {{"loss", s.window_loss}, {"correct", s.window_correct},
+                          {"predictions", s.window_predictions}, {"steps", s.window_steps}}},
+              {"examples", s.examples},
+              {"train_s", s.train_s},
+              {"eval", {{"loss", s.eval_loss}, {"accuracy", s.eval_accuracy}}}};
+  // Only runs that have them carry these, so other checkpoints stay as they were.
+  if (s.eval_prompts > 0) {
+    out["eval"]["exact_match"] = s.eval_exact_match;
+    out["eval"]["prompts"] = s.eval_prompts;
+  }
+  if (!s.loss_scale.is_null()) out["loss_scale"] = s.loss_scale;
+  return out;
 }
 
 RankState rank_state_from_json(const nlohmann::json& j) {
@@ -48,6 +55,11 @@ RankState rank_state_from_json(const nlohmann::json& j) {
   const json eval = get<json>(j, "eval");
   s.eval_loss = get<double>(eval, "loss");
   s.eval_accuracy = get<double>(eval, "accuracy");
+  if (eval.contains("prompts")) {
+    s.eval_exact_match = get<double>(eval, "exact_match");
+    s.eval_prompts = get<std::int64_t>(eval, "prompts");
+  }
+  if (j.contains("loss_scale")) s.loss_scale = j.at("loss_scale");
   return s;
 }
 

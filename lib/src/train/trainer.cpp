@@ -19,6 +19,7 @@
 #include <ostream>
 #include <spdlog/spdlog.h>
 
+#include "genesis/amp/autocast.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/sampler.hpp"
@@ -29,10 +30,14 @@
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/parallel/strategy.hpp"
 #include "genesis/tensor/ops.hpp"
+#include "genesis/nn/gpt.hpp"
 #include "genesis/train/task.hpp"
 #include "checkpointing.hpp"
 #include "job.hpp"
+#include "precision.hpp"
 #include "progress.hpp"
+#include "report.hpp"
+#include "sft_eval.hpp"
 
 namespace genesis::train {
 
@@ -251,13 +256,22 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   const char* rate_unit = task.tokens_per_example > 1 ? "tok/s" : "samples/s";
   double train_s = 0, window_loss = 0, window_correct = 0, window_predictions = 0;
   std::int64_t window_steps = 0, examples = 0;
+  Precision precision = make_precision(config);
+  auto forward = [&](const Tensor& inputs, bool sync) {
+    amp::AutocastGuard autocast(precision.autocast);
+    return strategy->forward(inputs, sync);
+  };
   EvalResult last_eval;
+  GenerationEval last_generation;
   std::optional<double> logged_loss;  // the last logged loss, saved with each checkpoint
   if (resumed) {
     const RankState& r = resumed->state;
     train_s = r.train_s, window_loss = r.window_loss, window_correct = r.window_correct;
     window_predictions = r.window_predictions, window_steps = r.window_steps, examples = r.examples;
     last_eval = {r.eval_loss, r.eval_accuracy};
+    last_generation.exact_match = r.eval_exact_match;
+    last_generation.prompts = r.eval_prompts;
+    if (precision.scaler && !r.loss_scale.is_null()) precision.scaler->load_state(r.loss_scale);
     logged_loss = resumed->loss;
     result.final_loss = resumed->loss.value_or(0.0);
   }
@@ -268,39 +282,61 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                     .window_loss = window_loss, .window_correct = window_correct,
                     .window_predictions = window_predictions, .window_steps = window_steps,
                     .examples = examples, .train_s = train_s, .eval_loss = last_eval.loss,
-                    .eval_accuracy = last_eval.accuracy};
+                    .eval_accuracy = last_eval.accuracy,
+                    .eval_exact_match = last_generation.exact_match,
+                    .eval_prompts = last_generation.prompts,
+                    .loss_scale = precision.scaler ? precision.scaler->state() : json()};
     save_checkpoint(config, result.run_dir, step, *strategy, model, std::move(state),
                     logged_loss, job);
   };
   // A run resumed from its final checkpoint has nothing left to train or evaluate; the loop
   // evaluates its last step, so only a run of 0 steps evaluates after it.
   bool evaluated_at_end = resumed && resumed->step >= tc.max_steps;
+  // SFT: greedy generation on the held-out prompts (as many as eval_batches' batches hold).
+  auto* gpt = dynamic_cast<nn::GPT*>(&strategy->module());
+  const bool generates = !task.generation_eval.empty() && gpt != nullptr;
   auto log_eval = [&](std::int64_t step) {
     strategy->gather_full_parameters();  // ZeRO-3: full parameters on every rank until forward
+    amp::AutocastGuard autocast(precision.autocast);  // evaluated as it trains
     last_eval = evaluate(task, job, batch, tc.eval_batches);
+    if (generates)
+      last_generation = evaluate_generation(*gpt, task.generation_eval, job,
+                                            tc.eval_batches > 0 ? tc.eval_batches * batch : 0);
     if (!job.is_main()) return;
-    metrics << json{{"step", step}, {"eval_loss", last_eval.loss},
-                    {"eval_accuracy", last_eval.accuracy}}.dump()
-            << "\n";
+    json line{{"step", step}, {"eval_loss", last_eval.loss}, {"eval_accuracy", last_eval.accuracy}};
+    if (generates) line["eval_exact_match"] = last_generation.exact_match;
+    metrics << line.dump() << "\n";
     bar.clear();
-    spdlog::info("step {} eval loss {:.4f} accuracy {:.4f}", step, last_eval.loss, last_eval.accuracy);
+    if (generates)
+      spdlog::info("step {} eval loss {:.4f} accuracy {:.4f} exact match {:.1f}% of {} prompts", step,
+                   last_eval.loss, last_eval.accuracy, last_generation.exact_match * 100.0,
+                   last_generation.prompts);
+    else
+      spdlog::info("step {} eval loss {:.4f} accuracy {:.4f}", step, last_eval.loss, last_eval.accuracy);
   };
 
   for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
     const auto step_start = Clock::now();
     for (std::int64_t micro = 0; micro < accum; ++micro) {
       data::TensorDataset b = data::take_rows(task.train, sampler.next_batch());
-      BatchScore s = score_logits(strategy->forward(b.inputs, micro + 1 == accum), b.targets);
+      BatchScore s = score_logits(forward(b.inputs, micro + 1 == accum), b.targets);
       window_loss += s.loss.item<double>() / static_cast<double>(accum);
       window_correct += s.correct;
       window_predictions += s.predictions;
       examples += b.size();
-      strategy->backward(accum == 1 ? s.loss : s.loss * (1.0 / static_cast<double>(accum)));
+      strategy->backward(
+          scale_loss(precision, accum == 1 ? s.loss : s.loss * (1.0 / static_cast<double>(accum))));
     }
-    const double grad_norm =
-        tc.max_grad_norm > 0 ? strategy->clip_grad_norm(tc.max_grad_norm) : 0.0;
+    const GradientCheck check = finish_gradients(precision, *strategy, tc.max_grad_norm);
+    const double grad_norm = check.grad_norm;
     const double lr = optim::lr_at(tc.lr_scheduler_type, tc.learning_rate, step - 1, warmup, tc.max_steps);
-    strategy->step(lr);
+    if (!check.overflow) {
+      strategy->step(lr);
+    } else if (job.is_main()) {
+      bar.clear();
+      spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}: step skipped, scale now {:g}",
+                   step, check.scale_before, check.scale_after);
+    }
     train_s += seconds_since(step_start);
     ++window_steps;
 
@@ -322,11 +358,11 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
         acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
       }
       if (job.is_main()) {
-        metrics << json{{"step", step}, {"loss", loss}, {"accuracy", acc}, {"lr", lr},
-                        {"grad_norm", grad_norm}, {"samples_per_s", samples_per_s},
-                        {"tokens_per_s", tokens_per_s}, {"elapsed_s", seconds_since(wall_start)}}
-                       .dump()
-                << "\n";
+        json line{{"step", step}, {"loss", loss}, {"accuracy", acc}, {"lr", lr},
+                  {"grad_norm", grad_norm}, {"samples_per_s", samples_per_s},
+                  {"tokens_per_s", tokens_per_s}, {"elapsed_s", seconds_since(wall_start)}};
+        if (precision.scaler) line["loss_scale"] = precision.scaler->scale();
+        metrics << line.dump() << "\n";
         metrics.flush();
       }
       if (!interactive && job.is_main())
@@ -351,6 +387,9 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   result.steps = tc.max_steps;
   result.eval_loss = last_eval.loss;
   result.eval_accuracy = last_eval.accuracy;
+  result.eval_exact_match = last_generation.exact_match;
+  result.eval_prompts = last_generation.prompts;
+  result.samples = last_generation.samples;
   result.samples_per_s = train_s > 0 ? static_cast<double>(examples) * world / train_s : 0.0;
   result.tokens_per_s = result.samples_per_s * static_cast<double>(task.tokens_per_example);
   result.wall_s = seconds_since(wall_start);
@@ -384,19 +423,14 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       {"backend", job.backend()},
       {"strategy", strategy->name()},
       {"effective_batch_size", batch * world * accum},
+      {"mixed_precision", tc.mixed_precision},
   };
+  if (precision.scaler)
+    summary["loss_scale"] = {{"final", precision.scaler->scale()},
+                             {"skipped_steps", precision.scaler->skipped_steps()}};
+  add_generation_summary(result, summary);
   std::ofstream(result.summary_path) << summary.dump(2) << "\n";
-
-  if (out != nullptr) {
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "done: %lld steps in %s; final loss %.4f, eval loss %.4f, eval accuracy %.2f%%, "
-                  "%.0f %s\n",
-                  static_cast<long long>(result.steps), format_duration(result.wall_s).c_str(),
-                  result.final_loss, result.eval_loss, result.eval_accuracy * 100.0,
-                  result.tokens_per_s, rate_unit);
-    *out << line << "summary: " << result.summary_path.string() << "\n";
-  }
+  if (out != nullptr) print_final_report(result, rate_unit, *out);
   return result;
 }
 

@@ -48,7 +48,10 @@ struct TrainingConfig {
   double warmup_ratio = 0.0;                 // fraction of max_steps
   std::int64_t warmup_steps = 0;             // wins over warmup_ratio when > 0
   double max_grad_norm = 1.0;                // 0 disables clipping
-  std::string mixed_precision = "no";        // only "no" until mixed precision lands
+  // "no" | "bf16" | "fp16": matmuls and attention in reduced precision, fp32 master weights;
+  // fp16 scales the loss dynamically ([loss_scale]).
+  std::string mixed_precision = "no";
+  bool gradient_checkpointing = false;       // gpt: recompute each block's activations in backward
   std::int64_t logging_steps = 50;
   std::int64_t eval_steps = 0;  // 0: evaluate only at the end
   std::int64_t eval_batches = 0;  // 0: the whole eval split
@@ -79,6 +82,14 @@ struct DistributedConfig {
   double memory_budget_gb = 0;             // auto's per-rank budget; 0: device or host memory
 };
 
+// fp16's dynamic loss scaling, DeepSpeed's keys (amp::GradScalerOptions).
+struct LossScaleConfig {
+  std::int64_t initial_scale_power = 16;  // the first scale is 2^this
+  std::int64_t loss_scale_window = 1000;  // clean steps before the scale doubles
+  std::int64_t hysteresis = 2;            // overflowing steps absorbed before it halves
+  double min_loss_scale = 1;              // overflowing here stops the run
+};
+
 struct Config {
   std::string name = "run";  // run directory: <output_dir>/<name>/
   std::uint64_t seed = 42;
@@ -86,6 +97,7 @@ struct Config {
   DataConfig data;
   TrainingConfig training;
   DistributedConfig distributed;
+  LossScaleConfig loss_scale;
 };
 
 // Where presets are looked up, first match wins: $GENESIS_PRESET_PATH (':'-separated), then

@@ -28,7 +28,9 @@ std::vector<SftExample> read_sft_jsonl(const std::filesystem::path& path);
 // The built-in tasks, each a deterministic function of its input:
 //   reverse "reverse: kitten\n" -> "nettik"     sort  "sort: kitten\n" -> "eiknott"
 //   copy    "copy: kitten\n" -> "kitten"        upper "upper: kitten\n" -> "KITTEN"
-//   add     "add: 27+385\n" -> "412"
+//   add     "add: 27+385\n" -> "412"           first "first: kitten\n" -> "k"
+//   last    "last: kitten\n" -> "n"
+// first and last are learned in a few hundred steps; copying a whole word takes thousands.
 std::vector<std::string> sft_task_names();
 // `count` examples cycling through `tasks` (names from sft_task_names(); InvalidArgument for
 // another), words and numbers drawn from Generator(seed). Prompts listed in `exclude` are

@@ -15,8 +15,13 @@ namespace genesis::optim {
 // .grad is undefined are skipped; max_norm must be > 0.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
-// The same total norm without modifying anything (for logging "grad_norm").
+// The same total norm without modifying anything (for logging "grad_norm"). An inf or NaN
+// gradient makes it inf or NaN, which is how an fp16 overflow is detected.
 double grad_norm(const std::vector<Tensor>& params);
+
+// Multiplies every defined .grad by `factor` in place, keeping its dtype (unscaling gradients of
+// a loss-scaled backward). Exact for powers of two, which loss scales are.
+void scale_gradients(const std::vector<Tensor>& params, double factor);
 
 // Sharded gradients (ZeRO): `sum_over_shards` turns this rank's sum of squares into the sum over
 // every rank's shard (an all-reduce), so each rank clips its shard by the global norm.

@@ -37,11 +37,24 @@ class Strategy {
   // optimizer step, whose backward then reduces the accumulated gradients.
   virtual Tensor forward(const Tensor& input, bool sync_gradients) = 0;
   virtual void backward(const Tensor& loss) { loss.backward(); }
+  // Multiplies this rank's gradients, where the strategy keeps them (what grad_norm() reads and
+  // step() applies), by `factor` in place. For fp16 with dynamic loss scaling: the loss was
+  // multiplied by the scale before backward so small gradients survive fp16, and this divides
+  // them back (factor = 1 / scale) after the last micro-batch's backward and before clipping
+  // and step(). Not collective.
+  virtual void scale_gradients(double factor) = 0;
   // Clips the global gradient norm to max_norm; returns the norm before clipping.
   virtual double clip_grad_norm(double max_norm) = 0;
+  // The global L2 norm of the gradients; the same value on every rank, and inf or NaN when any
+  // gradient on any rank is (how an fp16 overflow is detected). May be collective: every rank
+  // calls it.
   virtual double grad_norm() = 0;
   // Optimizer step at learning rate lr, then clears the gradients.
   virtual void step(double lr) = 0;
+  // Clears the gradients without stepping: a step skipped because its gradients overflowed.
+  // (The optimizer's own zero_grad() would detach a sharded strategy's gradient buffers.)
+  // Not collective.
+  virtual void zero_grad() = 0;
   virtual optim::Optimizer& optimizer() = 0;
   virtual MemoryReport memory() const = 0;
   // Collective (every rank calls it): afterwards module()'s parameters hold their full current

@@ -22,6 +22,10 @@ struct RankState {
   std::int64_t examples = 0;  // training examples this rank has processed
   double train_s = 0;         // training seconds so far (throughput)
   double eval_loss = 0, eval_accuracy = 0;  // the last evaluation
+  // SFT: the last exact-match figure and over how many prompts (0: not an SFT run).
+  double eval_exact_match = 0;
+  std::int64_t eval_prompts = 0;
+  nlohmann::json loss_scale;  // fp16: amp::GradScaler::state(); null otherwise
 };
 
 nlohmann::json to_json(const RankState& state);

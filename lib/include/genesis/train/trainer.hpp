@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "genesis/core/config.hpp"
 
@@ -20,11 +21,21 @@ struct TrainOptions {
   bool dry_run = false;
 };
 
+// One held-out SFT prompt with what the model generated for it (greedy, after training).
+struct GeneratedSample {
+  std::string prompt, expected, generated;
+};
+
 struct TrainResult {
   std::int64_t steps = 0;
   double final_loss = 0;      // mean training loss over the last logging window
   double eval_loss = 0;
   double eval_accuracy = 0;   // fraction of correct predictions (classes or next tokens)
+  // SFT: the fraction of held-out prompts whose greedy generation is exactly the response, over
+  // eval_prompts prompts (0 for other tasks), and a few of them as examples.
+  double eval_exact_match = 0;
+  std::int64_t eval_prompts = 0;
+  std::vector<GeneratedSample> samples;
   double samples_per_s = 0;   // training throughput, evaluation time excluded
   double tokens_per_s = 0;
   double wall_s = 0;

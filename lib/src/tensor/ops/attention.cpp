@@ -1,10 +1,12 @@
 // scaled_dot_product_attention and its packed form: shape checks, the f32 compute copies, and
 // the backward that replays the fused kernel from the saved log-sum-exp instead of a saved (T, T)
 // probability matrix. The kernels themselves are in backends/*/attention.*; they accept views
-// with unit stride along D, which the packed form uses to skip every head-split copy.
+// with unit stride along D, which the packed form uses to skip every head-split copy. Under
+// autocast both forms first cast their inputs to the autocast type (autocast_inputs.hpp).
 #include <cmath>
 #include <string>
 
+#include "autocast_inputs.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
@@ -36,12 +38,14 @@ Tensor heads_view(const Tensor& packed, std::int64_t H, std::int64_t D, std::int
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     bool causal, std::optional<double> scale) {
   constexpr const char* kOp = "scaled_dot_product_attention";
-  nn_compute::check_floating(kOp, "q", q);
-  nn_compute::check_floating(kOp, "k", k);
-  nn_compute::check_floating(kOp, "v", v);
+  nn_compute::check_floating(kOp, "q", q_in);
+  nn_compute::check_floating(kOp, "k", k_in);
+  nn_compute::check_floating(kOp, "v", v_in);
+  const Tensor q = detail::autocast_input(q_in), k = detail::autocast_input(k_in),
+               v = detail::autocast_input(v_in);
   const std::string shapes = "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) +
                              ", v " + shape_str(v.shape());
   GENESIS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, InvalidArgument,
@@ -79,9 +83,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return out;
 }
 
-Tensor packed_attention(const Tensor& qkv, std::int64_t n_head, bool causal) {
+Tensor packed_attention(const Tensor& qkv_in, std::int64_t n_head, bool causal) {
   constexpr const char* kOp = "packed_attention";
-  nn_compute::check_floating(kOp, "qkv", qkv);
+  nn_compute::check_floating(kOp, "qkv", qkv_in);
+  const Tensor qkv = detail::autocast_input(qkv_in);
   GENESIS_CHECK(qkv.dim() == 3 && n_head > 0 && qkv.size(2) % (3 * n_head) == 0, InvalidArgument,
                 std::string(kOp) + ": qkv must be (B, T, 3C) with C divisible by n_head " +
                     std::to_string(n_head) + "; got " + shape_str(qkv.shape()));

@@ -2,9 +2,11 @@
 // dims) and linear (nn.Linear's x W^T + b). Operands reach the sgemm kernel as (B, M, K) and
 // (B, K, N) views; transposes and broadcast batches are strides, not copies, so the backward
 // products on transposed views cost no copies either. A copy happens only for a batch whose
-// broadcast dims cannot be described by one stride.
+// broadcast dims cannot be described by one stride. Under autocast both ops first cast their
+// floating operands to the autocast type (autocast_inputs.hpp).
 #include <string>
 
+#include "autocast_inputs.hpp"
 #include "elementwise_promote.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
@@ -15,6 +17,7 @@ namespace genesis {
 
 using autograd::NeedsGrad;
 using autograd::record;
+using detail::autocast_input;
 using detail::float_result_type;
 using detail::require_defined;
 using detail::to_f32;
@@ -49,9 +52,10 @@ Shape concat(Shape a, const Shape& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  require_defined("matmul", a);
-  require_defined("matmul", b);
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  require_defined("matmul", a_in);
+  require_defined("matmul", b_in);
+  const Tensor a = autocast_input(a_in), b = autocast_input(b_in);
   auto shapes = [&] { return shape_str(a.shape()) + " and " + shape_str(b.shape()); };
   GENESIS_CHECK(a.dim() >= 1 && b.dim() >= 1, InvalidArgument,
                 "matmul: operands need at least 1 dim, got shapes " + shapes());
@@ -111,9 +115,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return to_result(out, rt);
 }
 
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  require_defined("linear", input);
-  require_defined("linear", weight);
+Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
+  require_defined("linear", input_in);
+  require_defined("linear", weight_in);
+  const Tensor input = autocast_input(input_in), weight = autocast_input(weight_in),
+               bias = autocast_input(bias_in);
   GENESIS_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
                 InvalidArgument,
                 "linear: input of shape " + shape_str(input.shape()) + " and weight of shape " +

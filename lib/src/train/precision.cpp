@@ -1,0 +1,50 @@
+#include "precision.hpp"
+
+#include <cmath>
+
+#include "genesis/tensor/ops.hpp"
+
+namespace genesis::train {
+
+Precision make_precision(const Config& config) {
+  Precision p;
+  const std::string& mode = config.training.mixed_precision;
+  if (mode == "bf16") p.autocast = DType::bf16;
+  if (mode == "fp16") {
+    p.autocast = DType::f16;
+    const LossScaleConfig& s = config.loss_scale;
+    p.scaler.emplace(amp::GradScalerOptions{
+        .initial_scale_power = static_cast<int>(s.initial_scale_power),
+        .loss_scale_window = s.loss_scale_window,
+        .hysteresis = static_cast<int>(s.hysteresis),
+        .min_loss_scale = s.min_loss_scale});
+  }
+  return p;
+}
+
+Tensor scale_loss(const Precision& precision, const Tensor& loss) {
+  return precision.scaler ? loss * precision.scaler->scale() : loss;
+}
+
+GradientCheck finish_gradients(Precision& precision, parallel::Strategy& strategy,
+                               double max_grad_norm) {
+  GradientCheck check;
+  if (precision.scaler) {
+    amp::GradScaler& scaler = *precision.scaler;
+    check.scale_before = scaler.scale();
+    strategy.scale_gradients(scaler.inverse_scale());
+    // Every rank sees the same norm (it is reduced over the group), so all skip together.
+    check.grad_norm = strategy.grad_norm();
+    check.overflow = !std::isfinite(check.grad_norm);
+    scaler.update(check.overflow);
+    check.scale_after = scaler.scale();
+    if (check.overflow) {
+      strategy.zero_grad();
+      return check;
+    }
+  }
+  if (max_grad_norm > 0) check.grad_norm = strategy.clip_grad_norm(max_grad_norm);
+  return check;
+}
+
+}  // namespace genesis::train
