@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       std::cerr << cli.app().help();
       throw genesis::InvalidArgument("a subcommand is required");
     }
-    return command->run({std::cout, genesis::stderr_is_terminal()});
+    return command->run({std::cout, genesis::progress_on_terminal()});
   } catch (const CLI::ParseError& e) {
     // CLI11 calls a misspelt command (`genesis tarin`, `genesis ckpt lss`) an unexpected
     // argument, or says one is required; users think of it as an unknown command.

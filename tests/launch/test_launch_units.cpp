@@ -156,6 +156,27 @@ TEST_CASE("the relay writes whole prefixed lines whatever the chunking", "[launc
   CHECK(only_log.str() == "x\n");
 }
 
+TEST_CASE("a redrawn progress line is shown in place behind the prefix, and logged once", "[launch]") {
+  std::ostringstream console, log;
+  std::deque<std::string> tail;
+  OutputRelay relay("[rank 0] ", &console, &log, &tail, 4);
+  const std::string cr_clear = "\r\033[K";
+  // A bar drawn, redrawn, cleared for a log line, drawn again and finished with a newline.
+  relay.feed(cr_clear + "[##..] 1/4 loss 2.0");
+  CHECK(console.str() == cr_clear + "[rank 0] [##..] 1/4 loss 2.0");
+  relay.feed(cr_clear + "[###.] 2/4");
+  CHECK(console.str() == cr_clear + "[rank 0] [##..] 1/4 loss 2.0" + cr_clear + "[rank 0] [###.] 2/4");
+  console.str("");
+  relay.feed(cr_clear + "step 2 eval loss 1.5\n");
+  CHECK(console.str() == cr_clear + "[rank 0] step 2 eval loss 1.5\n");
+  console.str("");
+  relay.feed(cr_clear + "[####] 4/4\n");  // nothing open on the console to clear first
+  CHECK(console.str() == "[rank 0] [####] 4/4\n");
+  // The log and the failure summary keep what a terminal finally showed, one line each.
+  CHECK(log.str() == "step 2 eval loss 1.5\n[####] 4/4\n");
+  CHECK(tail == std::deque<std::string>{"step 2 eval loss 1.5", "[####] 4/4"});
+}
+
 TEST_CASE("exit statuses are described like a shell", "[launch]") {
   ExitStatus killed{0, 9, true};
   CHECK(killed.describe() == "SIGKILL");

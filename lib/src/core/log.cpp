@@ -60,6 +60,11 @@ ColorMode parse_color_mode(std::string_view name) {
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
+bool progress_on_terminal() {
+  const char* relayed = std::getenv("GENESIS_TERMINAL");
+  return stderr_is_terminal() || (relayed != nullptr && std::string_view(relayed) == "1");
+}
+
 bool use_color(ColorMode mode) {
   switch (mode) {
     case ColorMode::always: return true;

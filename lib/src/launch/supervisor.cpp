@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/log.hpp"
 #include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/child_process.hpp"
 #include "genesis/launch/output_relay.hpp"
@@ -195,7 +196,9 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
                                                 w.log.get(), &w.tail, kTailLines);
     w.err_relay = std::make_unique<OutputRelay>(prefix, shown ? &streams.err : nullptr,
                                                 w.log.get(), &w.tail, kTailLines);
-    const EnvVars env = worker_env(options, job, local, cores, user_set_omp);
+    EnvVars env = worker_env(options, job, local, cores, user_set_omp);
+    // The relay redraws a shown rank's progress bar in place on the launcher's terminal.
+    if (shown && stderr_is_terminal()) env.emplace_back("GENESIS_TERMINAL", "1");
     w.process.emplace(options.command, merged_environment(env));
   }
 

@@ -30,15 +30,20 @@ void ProgressBar::update(std::int64_t done, const std::string& metrics) {
   const int filled = static_cast<int>(kWidth * done / total_);
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
-  // A resumed run starts at first_; its pace is measured from there.
-  const std::int64_t run = done - first_ + 1;
-  const double eta = run > 0 ? elapsed * static_cast<double>(total_ - done) / static_cast<double>(run) : 0.0;
+  const double eta = eta_seconds(done);
   std::fprintf(stderr, "\r\033[K[%s] %lld/%lld %s ETA %s", bar.c_str(),
                static_cast<long long>(done), static_cast<long long>(total_), metrics.c_str(),
                format_duration(eta).c_str());
   std::fflush(stderr);
   drawn_ = true;
+}
+
+double ProgressBar::eta_seconds(std::int64_t done) const {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  // A resumed run starts at first_; its pace is measured from there.
+  const std::int64_t run = done - first_ + 1;
+  return run > 0 ? elapsed * static_cast<double>(total_ - done) / static_cast<double>(run) : 0.0;
 }
 
 void ProgressBar::clear() {

@@ -18,6 +18,8 @@ class ProgressBar {
   // Clears the bar so a log line can be printed, then the next update redraws it.
   void clear();
   void finish();
+  // Time left at this pace after `done` steps (drawn or not), for the plain log lines too.
+  double eta_seconds(std::int64_t done) const;
 
  private:
   std::int64_t total_;

@@ -366,8 +366,9 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
         metrics.flush();
       }
       if (!interactive && job.is_main())
-        spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {}", step,
-                     tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit);
+        spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {} ETA {}",
+                     step, tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit,
+                     format_duration(bar.eta_seconds(step)));
       result.final_loss = loss;
       logged_loss = loss;
       window_loss = window_correct = window_predictions = 0;

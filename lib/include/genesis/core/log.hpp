@@ -21,6 +21,9 @@ LogLevel parse_log_level(std::string_view name);    // InvalidArgument on an unk
 ColorMode parse_color_mode(std::string_view name);  // InvalidArgument on an unknown name
 
 bool stderr_is_terminal();
+// Whether progress may be drawn in place on stderr: it is a terminal, or `genesis launch` relays
+// it to one (it sets GENESIS_TERMINAL=1 for the ranks it shows and redraws their status lines).
+bool progress_on_terminal();
 // Whether output to stderr should carry ANSI colours under `mode`.
 bool use_color(ColorMode mode);
 

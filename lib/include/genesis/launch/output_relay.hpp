@@ -18,7 +18,8 @@ class OutputRelay {
   OutputRelay(std::string prefix, std::ostream* console, std::ostream* log,
               std::deque<std::string>* tail, std::size_t tail_lines);
 
-  // Feeds bytes read from the pipe; writes every line completed by them.
+  // Feeds bytes read from the pipe; writes every line completed by them, and redraws an open
+  // line that was started over with '\r' (a progress bar) in place.
   void feed(std::string_view bytes);
   // Writes what is left as a line of its own (end of stream).
   void flush();
@@ -32,6 +33,7 @@ class OutputRelay {
   std::deque<std::string>* tail_;
   std::size_t tail_lines_;
   std::string pending_;
+  bool status_shown_ = false;  // the console shows an open, redrawn line of this stream
 };
 
 }  // namespace genesis::launch
