@@ -31,6 +31,22 @@ struct RunOptions {
   std::filesystem::path cwd;  // empty: the test's working directory
 };
 
+// The test's environment with `changes` applied, as NAME=VALUE strings for a child process.
+inline std::vector<std::string> child_environment(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& changes) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& change : changes) replaced = replaced || change.first == name;
+    if (!replaced) env_strings.push_back(entry);
+  }
+  for (const auto& [name, value] : changes)
+    if (value) env_strings.push_back(name + "=" + *value);
+  return env_strings;
+}
+
 // Runs argv[0] (looked up on PATH when it has no '/') with argv[1..]; its stdin is empty.
 inline CliResult run_process(const std::vector<std::string>& argv, const RunOptions& options = {}) {
   int in_pipe[2], out_pipe[2], err_pipe[2];
@@ -38,16 +54,7 @@ inline CliResult run_process(const std::vector<std::string>& argv, const RunOpti
     throw std::runtime_error("pipe failed");
   // Everything the child needs is built before fork(): between fork and exec a child of a
   // multi-threaded process may only make async-signal-safe calls (no malloc).
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry(*e);
-    std::string name = entry.substr(0, entry.find('='));
-    bool replaced = false;
-    for (const auto& change : options.env) replaced = replaced || change.first == name;
-    if (!replaced) env_strings.push_back(entry);
-  }
-  for (const auto& [name, value] : options.env)
-    if (value) env_strings.push_back(name + "=" + *value);
+  std::vector<std::string> env_strings = child_environment(options.env);
   std::vector<char*> envp, args;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -23,13 +23,7 @@ namespace {
 // (128 + 9 when killed) like run_process.
 int run_then_kill(const std::vector<std::string>& argv, const std::string& armed_by,
                   std::chrono::microseconds delay, const fs::path& out, const fs::path& err) {
-  std::vector<std::string> env_strings{"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=passive"};
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const std::string name = entry.substr(0, entry.find('='));
-    if (name != "OMP_NUM_THREADS" && name != "OMP_WAIT_POLICY" && name != "GENESIS_RESTART_COUNT")
-      env_strings.push_back(entry);
-  }
+  std::vector<std::string> env_strings = child_environment(quiet_env().env);
   std::vector<char*> envp, args;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
