@@ -59,17 +59,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm,
   // A nan norm compares false and leaves the gradients alone: the caller sees the nan it returns
   // (a GradScaler skips the step on it); an inf norm multiplies them by 0, as PyTorch does.
   if (!(norm > max_norm)) return norm;
-  const double coef = max_norm / (norm + 1e-6);
-  for (const Tensor& p : params) {
-    if (!p.defined()) continue;
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (g.device().is_cpu()) {
-      detail::scale_host(g, coef);
-    } else {
-      detail::scale_ops(g, coef);
-    }
-  }
+  scale_gradients(params, clip_coefficient(norm, max_norm));
   return norm;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "genesis/optim/clip_grad.hpp"
 #include "genesis/tensor/ops.hpp"
 
 namespace genesis::train {
@@ -42,6 +43,10 @@ GradientCheck finish_gradients(Precision& precision, parallel::Strategy& strateg
       strategy.zero_grad();
       return check;
     }
+    // Clipped with the norm in hand, exactly as clip_grad_norm would, without reducing it again.
+    if (max_grad_norm > 0 && check.grad_norm > max_grad_norm)
+      strategy.scale_gradients(optim::clip_coefficient(check.grad_norm, max_grad_norm));
+    return check;
   }
   if (max_grad_norm > 0) check.grad_norm = strategy.clip_grad_norm(max_grad_norm);
   return check;

@@ -19,6 +19,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // gradient makes it inf or NaN, which is how an fp16 overflow is detected.
 double grad_norm(const std::vector<Tensor>& params);
 
+// What clip_grad_norm multiplies the gradients by when norm > max_norm: max_norm / (norm + 1e-6),
+// for callers that already hold the norm (an fp16 step checks it for overflow first).
+inline double clip_coefficient(double norm, double max_norm) { return max_norm / (norm + 1e-6); }
+
 // Multiplies every defined .grad by `factor` in place, keeping its dtype (unscaling gradients of
 // a loss-scaled backward). Exact for powers of two, which loss scales are.
 void scale_gradients(const std::vector<Tensor>& params, double factor);
