@@ -14,10 +14,6 @@
 namespace genesis::parallel::detail {
 namespace {
 
-// The optimizer buffers strategy_state.hpp names. Optimizer::state_names() is not public, so
-// loading probes the source for each; load_state_tensors rejects one the optimizer lacks.
-const std::vector<std::string> kBufferNames = {"exp_avg", "exp_avg_sq", "momentum_buffer"};
-
 struct Overlap {
   std::int64_t begin = 0, end = 0;  // in the parameter's flattening; empty when begin == end
   std::int64_t at = 0;              // where `begin` sits in the shard
@@ -107,17 +103,15 @@ void load_whole(const StateSource& source, const std::string& name, const Tensor
   dst.copy_(source.read_full(name));
 }
 
-OptimizerLayout optimizer_layout(const StateSource& source, const nn::NamedTensors& params) {
-  OptimizerLayout layout;
-  std::vector<bool> seen(kBufferNames.size(), false);
+OptimizerLayout optimizer_layout(const StateSource& source, const nn::NamedTensors& params,
+                                 std::vector<std::string> buffer_names) {
+  OptimizerLayout layout{.reference = std::nullopt, .fields = std::move(buffer_names)};
   for (const auto& [name, p] : params) {
-    if (!source.contains(optimizer_name(name, "step"))) continue;
-    if (!layout.reference) layout.reference = name;
-    for (std::size_t f = 0; f < kBufferNames.size(); ++f)
-      if (!seen[f] && source.contains(optimizer_name(name, kBufferNames[f]))) seen[f] = true;
+    if (source.contains(optimizer_name(name, "step"))) {
+      layout.reference = name;
+      break;
+    }
   }
-  for (std::size_t f = 0; f < kBufferNames.size(); ++f)
-    if (seen[f]) layout.fields.push_back(kBufferNames[f]);
   return layout;
 }
 
@@ -125,7 +119,7 @@ optim::NamedTensors read_slot(const StateSource& source, const OptimizerLayout& 
                               const std::string& param, const Shape& shape, std::size_t slot) {
   const std::string step = optimizer_name(param, "step");
   if (!source.contains(step)) {
-    for (const std::string& field : kBufferNames)
+    for (const std::string& field : layout.fields)
       GENESIS_CHECK(!source.contains(optimizer_name(param, field)), InvalidArgument,
                     "checkpoint state has '" + optimizer_name(param, field) + "' but no '" + step +
                         "'");

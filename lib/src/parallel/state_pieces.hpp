@@ -40,14 +40,15 @@ void check_model_entries(const StateSource& source, const nn::NamedTensors& tens
 // Copies logical tensor `name` into `target` (checked shape; the copy converts dtype and device).
 void load_whole(const StateSource& source, const std::string& name, const Tensor& target);
 
-// What `source` holds of the optimizer state of `params`. One optimizer keeps the same buffers
-// for every parameter it has updated, so a buffer any of them has is required of all of them:
-// a missing one is then an error naming it rather than an incomplete state.
+// What an optimizer keeping `buffer_names` (Optimizer::state_names()) needs from `source` for
+// `params`: each parameter the source has a step for must have every one of those buffers, so a
+// missing one is an error naming it rather than an incomplete state.
 struct OptimizerLayout {
   std::optional<std::string> reference;  // the first parameter with state; none: model-only
-  std::vector<std::string> fields;       // buffer names ("exp_avg", ...) any parameter has
+  std::vector<std::string> fields;       // the buffer names: "exp_avg", ...
 };
-OptimizerLayout optimizer_layout(const StateSource& source, const nn::NamedTensors& params);
+OptimizerLayout optimizer_layout(const StateSource& source, const nn::NamedTensors& params,
+                                 std::vector<std::string> buffer_names);
 
 // A whole parameter's optimizer state as Optimizer::load_state_tensors wants it for `slot`
 // ("<slot>.step", "<slot>.<buffer>"); empty when the source has none for it.

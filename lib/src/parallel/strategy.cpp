@@ -96,7 +96,7 @@ class DDPStrategy : public Strategy {
       detail::load_whole(source, detail::model_name(name), p);
     for (const auto& [name, b] : model_->named_buffers())
       detail::load_whole(source, detail::model_name(name), b);
-    const detail::OptimizerLayout layout = detail::optimizer_layout(source, named_params_);
+    const detail::OptimizerLayout layout = detail::optimizer_layout(source, named_params_, optimizer_->state_names());
     optim::NamedTensors state;
     for (std::size_t i = 0; i < named_params_.size(); ++i)
       for (auto& entry : detail::read_slot(source, layout, named_params_[i].first,

@@ -365,7 +365,7 @@ void FullyShardedStrategy::load_state(const StateSource& source) {
   }
   for (const auto& [pname, p] : frozen_) load_whole(source, model_name(pname), p);
   for (const auto& [bname, t] : model_->named_buffers()) load_whole(source, model_name(bname), t);
-  const OptimizerLayout layout = optimizer_layout(source, trainable);
+  const OptimizerLayout layout = optimizer_layout(source, trainable, optimizer_->state_names());
   optim::NamedTensors state;
   for (std::size_t u = 0; u < units_.size(); ++u)
     for (auto& entry : read_shard_slot(source, layout, units_[u]->flat(), index, u))

@@ -331,7 +331,7 @@ void ZeroStage12::load_state(const StateSource& source) {
   // The parameters view the buckets' flat buffers, so the shards the optimizer steps follow.
   for (const auto& [pname, p] : params) load_whole(source, model_name(pname), p);
   for (const auto& [bname, t] : model_->named_buffers()) load_whole(source, model_name(bname), t);
-  const OptimizerLayout layout = optimizer_layout(source, trainable);
+  const OptimizerLayout layout = optimizer_layout(source, trainable, optimizer_->state_names());
   optim::NamedTensors state;
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     for (auto& entry : read_shard_slot(source, layout, buckets_[i].flat, group_->rank(), i))

@@ -273,7 +273,6 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     last_generation.prompts = r.eval_prompts;
     if (precision.scaler && !r.loss_scale.is_null()) precision.scaler->load_state(r.loss_scale);
     logged_loss = resumed->loss;
-    result.final_loss = resumed->loss.value_or(0.0);
   }
   auto save = [&](std::int64_t step) {
     bar.clear();
@@ -369,7 +368,6 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
         spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {} ETA {}",
                      step, tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit,
                      format_duration(bar.eta_seconds(step)));
-      result.final_loss = loss;
       logged_loss = loss;
       window_loss = window_correct = window_predictions = 0;
       window_steps = 0;
@@ -386,6 +384,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   if (!evaluated_at_end) log_eval(tc.max_steps);
 
   result.steps = tc.max_steps;
+  result.final_loss = logged_loss.value_or(0.0);
   result.eval_loss = last_eval.loss;
   result.eval_accuracy = last_eval.accuracy;
   result.eval_exact_match = last_generation.exact_match;

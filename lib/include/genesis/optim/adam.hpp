@@ -22,10 +22,10 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options);
   void step() override;
   const AdamOptions& options() const { return options_; }
+  std::vector<std::string> state_names() const override;
 
  protected:
   Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled);
-  std::vector<std::string> state_names() const override;
 
  private:
   AdamOptions options_;

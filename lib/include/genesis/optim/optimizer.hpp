@@ -44,14 +44,15 @@ class Optimizer {
   // InvalidArgument on an unknown name, a parameter index out of range, a shape that does not
   // match its parameter, or a parameter whose state is incomplete.
   virtual void load_state_tensors(const NamedTensors& state);
+  // Names of the per-parameter buffers this rule keeps ("exp_avg", ...), in ParamState::buffers
+  // order: what a checkpoint must hold for each parameter the optimizer has stepped.
+  virtual std::vector<std::string> state_names() const = 0;
 
  protected:
   struct ParamState {
     std::int64_t step = 0;        // updates applied; 0 means no state yet
     std::vector<Tensor> buffers;  // one per state_names(), shaped like the parameter
   };
-  // Names of the per-parameter buffers this rule keeps, in ParamState::buffers order.
-  virtual std::vector<std::string> state_names() const = 0;
 
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;

@@ -20,8 +20,6 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
   const SGDOptions& options() const { return options_; }
-
- protected:
   std::vector<std::string> state_names() const override;
 
  private:
