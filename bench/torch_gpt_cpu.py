@@ -46,7 +46,7 @@ class GPT(nn.Module):
         self.ln_f = nn.LayerNorm(a.n_embd)
 
     def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.h:
             x = block(x)
         return F.linear(self.ln_f(x), self.wte.weight)

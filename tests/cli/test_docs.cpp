@@ -117,7 +117,7 @@ TEST_CASE("bash completes commands, flags, choices and presets", "[docs]") {
   const std::string presets = complete("genesis train --preset ''");
   CHECK(presets.find("mlp\n") != std::string::npos);
   CHECK(presets.find("gpt-tiny\n") != std::string::npos);
-  CHECK(complete("genesis train --preset gpt") == "gpt-tiny\n");
+  CHECK(complete("genesis train --preset gpt") == "gpt-tiny\ngpt2\n");
   CHECK(complete("genesis train -p ml") == "mlp\n");
   CHECK(complete("genesis train --preset = ml") == "mlp\n");  // --preset=ml, as bash splits it
 

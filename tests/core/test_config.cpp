@@ -64,6 +64,13 @@ TEST_CASE("the shipped presets load and name their runs", "[config]") {
   CHECK(gpt.model.n_embd == 64);
   CHECK(gpt.data.source == "synthetic:tokens");
   CHECK(gpt.training.max_steps == 200);
+
+  Config gpt2 = load_config("gpt2", "", {});  // the GPU benchmark's GPT-2 124M shape
+  CHECK(gpt2.model.n_layer == 12);
+  CHECK(gpt2.model.n_embd == 768);
+  CHECK(gpt2.model.vocab_size == 50304);
+  CHECK(gpt2.model.block_size == 1024);
+  CHECK(gpt2.training.mixed_precision == "bf16");
 }
 
 TEST_CASE("config_to_toml loads back to the same config", "[config]") {

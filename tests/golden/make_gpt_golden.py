@@ -19,9 +19,10 @@ CFG = dict(n_layer=2, n_head=4, n_embd=16, block_size=8, vocab_size=32)
 B, T = 2, 8
 
 
-def names():
+def names(cfg=CFG):
+    """genesis's parameter names, in its registration order."""
     out = ["wte.weight", "wpe.weight"]
-    for i in range(CFG["n_layer"]):
+    for i in range(cfg["n_layer"]):
         p = f"h.{i}."
         out += [p + "ln_1.weight", p + "ln_1.bias",
                 p + "attn.c_attn.weight", p + "attn.c_attn.bias",
@@ -32,8 +33,8 @@ def names():
     return out + ["ln_f.weight", "ln_f.bias"]
 
 
-def shape_of(name):
-    C, V, L = CFG["n_embd"], CFG["vocab_size"], CFG["block_size"]
+def shape_of(name, cfg=CFG):
+    C, V, L = cfg["n_embd"], cfg["vocab_size"], cfg["block_size"]
     if name == "wte.weight": return (V, C)
     if name == "wpe.weight": return (L, C)
     if "ln_" in name: return (C,)

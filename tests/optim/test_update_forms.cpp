@@ -31,7 +31,8 @@ TEST_CASE("host and ops forms of the SGD update agree", "[optim]") {
 TEST_CASE("host and ops forms of sum-of-squares and scale agree", "[optim]") {
   Generator gen(12);
   Tensor a = Tensor::randn({50, 40}, gen);
-  REQUIRE(detail::sum_of_squares_ops(a) == Approx(detail::sum_of_squares_host(a)).epsilon(1e-5));
+  REQUIRE(detail::sum_of_squares_ops(a).item<double>() ==
+          Approx(detail::sum_of_squares_host(a)).epsilon(1e-5));
   Tensor b = a.clone();
   detail::scale_host(a, 0.3);
   detail::scale_ops(b, 0.3);

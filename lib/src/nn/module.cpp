@@ -126,6 +126,26 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::to(Device device) {
+  // One copy per storage: views of a shared storage are re-pointed at the same new one.
+  std::map<const Storage*, std::shared_ptr<Storage>> moved;
+  auto move = [&](const Tensor& t) {
+    TensorImpl* impl = t.impl();
+    impl->grad.reset();
+    if (impl->storage->device() == device) return;
+    std::shared_ptr<Storage>& target = moved[impl->storage.get()];
+    if (target == nullptr) {
+      const std::int64_t numel =
+          static_cast<std::int64_t>(impl->storage->nbytes() / dtype_size(impl->dtype));
+      const Tensor whole = make_view(t, {numel}, {1}, 0);
+      target = whole.to(device).storage();
+    }
+    impl->storage = target;
+  };
+  for (auto& [name, t] : named_parameters()) move(t);
+  for (auto& [name, t] : named_buffers()) move(t);
+}
+
 std::int64_t Module::num_parameters() const {
   std::int64_t n = 0;
   for (auto& [name, t] : named_parameters()) n += t.numel();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "genesis/core/error.hpp"
+#include "genesis/tensor/ops.hpp"
 #include "update_math.hpp"
 
 namespace genesis::optim {
@@ -15,13 +16,19 @@ namespace {
 
 double local_sum_of_squares(const std::vector<Tensor>& params) {
   double total = 0.0;
+  Tensor on_device;  // device gradients' sums add up there; one scalar crosses at the end
   for (const Tensor& p : params) {
     if (!p.defined()) continue;
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    total += g.device().is_cpu() ? detail::sum_of_squares_host(g) : detail::sum_of_squares_ops(g);
+    if (g.device().is_cpu()) {
+      total += detail::sum_of_squares_host(g);
+    } else {
+      Tensor s = detail::sum_of_squares_ops(g);
+      on_device = on_device.defined() ? add(on_device, s) : s;
+    }
   }
-  return total;
+  return on_device.defined() ? total + on_device.item<double>() : total;
 }
 
 double identity(double x) { return x; }

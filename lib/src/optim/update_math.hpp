@@ -19,7 +19,9 @@ Tensor dense_f32(const Tensor& t);
 
 // Sum of t's squared elements in double.
 double sum_of_squares_host(const Tensor& t);
-double sum_of_squares_ops(const Tensor& t);
+// The ops form leaves its 0-d f32 result where t lives, so a caller summing many gradients on a
+// GPU reads one scalar back instead of one per gradient.
+Tensor sum_of_squares_ops(const Tensor& t);
 
 // t *= factor, in place, keeping t's dtype and layout.
 void scale_host(const Tensor& t, double factor);

@@ -5,8 +5,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "genesis/autograd/engine.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/dist/process_group_nccl.hpp"
 
 namespace genesis::parallel {
 namespace {
@@ -53,8 +56,7 @@ Reducer::Reducer(std::shared_ptr<nn::Module> module, std::shared_ptr<dist::Proce
     const Tensor& p = variables_[b.variables.front()].param;
     b.flat = Tensor::zeros({b.trace.numel}, p.dtype(), p.device());
   }
-  if (options_.find_unused_parameters)
-    local_used_ = Tensor::zeros({static_cast<std::int64_t>(variables_.size())});
+  if (options_.find_unused_parameters) local_used_.assign(variables_.size(), 0.0f);
 
   for (std::size_t k = 0; k < variables_.size(); ++k)
     variables_[k].hook_id =
@@ -81,7 +83,7 @@ void Reducer::arm() {
     b.pending = b.variables.size();
     b.work.reset();
   }
-  if (local_used_.defined()) local_used_.zero_();
+  std::fill(local_used_.begin(), local_used_.end(), 0.0f);
   next_launch_ = 0;
   grads_ready_ = 0;
   finalize_queued_ = false;
@@ -105,7 +107,7 @@ void Reducer::on_grad_ready(std::size_t index) {
     view.copy_(grad);
     if (options_.gradient_as_bucket_view) v.param.set_grad(view);
   }
-  if (local_used_.defined()) local_used_.data<float>()[index] = 1.0f;
+  if (!local_used_.empty()) local_used_[index] = 1.0f;
   mark_ready(index);
 }
 
@@ -155,14 +157,16 @@ void Reducer::finalize() {
   for (Bucket& b : buckets_) b.work->wait();
   // Which parameters got a gradient on any rank: globally unused ones keep no .grad, exactly as
   // in a single-process run where they were never touched.
-  const float* used = nullptr;
-  if (local_used_.defined()) {
-    group_->all_reduce(local_used_, {.op = dist::ReduceOp::MAX})->wait();
-    used = local_used_.data<float>();
+  std::vector<float> used;
+  if (!local_used_.empty()) {
+    Tensor any = Tensor::from_vector(local_used_, {static_cast<std::int64_t>(local_used_.size())},
+                                     dist::group_device(*group_));
+    group_->all_reduce(any, {.op = dist::ReduceOp::MAX})->wait();
+    used = any.to_vector();
   }
   for (std::size_t k = 0; k < variables_.size(); ++k) {
     Variable& v = variables_[k];
-    if (used != nullptr && used[k] == 0.0f) continue;
+    if (!used.empty() && used[k] == 0.0f) continue;
     Tensor view = bucket_view(v);
     Tensor grad = v.param.grad();
     if (options_.gradient_as_bucket_view) {

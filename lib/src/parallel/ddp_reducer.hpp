@@ -68,7 +68,9 @@ struct DistributedDataParallel::Reducer {
   DDPOptions options_;
   std::vector<Variable> variables_;
   std::vector<Bucket> buckets_;
-  Tensor local_used_;  // find_unused_parameters: 1 per variable that got a gradient here
+  // find_unused_parameters: 1 per variable that got a gradient here, kept on the host and
+  // reduced (MAX) on the group's device at the end of backward.
+  std::vector<float> local_used_;
   bool armed_ = false;
   bool finalize_queued_ = false;
   std::size_t next_launch_ = 0;

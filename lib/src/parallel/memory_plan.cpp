@@ -56,6 +56,9 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   if (in.budget_bytes > 0) {
     plan.budget_bytes = in.budget_bytes;
     plan.budget_source = "distributed.memory_budget_gb";
+  } else if (in.device_memory_bytes > 0) {
+    plan.budget_bytes = in.device_memory_bytes;
+    plan.budget_source = in.device_name + " memory";
   } else {
     plan.budget_bytes = host_memory_bytes() / in.local_world_size;
     plan.budget_source = "host memory / " + std::to_string(in.local_world_size) +

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "genesis/core/error.hpp"
+#include "genesis/dist/process_group_nccl.hpp"
 
 namespace genesis::parallel::detail {
 namespace {
@@ -25,7 +26,8 @@ std::string shape_text(const std::int64_t* row) {
 // with rank 0's, then all ranks agree on the first mismatch (MIN over ranks) and fail together.
 void check_same_parameters(const nn::NamedTensors& params, dist::ProcessGroup& group) {
   const auto n = static_cast<std::int64_t>(params.size());
-  Tensor count_max = Tensor::full({1}, static_cast<double>(n), DType::i64);
+  const Device device = dist::group_device(group);  // an NCCL group reduces device tensors
+  Tensor count_max = Tensor::full({1}, static_cast<double>(n), DType::i64, device);
   Tensor count_min = count_max.clone();
   group.all_reduce(count_max, {.op = dist::ReduceOp::MAX})->wait();
   group.all_reduce(count_min, {.op = dist::ReduceOp::MIN})->wait();
@@ -44,13 +46,15 @@ void check_same_parameters(const nn::NamedTensors& params, dist::ProcessGroup& g
     rows[i * (1 + kMaxDims)] = static_cast<std::int64_t>(shape.size());
     for (std::size_t d = 0; d < shape.size(); ++d) rows[i * (1 + kMaxDims) + 1 + d] = shape[d];
   }
-  Tensor root = mine.clone();
+  Tensor root = mine.to(device).clone();
   group.broadcast(root, {.root = 0})->wait();
+  root = root.to(Device::cpu());
   const auto* root_rows = root.data<std::int64_t>();
   std::int64_t first_bad = -1;
   for (std::int64_t i = 0; i < n * (1 + kMaxDims) && first_bad < 0; ++i)
     if (rows[i] != root_rows[i]) first_bad = i / (1 + kMaxDims);
-  Tensor verdict = Tensor::full({1}, static_cast<double>(first_bad < 0 ? n : first_bad), DType::i64);
+  Tensor verdict =
+      Tensor::full({1}, static_cast<double>(first_bad < 0 ? n : first_bad), DType::i64, device);
   group.all_reduce(verdict, {.op = dist::ReduceOp::MIN})->wait();
   const auto bad = verdict.item<std::int64_t>();
   if (bad == n) return;
@@ -78,10 +82,13 @@ void broadcast_from_rank0(const nn::NamedTensors& tensors, dist::ProcessGroup& g
 
 double sum_over_ranks(double value, dist::ProcessGroup& group) {
   if (group.size() == 1) return value;
+  const Device device = dist::group_device(group);
   Tensor mine = Tensor::empty({1}, DType::i64);
   std::memcpy(mine.raw_data(), &value, sizeof value);
-  Tensor all = Tensor::empty({group.size()}, DType::i64);
+  mine = mine.to(device);
+  Tensor all = Tensor::empty({group.size()}, DType::i64, device);
   group.all_gather_tensor(all, mine)->wait();
+  all = all.to(Device::cpu());
   double total = 0;
   for (int r = 0; r < group.size(); ++r) {
     double v = 0;

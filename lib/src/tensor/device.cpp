@@ -25,6 +25,9 @@ std::string Device::str() const {
 
 #ifndef GENESIS_WITH_CUDA
 int cuda_device_count() { return 0; }
+CudaDeviceInfo cuda_device_info(int) {
+  throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+}
 #endif
 
 }  // namespace genesis

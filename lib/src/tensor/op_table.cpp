@@ -4,13 +4,18 @@
 #include <string>
 
 #include "genesis/core/error.hpp"
+#ifdef GENESIS_WITH_CUDA
+#include "backends/cuda/cuda_check.hpp"
+#endif
 
 namespace genesis {
 
 const OpInfo& op_info(OpId id) { return kOpInfo[static_cast<int>(id)]; }
 
-// No CUDA kernels are registered yet in either build; dispatch() refuses CUDA tensors clearly.
+#ifndef GENESIS_WITH_CUDA
+// A CUDA build gets its table from backends/cuda/cuda_kernels.cpp.
 const KernelTable* cuda_kernels() { return nullptr; }
+#endif
 
 void dispatch(OpId id, std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Tensor* first = !out.empty() && out[0].defined() ? &out[0] : nullptr;
@@ -27,19 +32,24 @@ void dispatch(OpId id, std::span<const Tensor> in, std::span<Tensor> out, const 
   for (const Tensor& t : in) check_device(t);
   for (const Tensor& t : out) check_device(t);
 
-  const KernelTable* table = device.is_cpu() ? &cpu_kernels() : cuda_kernels();
-  if (table == nullptr) {
-#ifdef GENESIS_WITH_CUDA
-    throw NotSupported("op " + std::string(op_info(id).name) + " on " + device.str() +
-                       ": the CUDA kernels are not built yet; compute on the CPU (device = \"cpu\")");
-#else
-    throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
-#endif
+  auto kernel_of = [&](const KernelTable& table) {
+    Kernel kernel = table[static_cast<int>(id)];
+    if (kernel == nullptr)
+      throw NotSupported("op " + std::string(op_info(id).name) + " has no kernel on " +
+                         device.str());
+    return kernel;
+  };
+  if (device.is_cpu()) {
+    kernel_of(cpu_kernels())(in, out, args);
+    return;
   }
-  Kernel kernel = (*table)[static_cast<int>(id)];
-  if (kernel == nullptr)
-    throw NotSupported("op " + std::string(op_info(id).name) + " has no kernel on " + device.str());
-  kernel(in, out, args);
+#ifdef GENESIS_WITH_CUDA
+  // Kernels launch on the current device; the tensors' device is made current for the call.
+  cuda::DeviceGuard guard(device.index);
+  kernel_of(*cuda_kernels())(in, out, args);
+#else
+  throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+#endif
 }
 
 }  // namespace genesis

@@ -1,5 +1,5 @@
-// Storage allocation: host memory through the caching host allocator, device memory through the
-// CUDA backend (tensor/backends/cuda/device_memory.cpp). A build without CUDA refuses device
+// Storage allocation: host memory through the caching host allocator, device and pinned host
+// memory through the CUDA backend (tensor/backends/cuda/device_memory.cpp). A build without CUDA refuses device
 // storage with a NotSupported error, and a CUDA build on a machine without a GPU refuses it with
 // one saying no device is visible: never a crash.
 #include "genesis/tensor/storage.hpp"
@@ -12,7 +12,8 @@
 
 namespace genesis {
 
-Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+Storage::Storage(std::size_t nbytes, Device device, bool pinned)
+    : nbytes_(nbytes), device_(device), pinned_(pinned && device.is_cpu()) {
   allocate();
 }
 
@@ -27,6 +28,14 @@ void Storage::allocate() {
     throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
 #endif
   }
+  if (pinned_) {
+#ifdef GENESIS_WITH_CUDA
+    data_ = cuda::pinned_allocate(nbytes_);
+    return;
+#else
+    throw NotSupported("pinned host memory: built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+#endif
+  }
   data_ = host_allocator::allocate(nbytes_);
 }
 
@@ -35,6 +44,11 @@ void Storage::deallocate() noexcept {
 #ifdef GENESIS_WITH_CUDA
   if (device_.is_cuda()) {
     cuda::device_release(data_, device_.index);
+    data_ = nullptr;
+    return;
+  }
+  if (pinned_) {
+    cuda::pinned_release(data_);
     data_ = nullptr;
     return;
   }

@@ -132,6 +132,20 @@ Tensor Tensor::rand(Shape shape, Generator& gen, double lo, double hi, DType dty
   return host_to(dtype == DType::f32 ? t : t.to(dtype), device);
 }
 
+Tensor Tensor::pin_memory() const {
+  GENESIS_CHECK(device().is_cpu(), InvalidArgument,
+                "pin_memory: the tensor is on " + device().str() + ", only host tensors pin");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage =
+      std::make_shared<Storage>(numel() * dtype_size(dtype()), Device::cpu(), /*pinned=*/true);
+  impl->strides = contiguous_strides(shape());
+  impl->shape = shape();
+  impl->dtype = dtype();
+  Tensor out(std::move(impl));
+  dispatch(OpId::copy, {detach()}, {out});
+  return out;
+}
+
 // ---- metadata
 
 std::int64_t Tensor::size(std::int64_t d) const { return impl_->shape[wrap_dim(d, dim())]; }
@@ -238,7 +252,7 @@ void Tensor::remove_grad_ready_hook(int id) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   Tensor from = src.shape() == shape() ? src.detach() : src.detach().expand(shape());
-  if (from.device().is_cuda() || device().is_cuda()) {
+  if (from.device() != device()) {
 #ifdef GENESIS_WITH_CUDA
     cuda::copy_tensor(*this, from, "copy_");
     return *this;
@@ -251,12 +265,6 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
-#ifdef GENESIS_WITH_CUDA
-  if (device().is_cuda()) {  // until the op table has CUDA kernels
-    cuda::fill_tensor(*this, value);
-    return *this;
-  }
-#endif
   OpArgs args;
   args.f[0] = value;
   dispatch(OpId::fill, {}, {*this}, args);

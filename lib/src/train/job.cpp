@@ -1,5 +1,6 @@
 // Joining the job: the process group from the launcher's environment, the timeout from
-// GENESIS_TIMEOUT_S (genesis launch --timeout) or distributed.timeout_s, and gloo on CPU.
+// GENESIS_TIMEOUT_S (genesis launch --timeout) or distributed.timeout_s, gloo on the CPU and
+// nccl on a GPU.
 #include "job.hpp"
 
 #include <cstdlib>
@@ -25,21 +26,27 @@ dist::Milliseconds job_timeout(const DistributedConfig& config) {
 
 }  // namespace
 
-Job::Job(const DistributedConfig& config) {
-  // Training runs on CPU tensors until the CUDA backend lands, so its group is Gloo's.
-  GENESIS_CHECK(config.backend != "nccl", ConfigError,
-                "distributed.backend = \"nccl\" needs CUDA tensors (training.device = \"cuda\"), "
-                "which this build cannot train on yet; use \"gloo\" or \"auto\"");
+Job::Job(const DistributedConfig& config, Device device) : device_(device) {
+  if (device.is_cpu())
+    GENESIS_CHECK(config.backend != "nccl", ConfigError,
+                  "distributed.backend = \"nccl\" reduces GPU tensors, but this run trains on "
+                  "the CPU: set training.device = \"cuda\" on a machine with a GPU, or use "
+                  "\"gloo\" or \"auto\"");
+  else
+    GENESIS_CHECK(config.backend != "gloo", ConfigError,
+                  "distributed.backend = \"gloo\" reduces host tensors, but this run trains on " +
+                      device.str() + ": use \"nccl\" or \"auto\", or set training.device = \"cpu\"");
+  const std::string backend = device.is_cuda() ? "nccl" : "gloo";
   if (dist::is_initialized()) {
     group_ = dist::default_group();  // a program that called init_process_group itself
     return;
   }
   const char* world = std::getenv("WORLD_SIZE");
   if (world == nullptr || std::string(world) == "1") {
-    group_ = dist::make_single_rank_group("gloo");
+    group_ = dist::make_single_rank_group(backend);
     return;
   }
-  dist::init_process_group("gloo", -1, -1, "env://", job_timeout(config));
+  dist::init_process_group(backend, -1, -1, "env://", job_timeout(config));
   group_ = dist::default_group();
   owns_default_group_ = true;
 }
@@ -50,15 +57,16 @@ Job::~Job() {
 
 void Job::sum(std::vector<double>& values) const {
   if (world_size() == 1 || values.empty()) return;
-  Tensor t = Tensor::empty({static_cast<std::int64_t>(values.size())});
-  for (std::size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = static_cast<float>(values[i]);
+  const std::vector<float> mine(values.begin(), values.end());
+  Tensor t = Tensor::from_vector(mine, {static_cast<std::int64_t>(mine.size())}, device_);
   group_->all_reduce(t, {.op = dist::ReduceOp::SUM})->wait();
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = t.data<float>()[i];
+  const std::vector<float> total = t.to_vector();
+  values.assign(total.begin(), total.end());
 }
 
 std::vector<double> Job::gather(double value) const {
-  Tensor mine = Tensor::full({1}, value);
-  Tensor all = Tensor::empty({world_size()});
+  Tensor mine = Tensor::full({1}, value, DType::f32, device_);
+  Tensor all = Tensor::empty({world_size()}, DType::f32, device_);
   group_->all_gather_tensor(all, mine)->wait();
   std::vector<float> v = all.to_vector();
   return {v.begin(), v.end()};

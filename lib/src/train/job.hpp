@@ -1,7 +1,8 @@
-// The trainer's place in a job: which rank it is, the process group its strategy reduces over,
-// and the few cross-rank sums the loop needs for metrics. A job under a launcher (WORLD_SIZE set)
-// joins through init_process_group("env://"); a lone process gets a one-rank group and never
-// touches the network. Not here: what is reduced for gradients (parallel/).
+// The trainer's place in a job: which rank it is, the process group its strategy reduces over
+// (Gloo for a CPU run, NCCL for a GPU run), and the few cross-rank sums the loop needs for
+// metrics. A job under a launcher (WORLD_SIZE set) joins through init_process_group("env://");
+// a lone process gets a one-rank group and never touches the network. Not here: what is reduced
+// for gradients (parallel/).
 #pragma once
 
 #include <memory>
@@ -14,7 +15,9 @@ namespace genesis::train {
 
 class Job {
  public:
-  explicit Job(const DistributedConfig& config);
+  // `device` is where the rank's tensors live: it decides the backend (auto: nccl on a GPU,
+  // gloo on the CPU) and refuses a backend that cannot reduce tensors there.
+  Job(const DistributedConfig& config, Device device);
   ~Job();  // tears down the default group if this Job created it
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -32,6 +35,7 @@ class Job {
   std::vector<double> gather(double value) const;
 
  private:
+  Device device_;
   std::shared_ptr<dist::ProcessGroup> group_;
   bool owns_default_group_ = false;
 };

@@ -39,6 +39,16 @@ void print_final_report(const TrainResult& result, const char* rate_unit, std::o
                 result.final_loss, result.eval_loss, result.eval_accuracy * 100.0,
                 result.tokens_per_s, rate_unit);
   out << line;
+  if (result.peak_device_memory > 0) {
+    std::snprintf(line, sizeof line, "gpu: peak memory %.2f GiB in tensors per rank",
+                  static_cast<double>(result.peak_device_memory) / (1ll << 30));
+    out << line;
+    if (result.mfu) {
+      std::snprintf(line, sizeof line, ", MFU %.1f%%", *result.mfu * 100.0);
+      out << line;
+    }
+    out << "\n";
+  }
   if (result.eval_prompts > 0) {
     std::snprintf(line, sizeof line, "exact match: %.1f%% of %lld held-out prompts (greedy generation)\n",
                   result.eval_exact_match * 100.0, static_cast<long long>(result.eval_prompts));

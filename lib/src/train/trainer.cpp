@@ -29,10 +29,12 @@
 #include "genesis/optim/sgd.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/parallel/strategy.hpp"
+#include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/train/task.hpp"
 #include "checkpointing.hpp"
+#include "device_choice.hpp"
 #include "job.hpp"
 #include "precision.hpp"
 #include "progress.hpp"
@@ -69,6 +71,24 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingConfig& t,
   throw ConfigError("unknown training.optimizer \"" + t.optimizer + "\" (expected adamw, adam or sgd)");
 }
 
+// A batch on the rank's device: the host dataset's rows are uploaded per step (token ids and
+// labels are small next to the activations they produce).
+data::TensorDataset to_device(data::TensorDataset batch, Device device) {
+  if (device.is_cpu()) return batch;
+  // From pinned memory the uploads queue behind the running step instead of waiting for it.
+  return {batch.inputs.pin_memory().to(device), batch.targets.pin_memory().to(device)};
+}
+
+// "mem 3.1/4.0 GiB": this rank's GPU memory in tensors / held (cache included), for log lines.
+std::string device_memory_text(Device device) {
+  if (!device.is_cuda()) return "";
+  char text[48];
+  std::snprintf(text, sizeof text, " mem %.1f/%.1f GiB",
+                static_cast<double>(cuda::memory_allocated(device.index)) / (1ll << 30),
+                static_cast<double>(cuda::memory_reserved(device.index)) / (1ll << 30));
+  return text;
+}
+
 struct EvalResult {
   double loss = 0;
   double accuracy = 0;
@@ -76,7 +96,8 @@ struct EvalResult {
 
 // Eval batch k is scored by rank k % world; the sums are then added over ranks, so the figures
 // are those of the whole split whatever the world size.
-EvalResult evaluate(Task& task, const Job& job, std::int64_t batch_size, std::int64_t max_batches) {
+EvalResult evaluate(Task& task, const Job& job, std::int64_t batch_size, std::int64_t max_batches,
+                    Device device) {
   NoGradGuard no_grad;
   task.model->eval();
   const std::int64_t n = task.eval.size();
@@ -87,7 +108,7 @@ EvalResult evaluate(Task& task, const Job& job, std::int64_t batch_size, std::in
     if (batches % job.world_size() != job.rank()) continue;
     std::vector<std::int64_t> rows;
     for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) rows.push_back(i);
-    data::TensorDataset batch = data::take_rows(task.eval, rows);
+    data::TensorDataset batch = to_device(data::take_rows(task.eval, rows), device);
     BatchScore s = score_batch(*task.model, batch.inputs, batch.targets);
     loss_sum += s.loss.item<double>() * s.predictions;
     correct += s.correct;
@@ -106,7 +127,8 @@ int env_int(const char* name, int fallback) {
   return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
 }
 
-parallel::MemoryPlan plan_for(const Config& config, std::int64_t num_parameters, int world) {
+parallel::MemoryPlan plan_for(const Config& config, std::int64_t num_parameters, int world,
+                              Device device) {
   const TrainingConfig& t = config.training;
   const DistributedConfig& d = config.distributed;
   const double state = t.optimizer == "sgd" ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
@@ -116,7 +138,13 @@ parallel::MemoryPlan plan_for(const Config& config, std::int64_t num_parameters,
                                 .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
                                 .optimizer_bytes_per_parameter = state,
                                 .gradient_as_bucket_view = d.gradient_as_bucket_view,
-                                .budget_bytes = d.memory_budget_gb * 1024.0 * 1024.0 * 1024.0});
+                                .budget_bytes = d.memory_budget_gb * 1024.0 * 1024.0 * 1024.0,
+                                .device_memory_bytes =
+                                    device.is_cuda()
+                                        ? static_cast<double>(
+                                              cuda_device_info(device.index).total_memory)
+                                        : 0.0,
+                                .device_name = device.str()});
 }
 
 // metrics.jsonl: new, or on resume the lines up to the resumed step (a run that died after its
@@ -144,7 +172,11 @@ std::ofstream open_metrics(const std::filesystem::path& run_dir, const Job& job,
 // --dry-run: what the run would be, without joining the job or training.
 TrainResult dry_run(const Config& config, Task& task, const TrainOptions& options) {
   const int world = env_int("WORLD_SIZE", 1);
-  const parallel::MemoryPlan plan = plan_for(config, task.model->num_parameters(), world);
+  // The GPU a run would take, when one is visible; the dry run itself touches no device.
+  const Device device = config.training.device != "cpu" && cuda_device_count() > 0
+                            ? training_device(config.training.device)
+                            : Device::cpu();
+  const parallel::MemoryPlan plan = plan_for(config, task.model->num_parameters(), world, device);
   if (options.out != nullptr) {
     const std::string strategy =
         config.distributed.strategy == "auto" ? plan.chosen + " (auto)" : config.distributed.strategy;
@@ -162,22 +194,23 @@ TrainResult dry_run(const Config& config, Task& task, const TrainOptions& option
 
 TrainResult run_training(const Config& config, const TrainOptions& options) {
   const TrainingConfig& tc = config.training;
-  GENESIS_CHECK(tc.device != "cuda", NotSupported,
-                "training.device = \"cuda\" needs the CUDA backend, which this build does not have yet");
   const auto wall_start = Clock::now();
   if (options.dry_run) {
     Task task = make_task(config);
     return dry_run(config, task, options);
   }
-  Job job(config.distributed);
+  const Device device = training_device(tc.device);
+  Job job(config.distributed, device);
   const int world = job.world_size();
   // Every rank builds the same model and data from the seed; DDP also broadcasts rank 0's
   // weights, so a rank that diverged would be corrected rather than trained apart.
+  // Built on the host from the seed, then moved: a GPU run starts from the CPU run's weights.
   Task task = make_task(config);
   nn::Module& model = *task.model;
+  model.to(device);
   model.train();
   const DistributedConfig& dc = config.distributed;
-  const parallel::MemoryPlan plan = plan_for(config, model.num_parameters(), world);
+  const parallel::MemoryPlan plan = plan_for(config, model.num_parameters(), world, device);
   const bool automatic = dc.strategy == "auto";
   parallel::StrategyOptions so{.name = automatic ? plan.chosen : dc.strategy,
                                .ddp = {.bucket_cap_mb = dc.bucket_cap_mb,
@@ -237,8 +270,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                  << " steps\n"
                  << "  strategy   " << strategy->name() << (automatic ? " (auto)" : "") << " over "
                  << job.backend() << ", " << world << (world == 1 ? " rank" : " ranks") << "\n"
-                 << "  device     cpu, " << omp_get_max_threads()
-                 << (world == 1 ? " threads\n" : " threads per rank\n")
+                 << "  device     " << describe_device(device, omp_get_max_threads())
+                 << (world == 1 || device.is_cuda() ? "\n" : " per rank\n")
                  << "  output     " << result.run_dir.string() << "\n";
     const auto& e = plan.estimate(strategy->name());
     *out << "  memory     per rank: parameters " << parallel::format_bytes(e.parameter_bytes)
@@ -297,7 +330,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   auto log_eval = [&](std::int64_t step) {
     strategy->gather_full_parameters();  // ZeRO-3: full parameters on every rank until forward
     amp::AutocastGuard autocast(precision.autocast);  // evaluated as it trains
-    last_eval = evaluate(task, job, batch, tc.eval_batches);
+    last_eval = evaluate(task, job, batch, tc.eval_batches, device);
     if (generates)
       last_generation = evaluate_generation(*gpt, task.generation_eval, job,
                                             tc.eval_batches > 0 ? tc.eval_batches * batch : 0);
@@ -317,7 +350,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
     const auto step_start = Clock::now();
     for (std::int64_t micro = 0; micro < accum; ++micro) {
-      data::TensorDataset b = data::take_rows(task.train, sampler.next_batch());
+      data::TensorDataset b = to_device(data::take_rows(task.train, sampler.next_batch()), device);
       BatchScore s = score_logits(forward(b.inputs, micro + 1 == accum), b.targets);
       window_loss += s.loss.item<double>() / static_cast<double>(accum);
       window_correct += s.correct;
@@ -365,9 +398,9 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
         metrics.flush();
       }
       if (!interactive && job.is_main())
-        spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {} ETA {}",
+        spdlog::info("step {}/{} loss {:.4f} acc {:.3f} lr {:.2e} grad_norm {:.3f} {:.0f} {}{} ETA {}",
                      step, tc.max_steps, loss, acc, lr, grad_norm, tokens_per_s, rate_unit,
-                     format_duration(bar.eta_seconds(step)));
+                     device_memory_text(device), format_duration(bar.eta_seconds(step)));
       logged_loss = loss;
       window_loss = window_correct = window_predictions = 0;
       window_steps = 0;
@@ -396,6 +429,16 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   result.summary_path = result.run_dir / "summary.json";
   const std::vector<double> rss = job.gather(peak_rss_mb());
   const parallel::MemoryReport memory = strategy->memory();
+  const std::optional<double> peak = peak_flops(device, tc.mixed_precision);
+  if (peak) result.mfu = result.tokens_per_s * task.flops_per_token / (*peak * world);
+  std::vector<double> device_peaks, device_reserved;
+  if (device.is_cuda()) {  // f32 on the wire: exact to 2^24 MiB
+    const cuda::MemoryStats m = cuda::memory_stats(device.index);
+    device_peaks = job.gather(static_cast<double>(m.peak_allocated) / (1 << 20));
+    device_reserved = job.gather(static_cast<double>(m.peak_reserved) / (1 << 20));
+    result.peak_device_memory = static_cast<std::int64_t>(
+        *std::max_element(device_peaks.begin(), device_peaks.end()) * (1 << 20));
+  }
   if (!job.is_main()) return result;
 
   json summary = {
@@ -417,7 +460,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
        {{"parameters", memory.parameter_bytes},
         {"gradients", memory.gradient_bytes},
         {"optimizer_state", memory.optimizer_bytes}}},
-      {"device", "cpu"},
+      {"device", device.str()},
       {"threads", omp_get_max_threads()},
       {"world_size", world},
       {"backend", job.backend()},
@@ -425,6 +468,12 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       {"effective_batch_size", batch * world * accum},
       {"mixed_precision", tc.mixed_precision},
   };
+  if (device.is_cuda()) {
+    summary["device_name"] = cuda_device_info(device.index).name;
+    summary["peak_device_memory_mb_per_rank"] = device_peaks;
+    summary["peak_device_reserved_mb_per_rank"] = device_reserved;
+    summary["mfu"] = result.mfu ? json(*result.mfu) : json(nullptr);
+  }
   if (precision.scaler)
     summary["loss_scale"] = {{"final", precision.scaler->scale()},
                              {"skipped_steps", precision.scaler->skipped_steps()}};

@@ -61,6 +61,11 @@ class Module {
   // every parameter/buffer must be present. Errors name the key.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
 
+  // Moves every parameter and buffer to `device` in place, as torch's module.to(device): the
+  // tensors keep their identity (optimizers and hooks built later see the moved ones), tensors
+  // that view one storage (tied weights) still share one afterwards, and gradients are dropped.
+  void to(Device device);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }

@@ -31,7 +31,9 @@ struct MemoryPlanInputs {
   int hsdp_shard_size = 0;         // 0: local_world_size
   double optimizer_bytes_per_parameter = 8;  // adam/adamw 8, sgd with momentum 4, plain sgd 0
   bool gradient_as_bucket_view = false;      // ddp keeps one gradient copy instead of two
-  double budget_bytes = 0;         // 0: detect (host memory / local ranks on CPU)
+  double budget_bytes = 0;         // 0: detect (the GPU's memory, or host memory / local ranks)
+  double device_memory_bytes = 0;  // a GPU run: the rank's GPU memory; 0 on the CPU
+  std::string device_name;         // that GPU, for the budget's description ("cuda:0")
   double headroom = 0.8;           // a strategy fits when its total <= headroom * budget
 };
 

@@ -28,4 +28,14 @@ struct Device {
 // on a machine without a GPU or driver, so a CUDA build runs anywhere.
 int cuda_device_count();
 
+// What one CUDA device is. NotSupported in a build without CUDA or on a machine without a GPU,
+// InvalidArgument for an index past the visible devices.
+struct CudaDeviceInfo {
+  std::string name;                 // "NVIDIA H100 80GB HBM3"
+  int major = 0, minor = 0;         // compute capability
+  std::int64_t total_memory = 0;    // bytes
+  int multiprocessors = 0;
+};
+CudaDeviceInfo cuda_device_info(int index);
+
 }  // namespace genesis

@@ -1,5 +1,6 @@
 // A block of bytes on one device, shared by every tensor that views it. Host memory is 64-byte
-// aligned so kernels can use aligned vector loads; device memory comes from the CUDA backend.
+// aligned so kernels can use aligned vector loads; device memory comes from the CUDA backend, and
+// so does pinned (page-locked) host memory, which the GPU copies from without the host waiting.
 #pragma once
 
 #include <cstddef>
@@ -10,8 +11,9 @@ namespace genesis {
 
 class Storage {
  public:
-  // Uninitialised bytes; throws NotSupported for CUDA in a build without it.
-  Storage(std::size_t nbytes, Device device);
+  // Uninitialised bytes; throws NotSupported for CUDA (or pinned host memory) in a build
+  // without it. `pinned` applies to host storage only.
+  Storage(std::size_t nbytes, Device device, bool pinned = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -20,6 +22,7 @@ class Storage {
   const void* data() const { return data_; }
   std::size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  bool pinned() const { return pinned_; }
 
   // ZeRO-3 frees a unit's gathered parameters between uses while every tensor that views them
   // (the parameters, views saved for backward) keeps this Storage: release_memory() gives the
@@ -36,6 +39,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;
+  bool pinned_ = false;
 };
 
 }  // namespace genesis

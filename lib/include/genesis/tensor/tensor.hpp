@@ -126,6 +126,10 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
   Tensor clone() const;
+  // A contiguous copy in pinned (page-locked) host memory, as torch's pin_memory(): uploads from
+  // it to a GPU run asynchronously. NotSupported without CUDA or a GPU.
+  Tensor pin_memory() const;
+  bool is_pinned() const { return impl_->storage->pinned(); }
 
   // ---- in place, outside autograd (optimizers, initialisers, DDP buckets)
   Tensor& copy_(const Tensor& src);  // broadcasts src to this shape; any dtype/device pair

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct TrainResult {
   std::vector<GeneratedSample> samples;
   double samples_per_s = 0;   // training throughput, evaluation time excluded
   double tokens_per_s = 0;
+  // GPU runs: model FLOPs utilisation (achieved FLOP/s over the ranks' datasheet peak, when the
+  // GPU is known) and the largest peak of memory in tensors over the ranks, in bytes.
+  std::optional<double> mfu;
+  std::int64_t peak_device_memory = 0;
   double wall_s = 0;
   std::filesystem::path run_dir;
   std::filesystem::path summary_path;

@@ -1,12 +1,14 @@
-// scaled_dot_product_attention and its packed form: shape checks, the f32 compute copies, and
-// the backward that replays the fused kernel from the saved log-sum-exp instead of a saved (T, T)
-// probability matrix. The kernels themselves are in backends/*/attention.*; they accept views
+// scaled_dot_product_attention and its packed form: shape checks, the compute copies (f32 on the
+// CPU; on CUDA a shared 16-bit type stays as it is, see matmul_dtype), and the backward that
+// replays the fused kernel from the saved log-sum-exp instead of a saved (T, T) probability
+// matrix. The kernels themselves are in backends/*/attention.*; they accept views
 // with unit stride along D, which the packed form uses to skip every head-split copy. Under
 // autocast both forms first cast their inputs to the autocast type (autocast_inputs.hpp).
 #include <cmath>
 #include <string>
 
 #include "autocast_inputs.hpp"
+#include "elementwise_promote.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
@@ -19,14 +21,17 @@ using autograd::NeedsGrad;
 using autograd::record;
 using Grads = std::vector<Tensor>;
 using nn_compute::cast;
-using nn_compute::f32;
 
 namespace {
 
-// t as an f32 view the attention kernel accepts (unit stride along D), copying only if needed.
-Tensor f32_rows(const Tensor& t) {
-  return t.dtype() == DType::f32 && t.strides()[3] == 1 ? t.detach() : f32(t);
+// t as a view the attention kernel accepts (dtype `kt`, unit stride along D), outside
+// autograd, copying only if needed.
+Tensor kernel_rows(const Tensor& t, DType kt) {
+  return t.dtype() == kt && t.strides()[3] == 1 ? t.detach() : t.detach().to(kt).contiguous();
 }
+
+// The dtype the kernel runs in: f32 on the CPU; on CUDA a shared 16-bit input type is kept.
+DType kernel_type(const Tensor& t) { return detail::matmul_dtype({&t}); }
 
 // The (B, H, T, D) view of heads packed side by side in the last dim of a contiguous
 // (B, T, width) tensor, starting at column `column`.
@@ -62,22 +67,23 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   OpArgs args;
   args.i[0] = causal ? 1 : 0;
   args.f[0] = scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
-  Tensor qf = f32_rows(q), kf = f32_rows(k), vf = f32_rows(v);
-  Tensor o = Tensor::empty(q.shape(), DType::f32, qf.device());
+  const DType kt = detail::matmul_dtype({&q, &k, &v});
+  Tensor qf = kernel_rows(q, kt), kf = kernel_rows(k, kt), vf = kernel_rows(v, kt);
+  Tensor o = Tensor::empty(q.shape(), kt, qf.device());
   Tensor lse = Tensor::empty({q.size(0), q.size(1), q.size(2)}, DType::f32, qf.device());
   dispatch(OpId::attention, {qf, kf, vf}, {o, lse}, args);
   Tensor out = cast(o, nn_compute::result_type({q, k, v}));
-  const DType qt = q.dtype(), kt = k.dtype(), vt = v.dtype();
+  const DType qt = q.dtype(), vt = v.dtype();
   record(kOp, {q, k, v}, {out},
-         [qf, kf, vf, saved = o.detach(), lse, args, qt, kt, vt](
+         [qf, kf, vf, saved = o.detach(), lse, args, qt, kt_in = k.dtype(), vt, kt](
              const Grads& g, const NeedsGrad& needs) -> Grads {
            const Device dev = qf.device();
-           Tensor dq = Tensor::empty(qf.shape(), DType::f32, dev);
-           Tensor dk = Tensor::empty(kf.shape(), DType::f32, dev);
-           Tensor dv = Tensor::empty(vf.shape(), DType::f32, dev);
-           dispatch(OpId::attention_backward, {f32_rows(g[0]), qf, kf, vf, saved, lse}, {dq, dk, dv},
-                    args);
-           return {needs[0] ? cast(dq, qt) : Tensor(), needs[1] ? cast(dk, kt) : Tensor(),
+           Tensor dq = Tensor::empty(qf.shape(), kt, dev);
+           Tensor dk = Tensor::empty(kf.shape(), kt, dev);
+           Tensor dv = Tensor::empty(vf.shape(), kt, dev);
+           dispatch(OpId::attention_backward, {kernel_rows(g[0], kt), qf, kf, vf, saved, lse},
+                    {dq, dk, dv}, args);
+           return {needs[0] ? cast(dq, qt) : Tensor(), needs[1] ? cast(dk, kt_in) : Tensor(),
                    needs[2] ? cast(dv, vt) : Tensor()};
          });
   return out;
@@ -94,8 +100,9 @@ Tensor packed_attention(const Tensor& qkv_in, std::int64_t n_head, bool causal) 
   OpArgs args;
   args.i[0] = causal ? 1 : 0;
   args.f[0] = 1.0 / std::sqrt(static_cast<double>(D));
-  Tensor packed = f32(qkv);
-  Tensor y = Tensor::empty({B, T, C}, DType::f32, packed.device());
+  const DType kt = kernel_type(qkv);
+  Tensor packed = qkv.detach().to(kt).contiguous();
+  Tensor y = Tensor::empty({B, T, C}, kt, packed.device());
   Tensor lse = Tensor::empty({B, H, T}, DType::f32, packed.device());
   dispatch(OpId::attention,
            {heads_view(packed, H, D, 0), heads_view(packed, H, D, C), heads_view(packed, H, D, 2 * C)},
@@ -103,10 +110,10 @@ Tensor packed_attention(const Tensor& qkv_in, std::int64_t n_head, bool causal) 
   Tensor out = cast(y, qkv.dtype());
   const DType in_type = qkv.dtype();
   record(kOp, {qkv}, {out},
-         [packed, saved = y.detach(), lse, args, H, D, C, in_type](const Grads& g,
-                                                                   const NeedsGrad&) -> Grads {
-           Tensor dy = f32(g[0]);
-           Tensor dqkv = Tensor::empty(packed.shape(), DType::f32, packed.device());
+         [packed, saved = y.detach(), lse, args, H, D, C, in_type, kt](
+             const Grads& g, const NeedsGrad&) -> Grads {
+           Tensor dy = g[0].detach().to(kt).contiguous();
+           Tensor dqkv = Tensor::empty(packed.shape(), kt, packed.device());
            dispatch(OpId::attention_backward,
                     {heads_view(dy, H, D, 0), heads_view(packed, H, D, 0),
                      heads_view(packed, H, D, C), heads_view(packed, H, D, 2 * C),

@@ -29,6 +29,22 @@ inline DType float_result_type(std::initializer_list<const Tensor*> inputs) {
 
 inline Tensor to_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
 
+// The dtype matmul, linear and attention run their kernel in: the CPU kernels take f32 only, but
+// on CUDA operands that all share one 16-bit type (autocast's case) stay in it, so the products
+// run on the tensor cores with f32 accumulation and their results, saved for backward, take
+// half the memory (as torch.autocast's do).
+inline DType matmul_dtype(std::initializer_list<const Tensor*> inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined()) continue;
+    if (first == nullptr) first = t;
+    if (t->dtype() != first->dtype()) return DType::f32;
+  }
+  if (first == nullptr || !first->device().is_cuda()) return DType::f32;
+  return first->dtype() == DType::f16 || first->dtype() == DType::bf16 ? first->dtype()
+                                                                       : DType::f32;
+}
+
 inline Tensor to_result(const Tensor& t, DType dtype) {
   return t.dtype() == dtype ? t : t.to(dtype);
 }

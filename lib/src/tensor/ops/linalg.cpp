@@ -3,7 +3,8 @@
 // (B, K, N) views; transposes and broadcast batches are strides, not copies, so the backward
 // products on transposed views cost no copies either. A copy happens only for a batch whose
 // broadcast dims cannot be described by one stride. Under autocast both ops first cast their
-// floating operands to the autocast type (autocast_inputs.hpp).
+// floating operands to the autocast type (autocast_inputs.hpp); on CUDA the kernels then take
+// them in that type (matmul_dtype), on the CPU in f32.
 #include <string>
 
 #include "autocast_inputs.hpp"
@@ -20,7 +21,6 @@ using autograd::record;
 using detail::autocast_input;
 using detail::float_result_type;
 using detail::require_defined;
-using detail::to_f32;
 using detail::to_result;
 using Grads = std::vector<Tensor>;
 
@@ -60,8 +60,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   GENESIS_CHECK(a.dim() >= 1 && b.dim() >= 1, InvalidArgument,
                 "matmul: operands need at least 1 dim, got shapes " + shapes());
   const DType rt = float_result_type({&a, &b});
-  Tensor x = to_f32(a);
-  Tensor y = to_f32(b);
+  const DType kt = detail::matmul_dtype({&a, &b});
+  Tensor x = to_result(a, kt);
+  Tensor y = to_result(b, kt);
   // 1-d operands become a row (left) or a column (right) and lose that dim in the result.
   const Tensor x2 = x.dim() == 1 ? x.detach().unsqueeze(0) : x.detach();
   const Tensor y2 = y.dim() == 1 ? y.detach().unsqueeze(1) : y.detach();
@@ -80,7 +81,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const std::int64_t B = shape_numel(batch);
   const Tensor a3 = as_batch3(x2.expand(concat(batch, {M, K})), B);
   const Tensor b3 = as_batch3(y2.expand(concat(batch, {K, N})), B);
-  Tensor out3 = Tensor::empty({B, M, N}, DType::f32, x.device());
+  Tensor out3 = Tensor::empty({B, M, N}, kt, x.device());
   dispatch(OpId::matmul, {a3, b3}, {out3});
 
   const Shape full = concat(batch, {M, N});
@@ -131,22 +132,23 @@ Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
                     " for weight of shape " + shape_str(weight.shape()) + " (expected [" +
                     std::to_string(O) + "])");
   const DType rt = float_result_type({&input, &weight, &bias});
-  Tensor x = to_f32(input).contiguous();
-  Tensor w = to_f32(weight).contiguous();
-  Tensor bvec = bias.defined() ? to_f32(bias).contiguous() : Tensor();
+  const DType kt = detail::matmul_dtype({&input, &weight, &bias});
+  Tensor x = to_result(input, kt).contiguous();
+  Tensor w = to_result(weight, kt).contiguous();
+  Tensor bvec = bias.defined() ? to_result(bias, kt).contiguous() : Tensor();
   const Shape lead(x.shape().begin(), x.shape().end() - 1);
   const std::int64_t N = shape_numel(lead);
   const Tensor x2 = make_view(x, {N, K}, {K, 1}, x.offset());
-  Tensor out2 = Tensor::empty({N, O}, DType::f32, x.device());
+  Tensor out2 = Tensor::empty({N, O}, kt, x.device());
   dispatch(OpId::linear, {x2, w.detach(), bias.defined() ? bvec.detach() : Tensor()}, {out2});
   const Shape out_shape = concat(lead, {O});
   Tensor out = make_view(out2, out_shape, contiguous_strides(out_shape), 0);
 
   // dx = dy W, dW = dy^T x, db = column sums of dy: two sgemms on views and one reduction.
   record("linear", {x, w, bvec}, {out},
-         [x2, ws = w.detach(), sx = x.shape(), N, O](const Grads& g,
-                                                     const NeedsGrad& needs) -> Grads {
-           const Tensor dy = to_f32(g[0]).reshape({N, O});
+         [x2, ws = w.detach(), sx = x.shape(), N, O, kt](const Grads& g,
+                                                         const NeedsGrad& needs) -> Grads {
+           const Tensor dy = to_result(g[0], kt).reshape({N, O});
            Grads r(3);
            if (needs[0]) r[0] = matmul(dy, ws).reshape(sx);
            if (needs[1]) r[1] = matmul(dy.transpose(0, 1), x2);

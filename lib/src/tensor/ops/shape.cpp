@@ -237,14 +237,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = Tensor::empty(shape(), dtype(), device());
-#ifdef GENESIS_WITH_CUDA
-  if (device().is_cuda())
-    cuda::copy_tensor(out, *this, "clone");  // until the op table has CUDA kernels
-  else
-    dispatch(OpId::copy, {*this}, {out});
-#else
   dispatch(OpId::copy, {*this}, {out});
-#endif
   record("clone", {*this}, {out}, [](const Grads& g, const NeedsGrad&) -> Grads { return {g[0]}; });
   return out;
 }

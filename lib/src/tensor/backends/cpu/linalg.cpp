@@ -13,6 +13,7 @@
 
 #include "genesis/core/error.hpp"
 #include "register.hpp"
+#include "tensor/blas_layout.hpp"
 
 namespace genesis::cpu {
 
@@ -28,29 +29,12 @@ struct GemmOperand {
   Tensor keep;  // a contiguous copy, when the view had no BLAS layout
 };
 
-// Fits a (rows, cols) matrix with strides (sr, sc) to a BLAS layout. A dim of size 1 never
-// moves, so its stride is free and the leading dimension just has to be legal.
-bool blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t sr, std::int64_t sc,
-                 bool& trans, std::int64_t& ld) {
-  const std::int64_t min_row_ld = std::max<std::int64_t>(cols, 1);
-  const std::int64_t min_col_ld = std::max<std::int64_t>(rows, 1);
-  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= min_row_ld)) {
-    trans = false;
-    ld = rows == 1 ? min_row_ld : sr;
-    return ld <= INT_MAX;
-  }
-  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= min_col_ld)) {
-    trans = true;
-    ld = cols == 1 ? min_col_ld : sc;
-    return ld <= INT_MAX;
-  }
-  return false;
-}
-
 GemmOperand gemm_operand(const Tensor& t) {
   GemmOperand op;
   const std::int64_t rows = t.size(1), cols = t.size(2);
-  if (blas_layout(rows, cols, t.strides()[1], t.strides()[2], op.trans, op.ld)) {
+  // sgemm takes int leading dimensions.
+  if (detail::blas_layout(rows, cols, t.strides()[1], t.strides()[2], op.trans, op.ld) &&
+      op.ld <= INT_MAX) {
     op.base = t.data<float>();
     op.batch_stride = t.size(0) == 1 ? 0 : t.strides()[0];
     return op;

@@ -1,7 +1,8 @@
 // Iteration over strided N-d operands for the CPU kernels that accept views (elementwise, copy,
 // fill, where). Terms: a *run* is a stretch along the innermost dimension; each operand moves by
 // its own stride within a run (often 1, or 0 when broadcast). Adjacent dims that are contiguous
-// for every operand are merged first, so a contiguous tensor is one long run.
+// for every operand are merged first (tensor/strided_layout.hpp), so a contiguous tensor is one
+// long run.
 #pragma once
 
 #include <array>
@@ -9,37 +10,12 @@
 #include <vector>
 
 #include "genesis/tensor/tensor.hpp"
+#include "tensor/strided_layout.hpp"
 
 namespace genesis::cpu {
 
-template <std::size_t K>
-struct StridedLayout {
-  std::vector<std::int64_t> shape;                    // merged dims, outermost first
-  std::array<std::vector<std::int64_t>, K> strides;   // per operand, per merged dim
-};
-
-template <std::size_t K>
-StridedLayout<K> merge_dims(const Shape& shape, const std::array<Shape, K>& strides) {
-  StridedLayout<K> out;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;  // size-1 dims do not move any operand
-    bool merge = !out.shape.empty();
-    for (std::size_t k = 0; k < K && merge; ++k)
-      merge = out.strides[k].back() == strides[k][d] * shape[d];
-    if (merge) {
-      out.shape.back() *= shape[d];
-      for (std::size_t k = 0; k < K; ++k) out.strides[k].back() = strides[k][d];
-    } else {
-      out.shape.push_back(shape[d]);
-      for (std::size_t k = 0; k < K; ++k) out.strides[k].push_back(strides[k][d]);
-    }
-  }
-  if (out.shape.empty()) {  // a scalar or all-ones shape: one run of one element
-    out.shape.push_back(1);
-    for (std::size_t k = 0; k < K; ++k) out.strides[k].push_back(0);
-  }
-  return out;
-}
+using detail::merge_dims;
+using detail::StridedLayout;
 
 // Calls body(offsets, n, inner_strides) once per run, where offsets[k] is operand k's element
 // offset at the run's start. Runs are distributed over OpenMP threads when the work is large.

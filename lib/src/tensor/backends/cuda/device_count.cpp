@@ -50,6 +50,14 @@ std::string visible_devices_note() {
 
 int cuda_device_count() { return devices().count; }
 
+CudaDeviceInfo cuda_device_info(int index) {
+  cuda::require_device(index, "cuda_device_info");
+  cudaDeviceProp p{};
+  GENESIS_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+  return {p.name, p.major, p.minor, static_cast<std::int64_t>(p.totalGlobalMem),
+          p.multiProcessorCount};
+}
+
 namespace cuda {
 
 void require_device(int index, std::string_view what) {

@@ -7,6 +7,11 @@
 
 namespace genesis::cuda {
 
+// The stream every op kernel and every tensor copy runs on: the legacy default stream of the
+// current device, as PyTorch's default stream. Work on it runs in submission order, so ops need
+// no events among themselves; the NCCL group's own stream orders against it with events.
+inline cudaStream_t compute_stream() { return nullptr; }
+
 class CudaStream {
  public:
   CudaStream() = default;  // empty: owns nothing

@@ -1,0 +1,330 @@
+// The tensor-core attention backward (f16/bf16, D = 64 or 128, 16-byte aligned rows), without
+// atomics so that it is deterministic; P is recomputed from q, k and the forward's lse. One
+// kernel owns 64 keys and walks the query tiles that see them (dk, dv); the other owns 64 query
+// rows and walks their key tiles (dq). Not here: other head dims or dtypes (attention_fma.cu).
+#include <cmath>
+
+#include "attention_kernels.cuh"
+#include "attention_mma.cuh"
+#include "kernel_support.cuh"
+
+namespace genesis::cuda {
+
+namespace {
+
+using namespace mma;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kBlockRows = 16 * kWarps;  // keys (dk/dv) or queries (dq) a block owns
+
+// The rows a kernel streams per step (queries for dk/dv, keys for dq): 4096 / D, so the f32
+// score arrays shrink as D grows and everything stays in registers.
+template <int D>
+constexpr int step_rows() { return 4096 / D; }
+
+// Shared memory, as T: 2 x 64 x D owned rows + 2 buffers x 2 x kStep x D streamed rows (+ the
+// streamed lse and delta in f32 for dk/dv): 48 KiB at D = 64, 64 KiB at D = 128, both kernels.
+
+template <typename T, int D>
+constexpr int dkdv_smem_bytes() {
+  return (2 * kBlockRows + 4 * step_rows<D>()) * D * static_cast<int>(sizeof(T)) +
+         4 * step_rows<D>() * static_cast<int>(sizeof(float));
+}
+template <typename T, int D>
+constexpr int dq_smem_bytes() {
+  return (2 * kBlockRows + 4 * step_rows<D>()) * D * static_cast<int>(sizeof(T));
+}
+
+// dk, dv for 64 keys of one pair, in transposed form so every product stays in the warp's own
+// 16 key rows: S^T = K Q^T, dP^T = V dO^T, dS^T = P^T * (dP^T - delta), dv += P^T dO,
+// dk += scale dS^T Q. K and V stay in shared memory; query steps are double-buffered.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
+  constexpr int kStep = step_rows<D>();  // queries per step
+  extern __shared__ uint4 smem_u4[];
+  T* sK = reinterpret_cast<T*>(smem_u4);  // [kBlockRows][D], swizzled
+  T* sV = sK + kBlockRows * D;            // [kBlockRows][D]
+  T* sQ = sV + kBlockRows * D;            // [2][kStep][D]
+  T* sdO = sQ + 2 * kStep * D;            // [2][kStep][D]
+  float* sL = reinterpret_cast<float*>(sdO + 2 * kStep * D);  // [2][kStep] lse
+  float* sDelta = sL + 2 * kStep;                               // [2][kStep]
+  const AttentionShape& s = a.s;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane & 3;
+  const int m0 = warp * 16;  // the warp's first key in the block
+  const int pair = blockIdx.x % s.pairs;
+  const int k0 = (blockIdx.x / s.pairs) * kBlockRows;
+  const int past = s.Tk - s.T;
+  const float sl2 = s.scale * kLog2e;
+  const T* q = pair_rows<const T>(a.q, pair, s.heads);
+  const T* dout = pair_rows<const T>(a.dout, pair, s.heads);
+  const float* lse = a.lse + static_cast<std::int64_t>(pair) * s.T;
+  const float* delta = a.delta + static_cast<std::int64_t>(pair) * s.T;
+  // Queries before k0 - past see none of these keys.
+  const int i_begin = s.causal ? max(0, k0 - past) / kStep * kStep : 0;
+
+  // Queries i0.. (i0 < T) into buffer b, all by cp.async (a plain load of lse would stall the
+  // loading warps for a full memory latency every step). Rows past T are zeros, masked below.
+  auto load_step = [&](int b, int i0) {
+    load_tile<T, D, kStep, kThreads>(sQ + b * kStep * D, q + i0 * a.q.row_stride, a.q.row_stride,
+                                     s.T - i0);
+    load_tile<T, D, kStep, kThreads>(sdO + b * kStep * D, dout + i0 * a.dout.row_stride,
+                                     a.dout.row_stride, s.T - i0);
+    for (int c = threadIdx.x; c < kStep; c += kThreads) {
+      const bool ok = i0 + c < s.T;
+      cp_async_4(smem_u32(sL + b * kStep + c), ok ? lse + i0 + c : lse, ok);
+      cp_async_4(smem_u32(sDelta + b * kStep + c), ok ? delta + i0 + c : delta, ok);
+    }
+  };
+
+  load_tile<T, D, kBlockRows, kThreads>(sK, pair_rows<const T>(a.k, pair, s.heads) +
+                                                k0 * a.k.row_stride,
+                                        a.k.row_stride, s.Tk - k0);
+  load_tile<T, D, kBlockRows, kThreads>(sV, pair_rows<const T>(a.v, pair, s.heads) +
+                                                k0 * a.v.row_stride,
+                                        a.v.row_stride, s.Tk - k0);
+  if (i_begin < s.T) load_step(0, i_begin);
+  cp_async_commit();
+
+  int key[2];  // this thread's keys (rows g and g + 8 of the warp)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) key[h] = k0 + m0 + (lane >> 2) + 8 * h;
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  for (int i0 = i_begin, step = 0; i0 < s.T; i0 += kStep, ++step) {
+    const int buf = step & 1;
+    if (i0 + kStep < s.T) {
+      load_step(buf ^ 1, i0 + kStep);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const T* tQ = sQ + buf * kStep * D;
+    const T* tdO = sdO + buf * kStep * D;
+    const float* tL = sL + buf * kStep;
+    const float* tDelta = sDelta + buf * kStep;
+
+    // S^T = K Q^T and dP^T = V dO^T (16 keys x kStep queries per warp)
+    float st[kStep / 8][4] = {}, dpt[kStep / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t ak[4], av[4];
+      load_a<D>(ak, sK, m0, kk * 16, lane);
+      load_a<D>(av, sV, m0, kk * 16, lane);
+#pragma unroll
+      for (int nb = 0; nb < kStep / 16; ++nb) {
+        std::uint32_t b[4];
+        load_b_rows<D>(b, tQ, nb * 16, kk * 16, lane);
+        mma_16816<T>(st[2 * nb], ak, b[0], b[1]);
+        mma_16816<T>(st[2 * nb + 1], ak, b[2], b[3]);
+        load_b_rows<D>(b, tdO, nb * 16, kk * 16, lane);
+        mma_16816<T>(dpt[2 * nb], av, b[0], b[1]);
+        mma_16816<T>(dpt[2 * nb + 1], av, b[2], b[3]);
+      }
+    }
+
+    // P^T and dS^T in place. Masking only where the step's first query misses the last key,
+    // or the step runs past T.
+    const int rows = s.T - i0;  // queries c >= rows are padding
+    const bool masked = (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep;
+#pragma unroll
+    for (int nb = 0; nb < kStep / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = nb * 8 + 2 * t + (e & 1);  // query i0 + c
+        float p = fast_exp2(st[nb][e] * sl2 - tL[c] * kLog2e);
+        if (masked && (c >= rows || (s.causal && key[e >> 1] > past + i0 + c))) p = 0.0f;
+        st[nb][e] = p;
+        dpt[nb][e] = p * (dpt[nb][e] - tDelta[c]);
+      }
+
+    // dv += P^T dO, dk += dS^T Q (16 keys x D per warp)
+#pragma unroll
+    for (int kc = 0; kc < kStep / 16; ++kc) {
+      std::uint32_t pa[4], da[4];
+      acc_to_a<T>(pa, st, kc);
+      acc_to_a<T>(da, dpt, kc);
+#pragma unroll
+      for (int nd = 0; nd < D / 16; ++nd) {
+        std::uint32_t b[4];
+        load_b_cols<D>(b, tdO, kc * 16, nd * 16, lane);
+        mma_16816<T>(dv[2 * nd], pa, b[0], b[1]);
+        mma_16816<T>(dv[2 * nd + 1], pa, b[2], b[3]);
+        load_b_cols<D>(b, tQ, kc * 16, nd * 16, lane);
+        mma_16816<T>(dk[2 * nd], da, b[0], b[1]);
+        mma_16816<T>(dk[2 * nd + 1], da, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with buffer `buf` before it is refilled
+  }
+  // With no query step (T == 0) the K, V loads are still in flight, issued by all threads into
+  // all rows: drain them and meet before the warps reuse their rows of sK and sV as staging.
+  cp_async_wait<0>();
+  __syncthreads();
+
+  const float scale[2] = {s.scale, s.scale}, one[2] = {1.0f, 1.0f};
+  const int valid = s.Tk - k0 - m0;
+  store_rows<T, D>(sK, dk, scale, m0,
+                   pair_rows<T>(a.dk, pair, s.heads) + (k0 + m0) * a.dk.row_stride,
+                   a.dk.row_stride, valid, lane);
+  store_rows<T, D>(sV, dv, one, m0,
+                   pair_rows<T>(a.dv, pair, s.heads) + (k0 + m0) * a.dv.row_stride,
+                   a.dv.row_stride, valid, lane);
+}
+
+// dq for 64 query rows of one pair: S = Q K^T, dP = dO V^T, dq += scale dS K, with Q and dO
+// fragments in registers and key steps double-buffered. Like dk/dv it takes ptxas's own
+// register choice (~230-250, 2 blocks per SM): a cap of 168 (3 blocks) spilled at D = 64.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
+  constexpr int kStep = step_rows<D>();  // keys per step
+  extern __shared__ uint4 smem_u4[];
+  T* sQ = reinterpret_cast<T*>(smem_u4);  // [kBlockRows][D], swizzled
+  T* sdO = sQ + kBlockRows * D;           // [kBlockRows][D]
+  T* sK = sdO + kBlockRows * D;           // [2][kStep][D]
+  T* sV = sK + 2 * kStep * D;             // [2][kStep][D]
+  const AttentionShape& s = a.s;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane & 3;
+  const int m0 = warp * 16;  // the warp's first query row in the block
+  const int pair = blockIdx.x % s.pairs;
+  const int q0 = (tiles_of(s.T, kBlockRows) - 1 - blockIdx.x / s.pairs) * kBlockRows;
+  const int past = s.Tk - s.T;
+  const int n_keys = s.causal ? min(s.Tk, past + q0 + kBlockRows) : s.Tk;
+  const int first_limit = s.causal ? min(past + q0, s.Tk - 1) : s.Tk - 1;
+  const float sl2 = s.scale * kLog2e;
+  const T* k = pair_rows<const T>(a.k, pair, s.heads);
+  const T* v = pair_rows<const T>(a.v, pair, s.heads);
+
+  // This thread's rows g and g + 8: the last key each sees, lse in log2 units (+inf past T,
+  // so P = 0 there), and delta.
+  int limit[2];
+  float lse2[2], dlt[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = q0 + m0 + (lane >> 2) + 8 * h;
+    const std::int64_t at = static_cast<std::int64_t>(pair) * s.T + row;
+    limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
+    lse2[h] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
+    dlt[h] = row < s.T ? a.delta[at] : 0.0f;
+  }
+
+  load_tile<T, D, kBlockRows, kThreads>(sQ, pair_rows<const T>(a.q, pair, s.heads) +
+                                                q0 * a.q.row_stride,
+                                        a.q.row_stride, s.T - q0);
+  load_tile<T, D, kBlockRows, kThreads>(sdO, pair_rows<const T>(a.dout, pair, s.heads) +
+                                                 q0 * a.dout.row_stride,
+                                        a.dout.row_stride, s.T - q0);
+  load_tile<T, D, kStep, kThreads>(sK, k, a.k.row_stride, s.Tk);
+  load_tile<T, D, kStep, kThreads>(sV, v, a.v.row_stride, s.Tk);
+  cp_async_commit();
+
+  std::uint32_t qf[D / 16][4], df[D / 16][4];
+  float dq[D / 8][4] = {};
+  for (int k0 = 0, step = 0; k0 < n_keys; k0 += kStep, ++step) {
+    const int buf = step & 1;
+    if (k0 + kStep < n_keys) {
+      const int k1 = k0 + kStep;
+      load_tile<T, D, kStep, kThreads>(sK + (buf ^ 1) * kStep * D, k + k1 * a.k.row_stride,
+                                       a.k.row_stride, s.Tk - k1);
+      load_tile<T, D, kStep, kThreads>(sV + (buf ^ 1) * kStep * D, v + k1 * a.v.row_stride,
+                                       a.v.row_stride, s.Tk - k1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (step == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        load_a<D>(qf[kk], sQ, m0, kk * 16, lane);
+        load_a<D>(df[kk], sdO, m0, kk * 16, lane);
+      }
+    }
+    const T* tK = sK + buf * kStep * D;
+    const T* tV = sV + buf * kStep * D;
+
+    // S = Q K^T and dP = dO V^T (16 rows x kStep keys per warp)
+    float sc[kStep / 8][4] = {}, dp[kStep / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < kStep / 16; ++nb) {
+        std::uint32_t b[4];
+        load_b_rows<D>(b, tK, nb * 16, kk * 16, lane);
+        mma_16816<T>(sc[2 * nb], qf[kk], b[0], b[1]);
+        mma_16816<T>(sc[2 * nb + 1], qf[kk], b[2], b[3]);
+        load_b_rows<D>(b, tV, nb * 16, kk * 16, lane);
+        mma_16816<T>(dp[2 * nb], df[kk], b[0], b[1]);
+        mma_16816<T>(dp[2 * nb + 1], df[kk], b[2], b[3]);
+      }
+
+    // dS = P * (dP - delta) in place of S.
+    const bool masked = k0 + kStep - 1 > first_limit;
+#pragma unroll
+    for (int nb = 0; nb < kStep / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = fast_exp2(sc[nb][e] * sl2 - lse2[e >> 1]);
+        if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) p = 0.0f;
+        sc[nb][e] = p * (dp[nb][e] - dlt[e >> 1]);
+      }
+
+    // dq (16 rows x D per warp) += dS K
+#pragma unroll
+    for (int kc = 0; kc < kStep / 16; ++kc) {
+      std::uint32_t da[4];
+      acc_to_a<T>(da, sc, kc);
+#pragma unroll
+      for (int nd = 0; nd < D / 16; ++nd) {
+        std::uint32_t b[4];
+        load_b_cols<D>(b, tK, kc * 16, nd * 16, lane);
+        mma_16816<T>(dq[2 * nd], da, b[0], b[1]);
+        mma_16816<T>(dq[2 * nd + 1], da, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with buffer `buf` before it is refilled
+  }
+
+  const float scale[2] = {s.scale, s.scale};
+  store_rows<T, D>(sQ, dq, scale, m0,
+                   pair_rows<T>(a.dq, pair, s.heads) + (q0 + m0) * a.dq.row_stride,
+                   a.dq.row_stride, s.T - q0 - m0, lane);
+}
+
+template <typename T, int D>
+void launch_backward(const BackwardArgs& a) {
+  constexpr int dkdv_bytes = dkdv_smem_bytes<T, D>(), dq_bytes = dq_smem_bytes<T, D>();
+  static std::atomic<std::uint64_t> ready_dkdv{0}, ready_dq{0};
+  reserve_shared_memory(reinterpret_cast<const void*>(&attention_dkdv_mma<T, D>), dkdv_bytes,
+                        ready_dkdv, "attention_backward (tensor-core path, dk/dv)");
+  reserve_shared_memory(reinterpret_cast<const void*>(&attention_dq_mma<T, D>), dq_bytes,
+                        ready_dq, "attention_backward (tensor-core path, dq)");
+  const unsigned kv_grid = static_cast<unsigned>(a.s.pairs) * tiles_of(a.s.Tk, kBlockRows);
+  attention_dkdv_mma<T, D><<<kv_grid, kThreads, dkdv_bytes, compute_stream()>>>(a);
+  GENESIS_CUDA_LAUNCH_CHECK();
+  if (a.s.T == 0) return;
+  const unsigned q_grid = static_cast<unsigned>(a.s.pairs) * tiles_of(a.s.T, kBlockRows);
+  attention_dq_mma<T, D><<<q_grid, kThreads, dq_bytes, compute_stream()>>>(a);
+  GENESIS_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_backward_typed(const BackwardArgs& a) {
+  if (a.s.D == 64) return launch_backward<T, 64>(a);
+  if (a.s.D == 128) return launch_backward<T, 128>(a);
+  throw InvalidArgument("attention_backward: tensor-core path needs D = 64 or 128, got " +
+                        std::to_string(a.s.D));
+}
+
+}  // namespace
+
+void launch_attention_backward_mma(const BackwardArgs& a, DType dtype) {
+  if (dtype == DType::f16) return launch_backward_typed<__half>(a);
+  if (dtype == DType::bf16) return launch_backward_typed<__nv_bfloat16>(a);
+  throw InvalidArgument("attention_backward: tensor-core path needs f16 or bf16, got " +
+                        std::string(dtype_name(dtype)));
+}
+
+}  // namespace genesis::cuda
