@@ -141,6 +141,9 @@ std::vector<Spec> specs() {
       {1, 2, 37, 37, 64, true, bf16, packed, 4, 0.0,
        "packed rows padded by 4, (1, 2, 37, 64) bf16"},
       {1, 2, 37, 37, 64, true, f16, plain, 0, 0.0, "(1, 2, 37, 64) causal f16"},
+      // The widest heads: the generic path's largest shared-memory tiles (over 100 KiB).
+      {1, 2, 37, 37, 256, true, f32, plain, 0, 0.0, "(1, 2, 37, 256) causal"},
+      {1, 1, 70, 200, 64, true, bf16, plain, 0, 0.0, "q (1, 1, 70, 64), k v (1, 1, 200, 64) causal bf16"},
   };
 }
 
@@ -157,6 +160,11 @@ void attention_cases(CaseList& cases, Generator& gen) {
                {1, 2, 64, 64, 64, true, DType::bf16, Layout::packed, 0, 0.0,
                 "packed (1, 2, 64, 64) causal bf16"},
                gen, true);
+  // No queries at all: dk and dv must still be written (as zeros).
+  add_backward(cases,
+               {1, 2, 0, 19, 64, false, DType::bf16, Layout::plain, 0, 0.0,
+                "q (1, 2, 0, 64), k v (1, 2, 19, 64) bf16"},
+               gen);
 }
 
 }  // namespace genesis::testing::op_cases

@@ -119,6 +119,10 @@ void binary_cases(CaseList& cases, Generator& gen) {
        {OpId::add, OpId::sub, OpId::mul, OpId::div, OpId::maximum, OpId::eq, OpId::gt, OpId::lt})
     add_binary(cases, op, gen);
   add_where(cases, gen);
+  // More elements than one grid of a GPU holds: the grid-stride loops go round again.
+  cases.push_back(make_case(OpId::add, "contiguous 3 x 2^20 (several grid strides)",
+                            {randn({3 << 20}, gen), randn({3 << 20}, gen)},
+                            {Tensor::empty({3 << 20})}));
 }
 
 }  // namespace genesis::testing::op_cases

@@ -128,6 +128,10 @@ void fill_cases(CaseList& cases) {
   push("f32 contiguous n = 1001, 0", Tensor::empty({1001}), zero);
   push("i64 contiguous n = 1001, 0", Tensor::empty({1001}, DType::i64), zero);
   push("f32 0-d, -3", Tensor::empty({}), minus3);
+  // Contiguous non-zero fills take the 16-byte pattern stores, per element size.
+  for (DType dt : {DType::f16, DType::i32, DType::i64, DType::boolean})
+    push(std::string(dtype_name(dt)) + " contiguous n = 1001, -3", Tensor::empty({1001}, dt),
+         minus3);
 }
 
 void concat_cases(CaseList& cases, Generator& gen) {

@@ -70,6 +70,10 @@ void reduce_cases(CaseList& cases, Generator& gen) {
              "(3, 5, 7) dim 2 bf16", DType::bf16);
   add_reduce(cases, OpId::argmax_dim, reduce_input(OpId::argmax_dim, {7, 50304}, gen), 1,
              "(7, 50304) dim 1 f16", DType::f16);
+  // Rows longer than a warp's share but reduced by one block in one part.
+  add_reduce(cases, OpId::sum_dim, randn({3, 5000}, gen), 1, "(3, 5000) dim 1");
+  add_reduce(cases, OpId::argmax_dim, reduce_input(OpId::argmax_dim, {3, 5000}, gen, {7003}), 1,
+             "(3, 5000) dim 1");
   add_reduce(cases, OpId::sum_dim, randn({3, 0}, gen), 1, "(3, 0) dim 1: sums of nothing are 0");
   add_reduce(cases, OpId::sum_dim, randn({0, 4}, gen), 1, "(0, 4) dim 1: no rows");
 }

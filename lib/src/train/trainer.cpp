@@ -203,8 +203,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   Job job(config.distributed, device);
   const int world = job.world_size();
   // Every rank builds the same model and data from the seed; DDP also broadcasts rank 0's
-  // weights, so a rank that diverged would be corrected rather than trained apart.
-  // Built on the host from the seed, then moved: a GPU run starts from the CPU run's weights.
+  // weights, so a rank that diverged would be corrected rather than trained apart. The model is
+  // built on the host and then moved, so a GPU run starts from the CPU run's weights.
   Task task = make_task(config);
   nn::Module& model = *task.model;
   model.to(device);

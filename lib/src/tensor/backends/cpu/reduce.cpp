@@ -10,6 +10,7 @@
 
 #include "genesis/core/error.hpp"
 #include "register.hpp"
+#include "tensor/reduce_geometry.hpp"
 
 namespace genesis::cpu {
 
@@ -20,32 +21,13 @@ constexpr std::int64_t kRowBlock = 1 << 16;     // inner == 1: elements per part
 constexpr std::int64_t kTile = 256;             // inner > 1: output columns per work item
 constexpr std::int64_t kRowsPerPart = 1024;     // inner > 1: reduced rows per partial sum
 
-struct Geometry {
-  std::int64_t outer = 1;
-  std::int64_t n = 1;
-  std::int64_t inner = 1;
-};
+using Geometry = detail::ReduceGeometry;
+using detail::check_nonempty;
 
 Geometry geometry(OpId id, const Tensor& x, const Tensor& out, std::int64_t dim, DType out_type) {
-  const std::string name(op_info(id).name);
   GENESIS_CHECK(x.dtype() == DType::f32 && x.is_contiguous(), InvalidArgument,
-                name + ": CPU kernel expects a contiguous f32 input");
-  GENESIS_CHECK(dim >= 0 && dim < std::max<std::int64_t>(x.dim(), 1), InvalidArgument,
-                name + ": dim " + std::to_string(dim) + " out of range for shape " +
-                    shape_str(x.shape()));
-  Geometry g;
-  if (x.dim() > 0) {
-    for (std::int64_t d = 0; d < dim; ++d) g.outer *= x.size(d);
-    g.n = x.size(dim);
-    for (std::int64_t d = dim + 1; d < x.dim(); ++d) g.inner *= x.size(d);
-  }
-  Shape expected = x.shape();
-  if (!expected.empty()) expected[dim] = 1;
-  GENESIS_CHECK(out.dtype() == out_type && out.is_contiguous() && out.shape() == expected,
-                InvalidArgument,
-                name + ": output must be contiguous " + std::string(dtype_name(out_type)) +
-                    " of shape " + shape_str(expected) + ", got " + shape_str(out.shape()));
-  return g;
+                std::string(op_info(id).name) + ": CPU kernel expects a contiguous f32 input");
+  return detail::reduce_geometry(id, x, out, dim, out_type);
 }
 
 // Sum of n contiguous floats in double; the fixed simd reduction order is deterministic.
@@ -182,12 +164,6 @@ void max_scan(const float* x, const Geometry& g, Finish finish) {
     }
     for (std::int64_t j = 0; j < width; ++j) finish(o, j0 + j, best[j], index[j]);
   }
-}
-
-void check_nonempty(OpId id, const Tensor& x, const Geometry& g) {
-  GENESIS_CHECK(g.n > 0, InvalidArgument,
-                std::string(op_info(id).name) + ": cannot reduce over an empty dim of shape " +
-                    shape_str(x.shape()));
 }
 
 void max_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {

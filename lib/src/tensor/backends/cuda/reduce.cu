@@ -12,6 +12,7 @@
 #include "genesis/core/error.hpp"
 #include "kernel_support.cuh"
 #include "register.hpp"
+#include "tensor/reduce_geometry.hpp"
 
 namespace genesis::cuda {
 
@@ -259,11 +260,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // ---- host side
 
-struct Geometry {
-  std::int64_t outer = 1;
-  std::int64_t n = 1;
-  std::int64_t inner = 1;
-};
+using Geometry = detail::ReduceGeometry;
+using detail::check_nonempty;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -271,8 +269,8 @@ unsigned blocks_for(std::int64_t work_items) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(work_items, kMaxGrid)));
 }
 
-// Checks the contract (contiguous float input, output of shape x with size 1 at dim, contiguous,
-// of x's dtype or i64 for argmax) and returns the (outer, n, inner) view.
+// Checks the contract (a contiguous f32, f16 or bf16 input; the output of the input's dtype, or
+// i64 for argmax) and returns the (outer, n, inner) view.
 Geometry geometry(OpId id, const Tensor& x, const Tensor& out, std::int64_t dim, bool index_out) {
   const std::string name(op_info(id).name);
   GENESIS_CHECK(x.defined() && out.defined(), InvalidArgument, name + ": undefined tensor");
@@ -280,24 +278,7 @@ Geometry geometry(OpId id, const Tensor& x, const Tensor& out, std::int64_t dim,
                 name + ": CUDA kernel expects a contiguous f32, f16 or bf16 input, got " +
                     std::string(dtype_name(x.dtype())) +
                     (x.is_contiguous() ? "" : " (non-contiguous)"));
-  GENESIS_CHECK(dim >= 0 && dim < std::max<std::int64_t>(x.dim(), 1), InvalidArgument,
-                name + ": dim " + std::to_string(dim) + " out of range for shape " +
-                    shape_str(x.shape()));
-  Geometry g;
-  if (x.dim() > 0) {
-    for (std::int64_t d = 0; d < dim; ++d) g.outer *= x.size(d);
-    g.n = x.size(dim);
-    for (std::int64_t d = dim + 1; d < x.dim(); ++d) g.inner *= x.size(d);
-  }
-  Shape expected = x.shape();
-  if (!expected.empty()) expected[dim] = 1;
-  const DType out_type = index_out ? DType::i64 : x.dtype();
-  GENESIS_CHECK(out.dtype() == out_type && out.is_contiguous() && out.shape() == expected,
-                InvalidArgument,
-                name + ": output must be contiguous " + std::string(dtype_name(out_type)) +
-                    " of shape " + shape_str(expected) + ", got " +
-                    std::string(dtype_name(out.dtype())) + " " + shape_str(out.shape()));
-  return g;
+  return detail::reduce_geometry(id, x, out, dim, index_out ? DType::i64 : x.dtype());
 }
 
 // Scratch for `count` accumulators, from the caching allocator (freed after the launches is safe:
@@ -380,12 +361,6 @@ void reduce(const Tensor& x, const Tensor& out, const Geometry& g) {
   auto* py = ptr<typename Out::type>(out);
   if (g.inner == 1) reduce_rows<T, Out>(px, py, x, g);
   else reduce_columns<T, Out>(px, py, x, g);
-}
-
-void check_nonempty(OpId id, const Tensor& x, const Geometry& g) {
-  GENESIS_CHECK(g.n > 0, InvalidArgument,
-                std::string(op_info(id).name) + ": cannot reduce over an empty dim of shape " +
-                    shape_str(x.shape()));
 }
 
 void sum_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
