@@ -112,6 +112,9 @@ TEST_CASE("worker_env follows the torchrun contract", "[launch]") {
   CHECK(value_of(worker_env(o, job, 0, 16, true), "OMP_NUM_THREADS") == "<unset>");
   o.gpus = true;
   CHECK(value_of(worker_env(o, job, 3, 16, false), "CUDA_VISIBLE_DEVICES") == "3");
+  // ... and says so, so that every rank's auto device and backend agree on its own GPU.
+  CHECK(value_of(worker_env(o, job, 3, 16, false), "GENESIS_ONE_GPU_PER_RANK") == "1");
+  CHECK(value_of(env, "GENESIS_ONE_GPU_PER_RANK") == "<unset>");
 }
 
 TEST_CASE("random ids are hex and differ", "[launch]") {

@@ -32,7 +32,11 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
       {"GENESIS_STORE_PORT", std::to_string(job.store_port)},
   };
   if (options.timeout_s > 0) env.emplace_back("GENESIS_TIMEOUT_S", std::to_string(options.timeout_s));
-  if (options.gpus) env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(local_rank));
+  if (options.gpus) {
+    env.emplace_back("CUDA_VISIBLE_DEVICES", std::to_string(local_rank));
+    // Every rank now sees one GPU as cuda:0, but a GPU of its own: auto may pick NCCL.
+    env.emplace_back("GENESIS_ONE_GPU_PER_RANK", "1");
+  }
   // Every rank starting one OpenMP thread per core oversubscribes the node local_world times.
   if (!user_set_omp)
     env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1, cores / local_world)));

@@ -349,11 +349,14 @@ bool nccl_available() {
   const int devices = cuda_device_count();
   if (devices == 0) return false;
   // More local ranks than GPUs works only with a distinct NCCL_HOSTID per rank; without one,
-  // NCCL would refuse the shared device, so auto stays on gloo.
+  // NCCL would refuse the shared device, so auto stays on gloo. Ranks that genesis launch --gpus
+  // gave a GPU each see one device apiece, but never the same one.
   const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
   const char* host_id = std::getenv("NCCL_HOSTID");
+  const char* own_gpu = std::getenv("GENESIS_ONE_GPU_PER_RANK");
   return local_world == nullptr || std::atoi(local_world) <= devices ||
-         (host_id != nullptr && *host_id != '\0');
+         (host_id != nullptr && *host_id != '\0') ||
+         (own_gpu != nullptr && std::string(own_gpu) == "1");
 }
 
 int nccl_device_for_rank(int rank) {
