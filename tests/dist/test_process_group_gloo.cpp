@@ -340,3 +340,19 @@ TEST_CASE("the single-rank group copies and completes at once", "[process_group]
   pg->reduce_scatter_tensor(piece, input_tensor(2))->wait();
   REQUIRE(piece.to_vector() == input_tensor(2).to_vector());
 }
+
+TEST_CASE("a single-rank nccl group (a one-GPU run) takes GPU tensors, not host ones",
+          "[process_group]") {
+  // A one-GPU run reduces gradients that live on the GPU; a host tensor there is a bug in the
+  // caller and must say which device was expected rather than silently copy.
+  auto pg = make_single_rank_group("nccl");
+  REQUIRE(pg->backend_name() == "nccl");
+  Tensor host = input_tensor(0);
+  REQUIRE_THROWS_WITH(pg->all_reduce(host), Catch::Contains("must be a CUDA tensor"));
+  std::vector<Tensor> out = {Tensor::zeros({kN})};
+  REQUIRE_THROWS_WITH(pg->all_gather(out, host), Catch::Contains("must be a CUDA tensor"));
+  // The gloo one still names the host.
+  auto gloo = make_single_rank_group("gloo");
+  Tensor ok = input_tensor(0);
+  REQUIRE_NOTHROW(gloo->all_reduce(ok)->wait());
+}

@@ -36,11 +36,12 @@ std::shared_ptr<Work> Work::completed(std::string description) {
 
 namespace detail {
 
-void check_tensor(const Tensor& t, std::string_view op, std::string_view which) {
+void check_tensor(const Tensor& t, std::string_view op, std::string_view which, DeviceType on) {
   std::string where = std::string(op) + " " + std::string(which);
   GENESIS_CHECK(t.defined(), InvalidArgument, where + " is an undefined tensor");
-  GENESIS_CHECK(t.device().is_cpu(), InvalidArgument,
-                where + " must be a CPU tensor for this process group, got " + t.str());
+  GENESIS_CHECK(t.device().type == on, InvalidArgument,
+                where + " must be a " + (on == DeviceType::cpu ? "CPU" : "CUDA") +
+                    " tensor for this process group, got " + t.str());
   GENESIS_CHECK(t.is_contiguous(), InvalidArgument, where + " must be contiguous, got " + t.str());
   GENESIS_CHECK(t.dtype() != DType::boolean, InvalidArgument,
                 where + " has dtype bool; collectives take f32, f16, bf16, i32 or i64");
@@ -59,13 +60,13 @@ void check_rank(int r, int size, std::string_view op, std::string_view which) {
 }
 
 void check_list(const std::vector<Tensor>& list, std::size_t count, const Tensor& like,
-                std::string_view op, std::string_view which) {
+                std::string_view op, std::string_view which, DeviceType on) {
   GENESIS_CHECK(list.size() == count, InvalidArgument,
                 std::string(op) + " needs " + std::to_string(count) + " " + std::string(which) +
                     " (one per rank), got " + std::to_string(list.size()));
   for (std::size_t i = 0; i < list.size(); ++i) {
     std::string name = std::string(which) + "[" + std::to_string(i) + "]";
-    check_tensor(list[i], op, name);
+    check_tensor(list[i], op, name, on);
     GENESIS_CHECK(list[i].dtype() == like.dtype() && list[i].numel() == like.numel(),
                   InvalidArgument,
                   std::string(op) + " " + name + " is " + list[i].str() + " but must match " +

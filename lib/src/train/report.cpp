@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "genesis/parallel/memory_plan.hpp"
 #include "progress.hpp"
 
 namespace genesis::train {
@@ -40,9 +41,8 @@ void print_final_report(const TrainResult& result, const char* rate_unit, std::o
                 result.tokens_per_s, rate_unit);
   out << line;
   if (result.peak_device_memory > 0) {
-    std::snprintf(line, sizeof line, "gpu: peak memory %.2f GiB in tensors per rank",
-                  static_cast<double>(result.peak_device_memory) / (1ll << 30));
-    out << line;
+    out << "gpu: peak memory " << parallel::format_bytes(result.peak_device_memory)
+        << " in tensors per rank";
     if (result.mfu) {
       std::snprintf(line, sizeof line, ", MFU %.1f%%", *result.mfu * 100.0);
       out << line;

@@ -79,14 +79,12 @@ data::TensorDataset to_device(data::TensorDataset batch, Device device) {
   return {batch.inputs.pin_memory().to(device), batch.targets.pin_memory().to(device)};
 }
 
-// "mem 3.1/4.0 GiB": this rank's GPU memory in tensors / held (cache included), for log lines.
+// " mem 3.10 GiB/4.00 GiB": this rank's GPU memory in tensors / held (cache included), for log
+// lines.
 std::string device_memory_text(Device device) {
   if (!device.is_cuda()) return "";
-  char text[48];
-  std::snprintf(text, sizeof text, " mem %.1f/%.1f GiB",
-                static_cast<double>(cuda::memory_allocated(device.index)) / (1ll << 30),
-                static_cast<double>(cuda::memory_reserved(device.index)) / (1ll << 30));
-  return text;
+  return " mem " + parallel::format_bytes(cuda::memory_allocated(device.index)) + "/" +
+         parallel::format_bytes(cuda::memory_reserved(device.index));
 }
 
 struct EvalResult {

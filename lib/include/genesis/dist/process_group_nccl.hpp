@@ -31,7 +31,8 @@ int nccl_device_for_rank(int rank);
 std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size,
                                               Milliseconds timeout, int device);
 
-// Where `group`'s tensors must live: cuda:N for an NCCL group, the host for every other backend.
+// Where `group`'s tensors must live: cuda:N for an NCCL group (a single-rank "nccl" group too),
+// the host for every other backend.
 Device group_device(const ProcessGroup& group);
 
 }  // namespace genesis::dist

@@ -380,6 +380,9 @@ std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int 
 Device group_device(const ProcessGroup& group) {
   if (const auto* nccl = dynamic_cast<const ProcessGroupNccl*>(&group))
     return Device::cuda(nccl->device());
+  // A single-rank nccl group (a one-GPU run: no communicator) reduces the tensors of the GPU its
+  // rank trains on, as a real one would.
+  if (group.backend_name() == kBackend) return Device::cuda(nccl_device_for_rank(group.rank()));
   return Device::cpu();
 }
 
