@@ -104,6 +104,7 @@ Task make_task(const Config& config) {
           d.num_samples, m.block_size, m.vocab_size, d.eval_fraction, config.seed + 1);
     } else {
       load_sft_data(config, task);
+      task.masked_targets = true;
     }
     task.tokens_per_example = m.block_size;
     task.description = "gpt n_layer=" + std::to_string(m.n_layer) +

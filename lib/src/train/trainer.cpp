@@ -1,5 +1,6 @@
 // The training loop. One optimizer step = gradient_accumulation_steps micro-batches whose
-// losses are scaled by 1/accumulation so the accumulated gradient is their mean; then clip,
+// losses are weighted so the accumulated gradient is the mean over every target the step scores
+// (1/accumulation each, unless SFT masks targets: see StepWeights); then clip,
 // set the scheduled learning rate, step, and clear gradients. Throughput counts training time
 // only (evaluation and file writing are excluded) so summary.json is comparable across configs.
 // Under a launcher every rank runs this loop on its shard of each global batch through the
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <spdlog/spdlog.h>
@@ -85,6 +87,39 @@ std::string device_memory_text(Device device) {
   if (!device.is_cuda()) return "";
   return " mem " + parallel::format_bytes(cuda::memory_allocated(device.index)) + "/" +
          parallel::format_bytes(cuda::memory_reserved(device.index));
+}
+
+// What each micro-batch's mean loss is multiplied by before backward. The step's gradient must
+// be that of the mean loss over every target the step scores on all ranks, so that N ranks with
+// batch B (or accumulation) train exactly as one rank with the whole batch: strategies average
+// gradients over ranks, so micro-batch m of a rank weighs count_m * world / (the step's count).
+// Unmasked targets give every micro-batch 1/accumulation; masked ones (SFT) need their counts
+// summed over ranks, as transformers' Trainer does with num_items_in_batch.
+struct StepWeights {
+  std::vector<double> of_micro;
+};
+
+double scored_targets(const Tensor& targets) {
+  const Tensor t = targets.contiguous();
+  const std::int64_t* v = t.data<std::int64_t>();
+  return static_cast<double>(
+      std::count_if(v, v + t.numel(), [](std::int64_t x) { return x != data::kIgnoreIndex; }));
+}
+
+StepWeights step_weights(const Task& task, const std::vector<data::TensorDataset>& micro_batches,
+                         const Job& job) {
+  const auto accum = static_cast<double>(micro_batches.size());
+  StepWeights w{std::vector<double>(micro_batches.size(), 1.0 / accum)};
+  if (!task.masked_targets) return w;
+  std::vector<double> counts;
+  for (const auto& b : micro_batches) counts.push_back(scored_targets(b.targets));
+  std::vector<double> step_count{std::accumulate(counts.begin(), counts.end(), 0.0)};
+  if (job.world_size() > 1) job.sum(step_count);
+  // A step with no scored target at all keeps the plain mean (its loss is undefined either way).
+  if (step_count[0] == 0) return w;
+  for (std::size_t m = 0; m < counts.size(); ++m)
+    w.of_micro[m] = counts[m] * job.world_size() / step_count[0];
+  return w;
 }
 
 struct EvalResult {
@@ -347,15 +382,19 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
 
   for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
     const auto step_start = Clock::now();
+    std::vector<data::TensorDataset> micro_batches;
+    for (std::int64_t micro = 0; micro < accum; ++micro)
+      micro_batches.push_back(data::take_rows(task.train, sampler.next_batch()));
+    const StepWeights weights = step_weights(task, micro_batches, job);
     for (std::int64_t micro = 0; micro < accum; ++micro) {
-      data::TensorDataset b = to_device(data::take_rows(task.train, sampler.next_batch()), device);
+      data::TensorDataset b = to_device(std::move(micro_batches[micro]), device);
       BatchScore s = score_logits(forward(b.inputs, micro + 1 == accum), b.targets);
-      window_loss += s.loss.item<double>() / static_cast<double>(accum);
+      const double weight = weights.of_micro[micro];
+      window_loss += s.loss.item<double>() * weight;
       window_correct += s.correct;
       window_predictions += s.predictions;
       examples += b.size();
-      strategy->backward(
-          scale_loss(precision, accum == 1 ? s.loss : s.loss * (1.0 / static_cast<double>(accum))));
+      strategy->backward(scale_loss(precision, weight == 1.0 ? s.loss : s.loss * weight));
     }
     const GradientCheck check = finish_gradients(precision, *strategy, tc.max_grad_norm);
     const double grad_norm = check.grad_norm;

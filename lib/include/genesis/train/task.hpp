@@ -23,6 +23,9 @@ struct Task {
   // SFT: held-out examples whose prompts the model completes by greedy generation; evaluation
   // reports the fraction it answers exactly. Empty for the other tasks.
   std::vector<data::SftExample> generation_eval;
+  // Targets hold the ignore index (SFT prompts and padding): batches of one size score different
+  // numbers of targets, so the trainer weights each by its count (see trainer.cpp).
+  bool masked_targets = false;
 };
 
 // Builds the model (initialised from config.seed) and generates the data (from config.seed + 1).
