@@ -345,7 +345,7 @@ TEST_CASE("a single-rank nccl group (a one-GPU run) takes GPU tensors, not host 
           "[process_group]") {
   // A one-GPU run reduces gradients that live on the GPU; a host tensor there is a bug in the
   // caller and must say which device was expected rather than silently copy.
-  auto pg = make_single_rank_group("nccl");
+  auto pg = make_single_rank_group("nccl", Device::cuda(0));
   REQUIRE(pg->backend_name() == "nccl");
   Tensor host = input_tensor(0);
   REQUIRE_THROWS_WITH(pg->all_reduce(host), Catch::Contains("must be a CUDA tensor"));

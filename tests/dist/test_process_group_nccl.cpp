@@ -122,7 +122,7 @@ TEST_CASE("backend nccl says why it cannot run on a machine without a GPU", "[nc
   // auto falls back to gloo, and its tensors live on the host.
   init_process_group("auto", 1, 0);
   CHECK(default_group()->backend_name() == "gloo");
-  CHECK(group_device(*default_group()) == Device::cpu());
+  CHECK(default_group()->device() == Device::cpu());
 }
 
 TEST_CASE("bench-allreduce --backend nccl fails with the reason and prints no table", "[nccl]") {
@@ -251,7 +251,7 @@ TEST_CASE("launched NCCL rank: every collective, exact", "[.][nccl-rank]") {
   const int rank = group->rank();
   const int n = group->size();
   REQUIRE(n == 2);
-  const Device gpu = group_device(*group);
+  const Device gpu = group->device();
   REQUIRE(gpu.is_cuda());
   auto on_gpu = [&](std::vector<float> v) {
     const auto len = static_cast<std::int64_t>(v.size());

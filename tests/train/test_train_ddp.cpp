@@ -63,6 +63,7 @@ TEST_CASE("train: SFT on 2 ranks, or with accumulation, follows 1 rank with the 
         "--set", "model.n_layer=1", "--set", "model.n_embd=32", "--set", "model.n_head=2",
         "--set", "data.num_samples=400", "--set", "training.max_steps=6",
         "--set", "training.logging_steps=1", "--set", "training.eval_steps=0",
+        "--set", "training.eval_batches=1",
         "--set", "training.per_device_train_batch_size=" + std::to_string(batch),
         "--set", "training.gradient_accumulation_steps=" + std::to_string(accum)};
   };

@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/process_group_nccl.hpp"
 
 namespace genesis::dist {
 
@@ -218,7 +217,7 @@ BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t
   BenchRow row;
   row.bytes = bytes;
   row.count = bytes / dtype_size(options.dtype);
-  const Device device = group_device(group);
+  const Device device = group.device();
   Buffers b = make_buffers(options, row.count, group.rank(), n, device);
   std::vector<float> scratch(b.expected.size());
   const std::size_t in_bytes = static_cast<std::size_t>(b.input.numel()) * dtype_size(options.dtype);

@@ -32,7 +32,6 @@ std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store>, int, int, 
                                               int) {
   throw_built_without_cuda();
 }
-Device group_device(const ProcessGroup&) { return Device::cpu(); }
 #endif
 
 namespace {
@@ -159,7 +158,7 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) {
   const std::string backend = world->backend_name();
   const std::string bind_host = r.bind_host;
   const Milliseconds timeout = r.timeout;
-  const Device device = group_device(*world);  // a subgroup's ranks keep their device
+  const Device device = world->device();  // a subgroup's ranks keep their device
   lock.unlock();  // the rendezvous blocks until every member arrives
   return make_group(backend, store, group_rank, group_size, bind_host, timeout, device.index);
 }

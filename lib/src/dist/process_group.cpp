@@ -36,13 +36,24 @@ std::shared_ptr<Work> Work::completed(std::string description) {
 
 namespace detail {
 
-void check_tensor(const Tensor& t, std::string_view op, std::string_view which, DeviceType on) {
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "Tensor(undefined)";
+  return "Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + std::string(dtype_name(t.dtype())) +
+         ", device=" + t.device().str() + ")";
+}
+
+void check_tensor(const Tensor& t, std::string_view op, std::string_view which, Device on) {
   std::string where = std::string(op) + " " + std::string(which);
   GENESIS_CHECK(t.defined(), InvalidArgument, where + " is an undefined tensor");
-  GENESIS_CHECK(t.device().type == on, InvalidArgument,
-                where + " must be a " + (on == DeviceType::cpu ? "CPU" : "CUDA") +
-                    " tensor for this process group, got " + t.str());
-  GENESIS_CHECK(t.is_contiguous(), InvalidArgument, where + " must be contiguous, got " + t.str());
+  const std::string hint = t.device().is_cpu() != on.is_cpu()
+                               ? "; move it with .to(" + on.str() + ")"
+                               : std::string();
+  GENESIS_CHECK(t.device() == on, InvalidArgument,
+                where + " must be a " + (on.is_cpu() ? "CPU" : "CUDA") +
+                    " tensor for this process group: it must be on " + on.str() + ", got " +
+                    describe(t) + hint);
+  GENESIS_CHECK(t.is_contiguous(), InvalidArgument,
+                where + " must be contiguous, got a strided view " + describe(t));
   GENESIS_CHECK(t.dtype() != DType::boolean, InvalidArgument,
                 where + " has dtype bool; collectives take f32, f16, bf16, i32 or i64");
 }
@@ -60,7 +71,7 @@ void check_rank(int r, int size, std::string_view op, std::string_view which) {
 }
 
 void check_list(const std::vector<Tensor>& list, std::size_t count, const Tensor& like,
-                std::string_view op, std::string_view which, DeviceType on) {
+                std::string_view op, std::string_view which, Device on) {
   GENESIS_CHECK(list.size() == count, InvalidArgument,
                 std::string(op) + " needs " + std::to_string(count) + " " + std::string(which) +
                     " (one per rank), got " + std::to_string(list.size()));
@@ -69,15 +80,15 @@ void check_list(const std::vector<Tensor>& list, std::size_t count, const Tensor
     check_tensor(list[i], op, name, on);
     GENESIS_CHECK(list[i].dtype() == like.dtype() && list[i].numel() == like.numel(),
                   InvalidArgument,
-                  std::string(op) + " " + name + " is " + list[i].str() + " but must match " +
-                      like.str());
+                  std::string(op) + " " + name + " is " + describe(list[i]) + " but must match " +
+                      describe(like));
   }
 }
 
 void check_numel(const Tensor& t, std::int64_t numel, std::string_view op, std::string_view which) {
   GENESIS_CHECK(t.numel() == numel, InvalidArgument,
                 std::string(op) + " " + std::string(which) + " must hold " +
-                    std::to_string(numel) + " elements, got " + t.str());
+                    std::to_string(numel) + " elements, got " + describe(t));
 }
 
 }  // namespace detail

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/process_group_nccl.hpp"
 #include "genesis/dist/work.hpp"
 
 namespace genesis::dist {
@@ -15,7 +14,7 @@ namespace {
 std::int64_t words_for(std::int64_t bytes) { return (bytes + 7) / 8; }
 
 Tensor on_group_device(const Tensor& host, ProcessGroup& group) {
-  return host.to(group_device(group));
+  return host.to(group.device());
 }
 
 }  // namespace

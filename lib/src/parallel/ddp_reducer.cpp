@@ -9,7 +9,6 @@
 
 #include "genesis/autograd/engine.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/dist/process_group_nccl.hpp"
 
 namespace genesis::parallel {
 namespace {
@@ -160,7 +159,7 @@ void Reducer::finalize() {
   std::vector<float> used;
   if (!local_used_.empty()) {
     Tensor any = Tensor::from_vector(local_used_, {static_cast<std::int64_t>(local_used_.size())},
-                                     dist::group_device(*group_));
+                                     group_->device());
     group_->all_reduce(any, {.op = dist::ReduceOp::MAX})->wait();
     used = any.to_vector();
   }

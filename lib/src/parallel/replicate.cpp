@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/process_group_nccl.hpp"
 
 namespace genesis::parallel::detail {
 namespace {
@@ -26,7 +25,7 @@ std::string shape_text(const std::int64_t* row) {
 // with rank 0's, then all ranks agree on the first mismatch (MIN over ranks) and fail together.
 void check_same_parameters(const nn::NamedTensors& params, dist::ProcessGroup& group) {
   const auto n = static_cast<std::int64_t>(params.size());
-  const Device device = dist::group_device(group);  // an NCCL group reduces device tensors
+  const Device device = group.device();  // an NCCL group reduces device tensors
   Tensor count_max = Tensor::full({1}, static_cast<double>(n), DType::i64, device);
   Tensor count_min = count_max.clone();
   group.all_reduce(count_max, {.op = dist::ReduceOp::MAX})->wait();
@@ -82,7 +81,7 @@ void broadcast_from_rank0(const nn::NamedTensors& tensors, dist::ProcessGroup& g
 
 double sum_over_ranks(double value, dist::ProcessGroup& group) {
   if (group.size() == 1) return value;
-  const Device device = dist::group_device(group);
+  const Device device = group.device();
   Tensor mine = Tensor::empty({1}, DType::i64);
   std::memcpy(mine.raw_data(), &value, sizeof value);
   mine = mine.to(device);

@@ -49,20 +49,22 @@ class SubgroupMaker {
 
   std::shared_ptr<dist::ProcessGroup> make(const std::string& label, const std::vector<int>& ranks) {
     if (!store_) {
-      if (ranks.size() == 1)
-        return ranks[0] == world_.rank() ? dist::make_single_rank_group(world_.backend_name())
-                                         : nullptr;
+      if (ranks.size() == 1) return ranks[0] == world_.rank() ? single_rank() : nullptr;
       return dist::new_group(ranks);
     }
     const auto me = std::find(ranks.begin(), ranks.end(), world_.rank());
     if (me == ranks.end()) return nullptr;
-    if (ranks.size() == 1) return dist::make_single_rank_group(world_.backend_name());
+    if (ranks.size() == 1) return single_rank();
     return std::make_shared<dist::ProcessGroupGloo>(
         std::make_shared<dist::PrefixStore>(prefix_ + label, store_),
         static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()));
   }
 
  private:
+  // A group of this rank alone, of the world's backend and on its device.
+  std::shared_ptr<dist::ProcessGroup> single_rank() const {
+    return dist::make_single_rank_group(world_.backend_name(), world_.device());
+  }
   dist::ProcessGroup& world_;
   std::shared_ptr<dist::Store> store_;
   std::string prefix_;

@@ -43,7 +43,7 @@ Job::Job(const DistributedConfig& config, Device device) : device_(device) {
   }
   const char* world = std::getenv("WORLD_SIZE");
   if (world == nullptr || std::string(world) == "1") {
-    group_ = dist::make_single_rank_group(backend);
+    group_ = dist::make_single_rank_group(backend, device);
     return;
   }
   dist::init_process_group(backend, -1, -1, "env://", job_timeout(config));

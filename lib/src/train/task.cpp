@@ -1,6 +1,7 @@
 // Model and data construction per model.kind; the config validator has already checked values.
 #include "genesis/train/task.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <spdlog/spdlog.h>
@@ -119,11 +120,14 @@ Task make_task(const Config& config) {
   return task;
 }
 
-BatchScore score_batch(nn::Module& model, const Tensor& inputs, const Tensor& targets) {
-  return score_logits(model.forward(inputs), targets);
+double scored_targets(const Tensor& host_targets) {
+  const Tensor t = host_targets.contiguous();
+  const std::int64_t* v = t.data<std::int64_t>();
+  return static_cast<double>(
+      std::count_if(v, v + t.numel(), [](std::int64_t x) { return x != data::kIgnoreIndex; }));
 }
 
-BatchScore score_logits(const Tensor& low_or_f32_logits, const Tensor& targets) {
+BatchScore score_logits(const Tensor& low_or_f32_logits, const Tensor& targets, double scored) {
   // Under autocast the logits come out in bf16/fp16; the loss (and fp16's scaled loss, far past
   // fp16's range) is computed from an f32 copy, as torch.autocast runs cross_entropy in f32.
   const Tensor logits = low_or_f32_logits.dtype() == DType::f32 ? low_or_f32_logits
@@ -132,12 +136,8 @@ BatchScore score_logits(const Tensor& low_or_f32_logits, const Tensor& targets) 
   s.loss = cross_entropy(logits, targets);
   NoGradGuard no_grad;
   Tensor hits = eq(argmax(logits, -1), targets);
-  s.correct = sum(hits).item<double>();
-  // Ignored targets (an SFT prompt, padding) are never hit (argmax >= 0), and are not counted.
-  s.predictions = static_cast<double>(targets.numel()) -
-                  sum(eq(targets, Tensor::full({}, static_cast<double>(data::kIgnoreIndex),
-                                               targets.dtype(), targets.device())))
-                      .item<double>();
+  s.correct = sum(hits).item<double>();  // ignored targets are never hit (argmax >= 0)
+  s.predictions = scored;
   return s;
 }
 

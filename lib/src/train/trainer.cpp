@@ -1,6 +1,6 @@
 // The training loop. One optimizer step = gradient_accumulation_steps micro-batches whose
 // losses are weighted so the accumulated gradient is the mean over every target the step scores
-// (1/accumulation each, unless SFT masks targets: see StepWeights); then clip,
+// (1/accumulation each, unless SFT masks targets: see loss_weights); then clip,
 // set the scheduled learning rate, step, and clear gradients. Throughput counts training time
 // only (evaluation and file writing are excluded) so summary.json is comparable across configs.
 // Under a launcher every rank runs this loop on its shard of each global batch through the
@@ -89,37 +89,23 @@ std::string device_memory_text(Device device) {
          parallel::format_bytes(cuda::memory_reserved(device.index));
 }
 
-// What each micro-batch's mean loss is multiplied by before backward. The step's gradient must
-// be that of the mean loss over every target the step scores on all ranks, so that N ranks with
-// batch B (or accumulation) train exactly as one rank with the whole batch: strategies average
-// gradients over ranks, so micro-batch m of a rank weighs count_m * world / (the step's count).
-// Unmasked targets give every micro-batch 1/accumulation; masked ones (SFT) need their counts
-// summed over ranks, as transformers' Trainer does with num_items_in_batch.
-struct StepWeights {
-  std::vector<double> of_micro;
-};
-
-double scored_targets(const Tensor& targets) {
-  const Tensor t = targets.contiguous();
-  const std::int64_t* v = t.data<std::int64_t>();
-  return static_cast<double>(
-      std::count_if(v, v + t.numel(), [](std::int64_t x) { return x != data::kIgnoreIndex; }));
-}
-
-StepWeights step_weights(const Task& task, const std::vector<data::TensorDataset>& micro_batches,
-                         const Job& job) {
-  const auto accum = static_cast<double>(micro_batches.size());
-  StepWeights w{std::vector<double>(micro_batches.size(), 1.0 / accum)};
-  if (!task.masked_targets) return w;
-  std::vector<double> counts;
-  for (const auto& b : micro_batches) counts.push_back(scored_targets(b.targets));
-  std::vector<double> step_count{std::accumulate(counts.begin(), counts.end(), 0.0)};
-  if (job.world_size() > 1) job.sum(step_count);
+// What each micro-batch's mean loss is multiplied by before backward, given the targets each
+// scores. The step's gradient must be that of the mean loss over every target the step scores on
+// all ranks, so that N ranks with batch B (or accumulation) train exactly as one rank with the
+// whole batch: strategies average gradients over ranks, so micro-batch m of a rank weighs
+// scored_m * world / (the step's count). Unmasked targets give every micro-batch 1/accumulation;
+// masked ones (SFT) need the count summed over ranks, as transformers' num_items_in_batch.
+std::vector<double> loss_weights(const Task& task, const std::vector<double>& scored,
+                                 const Job& job) {
+  std::vector<double> weights(scored.size(), 1.0 / static_cast<double>(scored.size()));
+  if (!task.masked_targets) return weights;
+  std::vector<double> step{std::accumulate(scored.begin(), scored.end(), 0.0)};
+  job.sum(step);  // f32 on the wire: exact up to 2^24 scored targets a step
   // A step with no scored target at all keeps the plain mean (its loss is undefined either way).
-  if (step_count[0] == 0) return w;
-  for (std::size_t m = 0; m < counts.size(); ++m)
-    w.of_micro[m] = counts[m] * job.world_size() / step_count[0];
-  return w;
+  if (step[0] == 0) return weights;
+  for (std::size_t m = 0; m < scored.size(); ++m)
+    weights[m] = scored[m] * job.world_size() / step[0];
+  return weights;
 }
 
 struct EvalResult {
@@ -141,8 +127,10 @@ EvalResult evaluate(Task& task, const Job& job, std::int64_t batch_size, std::in
     if (batches % job.world_size() != job.rank()) continue;
     std::vector<std::int64_t> rows;
     for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) rows.push_back(i);
-    data::TensorDataset batch = to_device(data::take_rows(task.eval, rows), device);
-    BatchScore s = score_batch(*task.model, batch.inputs, batch.targets);
+    data::TensorDataset batch = data::take_rows(task.eval, rows);
+    const double scored = scored_targets(batch.targets);
+    batch = to_device(std::move(batch), device);
+    BatchScore s = score_logits(task.model->forward(batch.inputs), batch.targets, scored);
     loss_sum += s.loss.item<double>() * s.predictions;
     correct += s.correct;
     predictions += s.predictions;
@@ -383,13 +371,16 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
     const auto step_start = Clock::now();
     std::vector<data::TensorDataset> micro_batches;
-    for (std::int64_t micro = 0; micro < accum; ++micro)
+    std::vector<double> scored;
+    for (std::int64_t micro = 0; micro < accum; ++micro) {
       micro_batches.push_back(data::take_rows(task.train, sampler.next_batch()));
-    const StepWeights weights = step_weights(task, micro_batches, job);
+      scored.push_back(scored_targets(micro_batches.back().targets));
+    }
+    const std::vector<double> weights = loss_weights(task, scored, job);
     for (std::int64_t micro = 0; micro < accum; ++micro) {
       data::TensorDataset b = to_device(std::move(micro_batches[micro]), device);
-      BatchScore s = score_logits(forward(b.inputs, micro + 1 == accum), b.targets);
-      const double weight = weights.of_micro[micro];
+      BatchScore s = score_logits(forward(b.inputs, micro + 1 == accum), b.targets, scored[micro]);
+      const double weight = weights[micro];
       window_loss += s.loss.item<double>() * weight;
       window_correct += s.correct;
       window_predictions += s.predictions;

@@ -64,7 +64,7 @@ void validate_bench_options(const BenchOptions& options);
 // Runs the sweep on `group` (every rank calls it with the same options, validated as above);
 // `on_row` gets each row as soon as it is measured. Sizes (and counts) are totals as nccl-tests
 // counts them: all_gather's gathered output, reduce_scatter's input; broadcast's root is rank 0.
-// Buffers live on group_device(group) (the GPU of an NCCL group); checks copy results back.
+// Buffers live on group.device() (the GPU of an NCCL group); checks copy results back.
 std::vector<BenchRow> run_collective_bench(ProcessGroup& group, const BenchOptions& options,
                                            const std::function<void(const BenchRow&)>& on_row);
 

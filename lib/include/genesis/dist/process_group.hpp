@@ -57,6 +57,8 @@ class ProcessGroup {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend_name() const = 0;
+  // Where the group's tensors must live: the host for gloo, the rank's GPU for nccl.
+  virtual Device device() const { return Device::cpu(); }
 
   // tensor becomes op(tensor of every rank).
   virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) = 0;
@@ -87,7 +89,9 @@ class ProcessGroup {
 };
 
 // The group of a world_size 1 job: every collective is a local copy (or nothing) and completes at
-// once; send/recv have no peer and throw InvalidArgument. `backend_name` is what it reports.
-std::shared_ptr<ProcessGroup> make_single_rank_group(std::string backend_name);
+// once; send/recv have no peer and throw InvalidArgument. `backend_name` is what it reports, and
+// it takes tensors on `device`, as that backend's group would (cuda:N for a one-GPU nccl run).
+std::shared_ptr<ProcessGroup> make_single_rank_group(std::string backend_name,
+                                                     Device device = Device::cpu());
 
 }  // namespace genesis::dist

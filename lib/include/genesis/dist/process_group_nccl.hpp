@@ -9,7 +9,6 @@
 
 #include "genesis/dist/process_group.hpp"
 #include "genesis/dist/store.hpp"
-#include "genesis/tensor/device.hpp"
 
 namespace genesis::dist {
 
@@ -30,9 +29,5 @@ int nccl_device_for_rank(int rank);
 // `timeout` is also every op's default. One rank per device per host, unless NCCL_HOSTID differs.
 std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size,
                                               Milliseconds timeout, int device);
-
-// Where `group`'s tensors must live: cuda:N for an NCCL group (a single-rank "nccl" group too),
-// the host for every other backend.
-Device group_device(const ProcessGroup& group);
 
 }  // namespace genesis::dist

@@ -37,7 +37,11 @@ struct BatchScore {
   double predictions = 0; // predictions scored (targets other than the ignore index)
 };
 
-BatchScore score_batch(nn::Module& model, const Tensor& inputs, const Tensor& targets);
-BatchScore score_logits(const Tensor& logits, const Tensor& targets);
+// Targets other than the ignore index (an SFT prompt, padding) in a batch still on the host:
+// the predictions it is scored on, counted before upload so no device reduction waits for it.
+double scored_targets(const Tensor& host_targets);
+// The loss (mean over scored targets) and argmax hits of `logits`; `scored` is
+// scored_targets() of the same batch.
+BatchScore score_logits(const Tensor& logits, const Tensor& targets, double scored);
 
 }  // namespace genesis::train

@@ -341,7 +341,7 @@ ProcessGroupNccl::~ProcessGroupNccl() = default;
 
 int ProcessGroupNccl::rank() const { return impl_->rank; }
 int ProcessGroupNccl::size() const { return impl_->size; }
-int ProcessGroupNccl::device() const { return impl_->device; }
+Device ProcessGroupNccl::device() const { return Device::cuda(impl_->device); }
 
 void require_nccl() { cuda::require_device(0, "backend nccl"); }
 
@@ -377,13 +377,5 @@ std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int 
   return std::make_shared<ProcessGroupNccl>(std::move(store), rank, size, timeout, device);
 }
 
-Device group_device(const ProcessGroup& group) {
-  if (const auto* nccl = dynamic_cast<const ProcessGroupNccl*>(&group))
-    return Device::cuda(nccl->device());
-  // A single-rank nccl group (a one-GPU run: no communicator) reduces the tensors of the GPU its
-  // rank trains on, as a real one would.
-  if (group.backend_name() == kBackend) return Device::cuda(nccl_device_for_rank(group.rank()));
-  return Device::cpu();
-}
 
 }  // namespace genesis::dist

@@ -14,54 +14,10 @@
 namespace genesis::dist {
 namespace {
 
-// Shape, dtype and device without values: printing a device tensor would copy it back.
-std::string describe(const Tensor& t) {
-  return "Tensor(shape=" + shape_str(t.shape()) + ", dtype=" + std::string(dtype_name(t.dtype())) +
-         ", device=" + t.device().str() + ")";
-}
-
-// Defined, on the group's device, contiguous, of a dtype NCCL reduces (not bool).
-void check_tensor(const Tensor& t, int device, std::string_view op, std::string_view which) {
-  const std::string where = std::string(op) + " " + std::string(which);
-  GENESIS_CHECK(t.defined(), InvalidArgument, where + " is an undefined tensor");
-  const Device expected = Device::cuda(device);
-  const std::string hint =
-      t.device().is_cpu() ? "; move it with .to(" + expected.str() + ")" : std::string();
-  GENESIS_CHECK(t.device() == expected, InvalidArgument,
-                where + " must be on " + expected.str() + " (this NCCL group's device), got " +
-                    describe(t) + hint);
-  GENESIS_CHECK(t.is_contiguous(), InvalidArgument,
-                where + " must be contiguous, got a strided view " + describe(t));
-  GENESIS_CHECK(t.dtype() != DType::boolean, InvalidArgument,
-                where + " has dtype bool; collectives take f32, f16, bf16, i32 or i64");
-}
-
-// `list` holds `count` tensors on the device, each with like's dtype and numel.
-void check_list(const std::vector<Tensor>& list, std::size_t count, const Tensor& like,
-                int device, std::string_view op, std::string_view which) {
-  GENESIS_CHECK(list.size() == count, InvalidArgument,
-                std::string(op) + " needs " + std::to_string(count) + " " + std::string(which) +
-                    " (one per rank), got " + std::to_string(list.size()));
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const std::string name = std::string(which) + "[" + std::to_string(i) + "]";
-    check_tensor(list[i], device, op, name);
-    GENESIS_CHECK(list[i].dtype() == like.dtype() && list[i].numel() == like.numel(),
-                  InvalidArgument,
-                  std::string(op) + " " + name + " is " + describe(list[i]) + " but must match " +
-                      describe(like));
-  }
-}
-
 void check_same_dtype(const Tensor& output, const Tensor& input, std::string_view op) {
   GENESIS_CHECK(output.dtype() == input.dtype(), InvalidArgument,
-                std::string(op) + " output " + describe(output) + " and input " + describe(input) +
-                    " differ in dtype");
-}
-
-void check_numel(const Tensor& t, std::int64_t numel, std::string_view op, std::string_view which) {
-  GENESIS_CHECK(t.numel() == numel, InvalidArgument,
-                std::string(op) + " " + std::string(which) + " must hold " +
-                    std::to_string(numel) + " elements, got " + describe(t));
+                std::string(op) + " output " + detail::describe(output) + " and input " +
+                    detail::describe(input) + " differ in dtype");
 }
 
 std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
@@ -88,7 +44,7 @@ void copy_on_stream(void* dst, const void* src, std::size_t nbytes, cudaStream_t
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroupNccl::all_reduce(Tensor& tensor, AllReduceOptions options) {
-  check_tensor(tensor, device(), "all_reduce", "tensor");
+  detail::check_tensor(tensor, "all_reduce", "tensor", device());
   detail::check_reduce_op(options.op, tensor.dtype(), "all_reduce");
   const ncclDataType_t dtype = nccl_dtype(tensor.dtype());
   const ncclRedOp_t op = nccl_op(options.op);
@@ -101,7 +57,7 @@ std::shared_ptr<Work> ProcessGroupNccl::all_reduce(Tensor& tensor, AllReduceOpti
 }
 
 std::shared_ptr<Work> ProcessGroupNccl::broadcast(Tensor& tensor, BroadcastOptions options) {
-  check_tensor(tensor, device(), "broadcast", "tensor");
+  detail::check_tensor(tensor, "broadcast", "tensor", device());
   detail::check_rank(options.root, size(), "broadcast", "root");
   const ncclDataType_t dtype = nccl_dtype(tensor.dtype());
   void* buf = tensor.raw_data();
@@ -115,10 +71,10 @@ std::shared_ptr<Work> ProcessGroupNccl::broadcast(Tensor& tensor, BroadcastOptio
 
 std::shared_ptr<Work> ProcessGroupNccl::all_gather_tensor(Tensor& output, const Tensor& input,
                                                           AllGatherOptions options) {
-  check_tensor(input, device(), "all_gather_tensor", "input");
-  check_tensor(output, device(), "all_gather_tensor", "output");
+  detail::check_tensor(input, "all_gather_tensor", "input", device());
+  detail::check_tensor(output, "all_gather_tensor", "output", device());
   check_same_dtype(output, input, "all_gather_tensor");
-  check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
+  detail::check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
   const ncclDataType_t dtype = nccl_dtype(input.dtype());
   const void* in = input.raw_data();
   void* out = output.raw_data();
@@ -131,8 +87,9 @@ std::shared_ptr<Work> ProcessGroupNccl::all_gather_tensor(Tensor& output, const 
 
 std::shared_ptr<Work> ProcessGroupNccl::all_gather(std::vector<Tensor>& outputs,
                                                    const Tensor& input, AllGatherOptions options) {
-  check_tensor(input, device(), "all_gather", "input");
-  check_list(outputs, static_cast<std::size_t>(size()), input, device(), "all_gather", "outputs");
+  detail::check_tensor(input, "all_gather", "input", device());
+  detail::check_list(outputs, static_cast<std::size_t>(size()), input, "all_gather", "outputs",
+                     device());
   const ncclDataType_t dtype = nccl_dtype(input.dtype());
   const void* in = input.raw_data();
   std::vector<void*> outs;
@@ -157,11 +114,11 @@ std::shared_ptr<Work> ProcessGroupNccl::all_gather(std::vector<Tensor>& outputs,
 
 std::shared_ptr<Work> ProcessGroupNccl::reduce_scatter_tensor(Tensor& output, const Tensor& input,
                                                               ReduceScatterOptions options) {
-  check_tensor(output, device(), "reduce_scatter_tensor", "output");
-  check_tensor(input, device(), "reduce_scatter_tensor", "input");
+  detail::check_tensor(output, "reduce_scatter_tensor", "output", device());
+  detail::check_tensor(input, "reduce_scatter_tensor", "input", device());
   detail::check_reduce_op(options.op, output.dtype(), "reduce_scatter_tensor");
   check_same_dtype(output, input, "reduce_scatter_tensor");
-  check_numel(input, output.numel() * size(), "reduce_scatter_tensor", "input");
+  detail::check_numel(input, output.numel() * size(), "reduce_scatter_tensor", "input");
   const ncclDataType_t dtype = nccl_dtype(output.dtype());
   const ncclRedOp_t op = nccl_op(options.op);
   const void* in = input.raw_data();
@@ -176,10 +133,10 @@ std::shared_ptr<Work> ProcessGroupNccl::reduce_scatter_tensor(Tensor& output, co
 std::shared_ptr<Work> ProcessGroupNccl::reduce_scatter(Tensor& output,
                                                        const std::vector<Tensor>& inputs,
                                                        ReduceScatterOptions options) {
-  check_tensor(output, device(), "reduce_scatter", "output");
+  detail::check_tensor(output, "reduce_scatter", "output", device());
   detail::check_reduce_op(options.op, output.dtype(), "reduce_scatter");
-  check_list(inputs, static_cast<std::size_t>(size()), output, device(), "reduce_scatter",
-             "inputs");
+  detail::check_list(inputs, static_cast<std::size_t>(size()), output, "reduce_scatter", "inputs",
+                     device());
   const ncclDataType_t dtype = nccl_dtype(output.dtype());
   const ncclRedOp_t op = nccl_op(options.op);
   std::vector<const void*> ins;
@@ -205,7 +162,7 @@ std::shared_ptr<Work> ProcessGroupNccl::reduce_scatter(Tensor& output,
 }
 
 std::shared_ptr<Work> ProcessGroupNccl::reduce(Tensor& tensor, ReduceOptions options) {
-  check_tensor(tensor, device(), "reduce", "tensor");
+  detail::check_tensor(tensor, "reduce", "tensor", device());
   detail::check_reduce_op(options.op, tensor.dtype(), "reduce");
   detail::check_rank(options.root, size(), "reduce", "root");
   const ncclDataType_t dtype = nccl_dtype(tensor.dtype());
@@ -221,11 +178,12 @@ std::shared_ptr<Work> ProcessGroupNccl::reduce(Tensor& tensor, ReduceOptions opt
 
 std::shared_ptr<Work> ProcessGroupNccl::gather(std::vector<Tensor>& outputs, const Tensor& input,
                                                GatherOptions options) {
-  check_tensor(input, device(), "gather", "input");
+  detail::check_tensor(input, "gather", "input", device());
   detail::check_rank(options.root, size(), "gather", "root");
   const bool is_root = rank() == options.root;
   if (is_root)
-    check_list(outputs, static_cast<std::size_t>(size()), input, device(), "gather", "outputs");
+    detail::check_list(outputs, static_cast<std::size_t>(size()), input, "gather", "outputs",
+                       device());
   const ncclDataType_t dtype = nccl_dtype(input.dtype());
   const void* in = input.raw_data();
   std::vector<void*> outs;
@@ -256,11 +214,12 @@ std::shared_ptr<Work> ProcessGroupNccl::gather(std::vector<Tensor>& outputs, con
 
 std::shared_ptr<Work> ProcessGroupNccl::scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                 ScatterOptions options) {
-  check_tensor(output, device(), "scatter", "output");
+  detail::check_tensor(output, "scatter", "output", device());
   detail::check_rank(options.root, size(), "scatter", "root");
   const bool is_root = rank() == options.root;
   if (is_root)
-    check_list(inputs, static_cast<std::size_t>(size()), output, device(), "scatter", "inputs");
+    detail::check_list(inputs, static_cast<std::size_t>(size()), output, "scatter", "inputs",
+                       device());
   const ncclDataType_t dtype = nccl_dtype(output.dtype());
   void* out = output.raw_data();
   std::vector<const void*> ins;
@@ -299,7 +258,7 @@ std::shared_ptr<Work> ProcessGroupNccl::barrier(BarrierOptions options) {
 }
 
 std::shared_ptr<Work> ProcessGroupNccl::send(const Tensor& tensor, int dst, int tag) {
-  check_tensor(tensor, device(), "send", "tensor");
+  detail::check_tensor(tensor, "send", "tensor", device());
   detail::check_rank(dst, size(), "send", "destination");
   GENESIS_CHECK(dst != rank(), InvalidArgument,
                 "send from rank " + std::to_string(dst) + " to itself");
@@ -316,7 +275,7 @@ std::shared_ptr<Work> ProcessGroupNccl::send(const Tensor& tensor, int dst, int 
 }
 
 std::shared_ptr<Work> ProcessGroupNccl::recv(Tensor& tensor, int src, int tag) {
-  check_tensor(tensor, device(), "recv", "tensor");
+  detail::check_tensor(tensor, "recv", "tensor", device());
   detail::check_rank(src, size(), "recv", "source");
   GENESIS_CHECK(src != rank(), InvalidArgument,
                 "recv on rank " + std::to_string(src) + " from itself");

@@ -65,7 +65,7 @@ class ProcessGroupNccl final : public ProcessGroup {
   int rank() const override;
   int size() const override;
   std::string backend_name() const override { return "nccl"; }
-  int device() const;
+  Device device() const override;
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, BroadcastOptions options = {}) override;
