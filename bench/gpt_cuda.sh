@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU training throughput of the GPT-2 124M shape in bf16: genesis (the gpt2 preset; tokens/s
 # and MFU from summary.json, training time only) against PyTorch eager and torch.compile on the
-# same shape, batch and optimizer (bench/torch_gpt_cuda.py), side by side in one run.
+# same shape, batch and optimizer (bench/torch_gpt_cuda.py), side by side in one run. Both leave
+# the first 3 steps (warm-up) untimed and synchronise the GPU before reading the clock.
 #
 #   bench/gpt_cuda.sh [BUILD_DIR]      # env: STEPS (30), BATCH (16), BLOCK_SIZE (1024), COMPILE (1)
 set -euo pipefail

@@ -19,6 +19,7 @@
 #include "genesis/tensor/ops.hpp"
 #include "support/scoped_env.hpp"
 #include "support/cli_run.hpp"
+#include "support/gpu_required.hpp"
 
 using namespace genesis;
 using namespace genesis::dist;
@@ -179,10 +180,7 @@ TEST_CASE("a timeout report names the ranks that never reached the op", "[nccl]"
 // ---- on a GPU
 
 TEST_CASE("tensors round-trip between host and device", "[cuda]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device visible: skipping");
-    return;
-  }
+  if (testing::skip_without_gpu("this NCCL test")) return;
   const Device gpu = Device::cuda(0);
   const std::vector<float> values{1.5f, -2, 3, 4, 5, 6};
   const Tensor host = Tensor::from_vector(values, {2, 3});
@@ -224,10 +222,7 @@ TEST_CASE("tensors round-trip between host and device", "[cuda]") {
 }
 
 TEST_CASE("device-side math and strided copies run on the GPU", "[cuda]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device visible: skipping");
-    return;
-  }
+  if (testing::skip_without_gpu("this NCCL test")) return;
   const Tensor dev = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, Device::cuda(0));
   CHECK(add(dev, dev).to_vector() == std::vector<float>{2, 4, 6, 8});
   CHECK(dev.transpose(0, 1).to(Device::cpu()).to_vector() == std::vector<float>{1, 3, 2, 4});
@@ -334,11 +329,8 @@ TEST_CASE("launched NCCL rank: every collective, exact", "[.][nccl-rank]") {
   destroy_process_group();
 }
 
-TEST_CASE("every collective is exact on 2 ranks sharing one GPU", "[cuda]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device visible: skipping");
-    return;
-  }
+TEST_CASE("every collective is exact on 2 ranks sharing one GPU", "[cuda][cuda_ranks]") {
+  if (testing::skip_without_gpu("this NCCL test")) return;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   auto r = launch_two_on_one_gpu("'" + self + "' '[nccl-rank]'");
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
@@ -347,11 +339,8 @@ TEST_CASE("every collective is exact on 2 ranks sharing one GPU", "[cuda]") {
   CHECK(r.out.find("[rank 1] All tests passed") != std::string::npos);
 }
 
-TEST_CASE("bench-allreduce --backend nccl on 2 ranks sharing one GPU", "[cuda]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device visible: skipping");
-    return;
-  }
+TEST_CASE("bench-allreduce --backend nccl on 2 ranks sharing one GPU", "[cuda][cuda_ranks]") {
+  if (testing::skip_without_gpu("this NCCL test")) return;
   const std::string bench =
       std::string("'") + GENESIS_TEST_BIN + "' bench-allreduce --backend nccl";
   require_exact_table(launch_two_on_one_gpu(bench + " -b 1K -e 1M"));

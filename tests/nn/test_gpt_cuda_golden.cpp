@@ -13,6 +13,7 @@
 #include "genesis/nn/gpt.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "support/cli_run.hpp"
+#include "support/gpu_required.hpp"
 
 using namespace genesis;
 
@@ -61,18 +62,14 @@ void check_against(nn::GPT& model, const Tensor& idx, const Tensor& targets,
 }  // namespace
 
 TEST_CASE("a GPT-2 124M-shaped model matches PyTorch on the GPU", "[cuda][nn][golden]") {
-  if (cuda_device_count() == 0) {
-    WARN("no CUDA device: GPT-2 golden test not run");
-    return;
-  }
+  if (testing::skip_without_gpu("the GPT-2 golden test")) return;
   testing::TempDir dir;
   const testing::CliResult made = testing::run_process(
       {"python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/make_gpt2_reference.py",
        "--out", dir.path().string()});
-  if (made.exit_code == 3) {
-    WARN("PyTorch with CUDA is not available here: " << made.err);
+  if (made.exit_code == 3 &&
+      testing::skip_or_fail("the GPT-2 golden test", "PyTorch with CUDA is not available: " + made.err))
     return;
-  }
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
 

@@ -12,16 +12,13 @@
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "genesis/tensor/random.hpp"
+#include "support/gpu_required.hpp"
 
 using namespace genesis;
 
 namespace {
 
-bool skip_without_gpu() {
-  if (cuda_device_count() > 0) return false;
-  WARN("no CUDA device: test not run");
-  return true;
-}
+bool skip_without_gpu() { return testing::skip_without_gpu("this CUDA tensor test"); }
 
 const Device kGpu = Device::cuda(0);
 

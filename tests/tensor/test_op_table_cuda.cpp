@@ -22,6 +22,7 @@
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"
 #include "tensor/op_cases.hpp"
+#include "support/gpu_required.hpp"
 
 using namespace genesis;
 using testing::op_cases::CaseBuilder;
@@ -419,10 +420,7 @@ TEST_CASE("a CUDA build has a CUDA kernel for every op-table row", "[tensor][op_
 }
 
 TEST_CASE("every op-table row matches the CPU kernel on the GPU", "[cuda][op_table]") {
-  if (cuda_device_count() == 0) {
-    WARN("no CUDA device visible: skipping");
-    return;
-  }
+  if (testing::skip_without_gpu("the CPU-vs-CUDA op table")) return;
   const KernelTable* table = cuda_kernels();
   REQUIRE(table != nullptr);
   run_all_cases(table);

@@ -3,15 +3,21 @@
 // trained on CUDA follows the CPU run's loss curve in fp32 to 1e-4, a bf16 run learns and
 // reports MFU and peak GPU memory, and 2 ranks over NCCL sharing the one GPU (distinct
 // NCCL_HOSTID) follow the 1-rank GPU run with the same global batch under DDP, ZeRO-1/2/3 and
-// ZeRO-3 with the optimizer offloaded to the host.
+// ZeRO-3 with the optimizer offloaded to the host, and a GPU run resumed from a checkpoint ends
+// with the same bytes as the run that never stopped.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "genesis/tensor/device.hpp"
 #include "support/cli_run.hpp"
+#include "support/gpu_required.hpp"
 
 using namespace genesis;
 using nlohmann::json;
@@ -81,10 +87,7 @@ TEST_CASE("backend nccl on a CPU run is a config error naming the fix", "[train]
 }
 
 TEST_CASE("the SFT preset on CUDA follows the CPU loss curve in fp32", "[cuda][train]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device: CPU-vs-CUDA training not run");
-    return;
-  }
+  if (testing::skip_without_gpu("CPU-vs-CUDA training")) return;
   testing::TempDir dir;
   REQUIRE(run(sft_args(dir.path(), "cpu", "cpu")).exit_code == 0);
   REQUIRE(run(sft_args(dir.path(), "cuda", "cuda")).exit_code == 0);
@@ -101,10 +104,7 @@ TEST_CASE("the SFT preset on CUDA follows the CPU loss curve in fp32", "[cuda][t
 }
 
 TEST_CASE("a bf16 GPU run learns and reports MFU and peak memory", "[cuda][train]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device: bf16 GPU training not run");
-    return;
-  }
+  if (testing::skip_without_gpu("bf16 GPU training")) return;
   testing::TempDir dir;
   std::vector<std::string> args = sft_args(dir.path(), "bf16", "cuda");
   args.insert(args.end(), {"--set", "training.mixed_precision=bf16"});
@@ -118,11 +118,9 @@ TEST_CASE("a bf16 GPU run learns and reports MFU and peak memory", "[cuda][train
   CHECK(summary["device_name"].get<std::string>().size() > 0);
 }
 
-TEST_CASE("2 ranks over NCCL follow the 1-rank GPU run under every strategy", "[cuda][train]") {
-  if (!gpu_visible()) {
-    WARN("no CUDA device: NCCL training not run");
-    return;
-  }
+TEST_CASE("2 ranks over NCCL follow the 1-rank GPU run under every strategy",
+          "[cuda][cuda_ranks][train]") {
+  if (testing::skip_without_gpu("NCCL training")) return;
   testing::TempDir dir;
   // One rank with batch 2B, two with B each: the same examples per step.
   std::vector<std::string> one = sft_args(dir.path(), "one", "cuda");
@@ -149,5 +147,48 @@ TEST_CASE("2 ranks over NCCL follow the 1-rank GPU run under every strategy", "[
       INFO(name << " step " << step << ": 1 rank " << loss << ", 2 ranks " << curve.at(step));
       CHECK(std::abs(curve.at(step) - loss) <= 1e-4);
     }
+  }
+}
+
+TEST_CASE("a GPU run resumed from step 6 ends bit for bit as the run that never stopped",
+          "[cuda][train]") {
+  if (testing::skip_without_gpu("GPU resume")) return;
+  namespace fs = std::filesystem;
+  testing::TempDir dir;
+  std::vector<std::string> args = sft_args(dir.path(), "whole", "cuda");
+  args.insert(args.end(), {"--set", "training.max_steps=12", "--set", "training.save_steps=6",
+                           "--set", "training.logging_steps=1"});
+  REQUIRE(run(args).exit_code == 0);
+  const fs::path whole = dir.path() / "whole";
+  const fs::path copy = dir.path() / "step-6";
+  fs::copy(whole / "checkpoints" / "step-6", copy, fs::copy_options::recursive);
+
+  std::vector<std::string> resumed = args;
+  resumed[std::find(resumed.begin(), resumed.end(), "--name") - resumed.begin() + 1] = "resumed";
+  resumed.insert(resumed.end(), {"--set", "training.resume_from_checkpoint=" + copy.string()});
+  REQUIRE(run(resumed).exit_code == 0);
+  // Every shard file of step 12 (weights, optimizer state, RNG) holds the same bytes.
+  const auto files = [](const fs::path& checkpoint) {
+    std::map<std::string, std::string> out;
+    for (const auto& entry : fs::directory_iterator(checkpoint))
+      if (entry.path().extension() == ".safetensors") {
+        std::ifstream in(entry.path(), std::ios::binary);
+        out[entry.path().filename().string()] = {std::istreambuf_iterator<char>(in), {}};
+      }
+    return out;
+  };
+  const auto a = files(whole / "checkpoints" / "step-12");
+  const auto b = files(dir.path() / "resumed" / "checkpoints" / "step-12");
+  REQUIRE_FALSE(a.empty());
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, bytes] : a) {
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    CHECK(b.at(name) == bytes);
+  }
+  const auto loss_a = losses(whole), loss_b = losses(dir.path() / "resumed");
+  for (std::int64_t step = 7; step <= 12; ++step) {
+    INFO("step " << step);
+    CHECK(loss_b.at(step) == loss_a.at(step));
   }
 }

@@ -63,7 +63,10 @@ std::shared_ptr<ProcessGroup> require_group(const char* caller) {
 // "auto" is nccl where it can run (a CUDA build, a GPU per local rank: nccl_available), gloo
 // elsewhere; an explicit nccl that cannot run fails here, before any rendezvous, saying why.
 std::string resolve_backend(const std::string& backend) {
-  if (backend == "auto") return nccl_available() ? "nccl" : "gloo";
+  if (backend == "auto") {
+    require_gpu_not_broken("backend \"auto\"");
+    return nccl_available() ? "nccl" : "gloo";
+  }
   if (backend == "nccl") require_nccl();
   return backend;
 }
@@ -96,6 +99,7 @@ void init_process_group(const std::string& backend, int world_size, int rank,
                 "init_process_group called twice; call destroy_process_group first");
   detail::Rendezvous rv = detail::rendezvous(init_method, world_size, rank, timeout);
   const int device = resolved == "nccl" ? nccl_device_for_rank(rv.rank) : -1;
+  if (device >= 0) use_cuda_device(device);  // the rank's GPU from here on, on every thread
   auto store = std::make_shared<PrefixStore>(rv.key_prefix + "/default_pg", rv.store);
   std::shared_ptr<ProcessGroup> group =
       make_group(resolved, store, rv.rank, rv.world_size, rv.bind_host, timeout, device);

@@ -28,6 +28,12 @@ int cuda_device_count() { return 0; }
 CudaDeviceInfo cuda_device_info(int) {
   throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
 }
+void use_cuda_device(int) {
+  throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+}
+void cuda_synchronize(int) {
+  throw NotSupported("built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
+}
 #endif
 
 }  // namespace genesis

@@ -34,6 +34,7 @@ constexpr Peak kPeaks[] = {
 
 Device training_device(const std::string& setting) {
   if (setting == "cpu") return Device::cpu();
+  require_gpu_not_broken("training.device = \"" + setting + "\"");
   const int count = cuda_device_count();
   // auto takes the GPU only where the NCCL group can run too: ranks sharing a GPU need a
   // distinct NCCL_HOSTID each, and without one they train on the CPU over Gloo instead.

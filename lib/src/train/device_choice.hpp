@@ -12,7 +12,8 @@ namespace genesis::train {
 // "cpu"; "cuda": the GPU of LOCAL_RANK, modulo the visible devices (as the NCCL group picks
 // it; genesis launch --gpus gives each rank one visible device); "auto": cuda when a GPU is
 // visible and the NCCL group can use it (dist::nccl_available), else cpu. "cuda" on a machine
-// without a GPU is NotSupported saying why none is.
+// without a GPU is NotSupported saying why none is. A GPU that is present but unusable is a
+// CudaError for "auto" and "cuda" alike: never a quiet move to the CPU.
 Device training_device(const std::string& setting);
 
 // "cpu, 8 threads" or "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB)".

@@ -25,8 +25,26 @@ struct Device {
 };
 
 // Number of CUDA devices this process can use: 0 in a build without CUDA, and 0 (not an error)
-// on a machine without a GPU or driver, so a CUDA build runs anywhere.
+// on a machine without a GPU or driver, so a CUDA build runs anywhere. Also 0 when a GPU is there
+// but unusable: ask cuda_status() before reading 0 as "train on the CPU".
 int cuda_device_count();
+
+// What this process can do with the machine's GPUs. `none`: no GPU, no driver, or a build
+// without CUDA: training runs on the CPU. `broken`: a GPU is there but cannot be used (a driver
+// older than this build's CUDA runtime, no permission on /dev/nvidia*, any runtime error other
+// than "no device"): an error wherever a GPU could be used, never a quiet move to the CPU.
+enum class GpuState : std::uint8_t { none, usable, broken };
+struct GpuStatus {
+  GpuState state = GpuState::none;
+  int count = 0;       // usable devices; 0 unless state is usable
+  std::string reason;  // why none or broken, one line; empty when usable
+};
+// Asked once per process (the runtime fixes its devices when it initialises); creates no context.
+const GpuStatus& cuda_status();
+
+// Throws CudaError when a GPU is present but unusable (cuda_status() is broken), naming `what`
+// needed it, the reason and the fix; returns otherwise.
+void require_gpu_not_broken(std::string_view what);
 
 // What one CUDA device is. NotSupported in a build without CUDA or on a machine without a GPU,
 // InvalidArgument for an index past the visible devices.
@@ -37,5 +55,14 @@ struct CudaDeviceInfo {
   int multiprocessors = 0;
 };
 CudaDeviceInfo cuda_device_info(int index);
+
+// Makes cuda:`index` this rank's GPU: current on the calling thread, and where genesis returns
+// any thread it switched for a library call. Each rank calls it once at start-up, before any
+// other CUDA work, so no rank opens a context on a GPU that is not its own. NotSupported without
+// a GPU, CudaError for an unusable one.
+void use_cuda_device(int index);
+
+// Waits until every stream of cuda:`index` has finished its work (torch.cuda.synchronize).
+void cuda_synchronize(int index);
 
 }  // namespace genesis

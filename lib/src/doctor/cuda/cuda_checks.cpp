@@ -1,7 +1,8 @@
 // The GPU checks of a CUDA build: driver and runtime versions, each device's name, memory and
 // compute capability, NCCL's version, and a one-rank NCCL all_reduce on every GPU (a broken
 // driver/NCCL pairing shows up here, not in the middle of a job). A machine without a GPU or
-// driver is a warn, not an error: the same build then trains on CPU with Gloo.
+// driver is a warn, not an error: the same build then trains on CPU with Gloo. A GPU that is
+// there but unusable (an old driver, no permission) is a failure.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -13,16 +14,13 @@
 #include "doctor/doctor_util.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/doctor/doctor.hpp"
+#include "genesis/tensor/device.hpp"
+#include "tensor/gpu_status.hpp"
 
 namespace genesis::doctor {
 namespace {
 
 constexpr auto kNcclTimeout = std::chrono::seconds(5);
-
-// 12040 -> "12.4" (CUDA's major*1000 + minor*10).
-std::string cuda_version_text(int version) {
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
 
 void check_cuda_call(cudaError_t rc, const char* what) {
   if (rc == cudaSuccess) return;
@@ -32,18 +30,6 @@ void check_cuda_call(cudaError_t rc, const char* what) {
 
 void check_nccl_call(ncclResult_t rc, const char* what) {
   if (rc != ncclSuccess) throw NcclError(std::string(what) + ": " + ncclGetErrorString(rc));
-}
-
-// Device count and the runtime's reason when it is zero ("no CUDA-capable device is detected").
-int device_count(std::string& reason) {
-  int count = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&count);
-  if (rc != cudaSuccess) {
-    reason = cudaGetErrorString(rc);
-    cudaGetLastError();  // clear the sticky error so later calls start clean
-    return 0;
-  }
-  return count;
 }
 
 // The resources of one all_reduce, released in reverse order whatever happened.
@@ -125,21 +111,22 @@ std::vector<CheckResult> check_cuda() {
   cudaDriverGetVersion(&driver);  // 0 when no driver is installed
   cudaRuntimeGetVersion(&runtime);
   cudaGetLastError();
-  std::string reason;
-  const int count = device_count(reason);
+  const GpuStatus& status = cuda_status();
+  const int count = status.count;
   const std::string versions = "driver " + (driver > 0 ? cuda_version_text(driver) : "none") +
                                ", runtime " + cuda_version_text(runtime);
+  if (status.state == GpuState::broken)
+    return {{"cuda", CheckStatus::fail, "a GPU is present but unusable (" + versions + ")",
+             status.reason, true}};
   if (count == 0) {
-    // Without a driver the runtime's reason ("driver version is insufficient") misleads.
     const std::string why = driver == 0 ? "no NVIDIA driver, CUDA runtime " +
                                               cuda_version_text(runtime)
-                                        : versions + (reason.empty() ? "" : "; " + reason);
+                                        : versions + "; " + status.reason;
     return {{"cuda", CheckStatus::warn,
              "no CUDA device: training runs on CPU with Gloo (" + why + ")",
              driver == 0 ? "for GPU training install the NVIDIA driver (nvidia-smi must list the "
                            "GPUs); in docker, run with --gpus all"
-                         : "for GPU training check nvidia-smi and CUDA_VISIBLE_DEVICES; a driver "
-                           "older than the runtime cannot run this build",
+                         : "for GPU training check nvidia-smi and CUDA_VISIBLE_DEVICES",
              false}};
   }
   const std::string devices = std::to_string(count) + (count == 1 ? " device" : " devices");
@@ -163,8 +150,7 @@ std::vector<CheckResult> check_cuda() {
 }
 
 std::vector<CheckResult> check_nccl(const JobPosition& position) {
-  std::string reason;
-  const int gpus = device_count(reason);
+  const int gpus = cuda_device_count();
   int version = 0;
   CheckResult library{"nccl", CheckStatus::ok, "", "", gpus > 0};
   if (ncclGetVersion(&version) != ncclSuccess) {
@@ -175,7 +161,9 @@ std::vector<CheckResult> check_nccl(const JobPosition& position) {
   }
   library.detail = "NCCL " + std::to_string(version / 10000) + "." +
                    std::to_string(version / 100 % 100) + "." + std::to_string(version % 100) +
-                   (gpus > 0 ? "" : " (no GPU to run it on)");
+                   (gpus > 0 ? ""
+                    : cuda_status().state == GpuState::broken ? " (not run: the GPU is unusable)"
+                                                              : " (no GPU to run it on)");
   std::vector<CheckResult> checks{library};
   if (position.under_launcher && gpus > 0)
     checks.push_back(nccl_all_reduce_on(position.local_rank % gpus));

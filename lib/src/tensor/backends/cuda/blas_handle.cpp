@@ -62,11 +62,11 @@ BlasHandle& BlasHandle::operator=(BlasHandle&& other) noexcept {
 void BlasHandle::reset() noexcept {
   if (workspace_ != nullptr) {
     // Free on the workspace's own device without DeviceGuard, whose constructor may throw.
-    int previous = -1;
-    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
+    int actual = -1;
+    const bool switched = cudaGetDevice(&actual) == cudaSuccess && actual != device_ &&
                           cudaSetDevice(device_) == cudaSuccess;
     cudaFree(workspace_);
-    if (switched) cudaSetDevice(previous);
+    if (switched) cudaSetDevice(cuda::device_to_return_to(actual));
     cudaGetLastError();
     workspace_ = nullptr;
   }

@@ -10,11 +10,14 @@ void throw_cuda_error(cudaError_t status, const char* call, const std::source_lo
 }
 
 DeviceGuard::DeviceGuard(int device) {
-  int current = 0;
-  GENESIS_CUDA_CHECK(cudaGetDevice(&current));
-  if (current == device) return;
-  GENESIS_CUDA_CHECK(cudaSetDevice(device));
-  previous_ = current;
+  int actual = 0;
+  GENESIS_CUDA_CHECK(cudaGetDevice(&actual));
+  const int back = device_to_return_to(actual);
+  if (actual != device) {
+    GENESIS_CUDA_CHECK(cudaSetDevice(device));
+    mark_thread_placed();
+  }
+  if (back != device) previous_ = back;
 }
 
 DeviceGuard::~DeviceGuard() {

@@ -24,8 +24,16 @@ namespace genesis::cuda {
 // visible devices. `what` says who asked ("tensor storage on cuda:0", "backend nccl").
 void require_device(int index, std::string_view what);
 
-// Makes `device` current on this thread for the guard's scope and restores the previous one, so
-// library calls never leave a caller's thread on a different GPU.
+// The device a thread that is on `actual` goes back to after a library call: `actual`, except
+// on a thread genesis never placed once the rank chose its GPU (use_cuda_device). Such a thread
+// reports device 0 by default, and going "back" there would open a context (~0.5 GB) on GPU 0,
+// which under srun or torchrun with every GPU visible belongs to another rank.
+int device_to_return_to(int actual);
+// Records that genesis set this thread's current device.
+void mark_thread_placed();
+
+// Makes `device` current on this thread for the guard's scope and restores the previous one
+// (device_to_return_to), so library calls never leave a caller's thread on a different GPU.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);

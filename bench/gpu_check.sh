@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The GPU check, one command on a machine with an NVIDIA GPU: configure for sm_80 and sm_90
+# (never `native` alone), build, run every [cuda] test with GENESIS_REQUIRE_GPU=1 (a skip is a
+# failure), genesis doctor, the NCCL bench on 2 ranks sharing GPU 0, GPT-2 124M against PyTorch,
+# the SFT preset on the GPU against the CPU, and the export read back by transformers. Each stage
+# logs to OUT/<stage>.log; OUT/gpu_report.txt gets one line per stage (PASS/FAIL, seconds, the
+# figure that matters) and is all a reader needs.
+#
+#   bench/gpu_check.sh [STAGE...]    # default: all stages; env OUT (./gpu-check), BUILD (./build-gpu)
+#   bench/gpu_check.sh fetch-deps    # on a Debian machine with network: the build's Debian
+#                                    # packages as .deb files into .deps/, for a GPU machine
+#                                    # that has a compiler and CMake but cannot install packages
+# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf. A stage's failure does not stop the
+# others; the exit status is 1 when any failed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-check}
+build=${BUILD:-$root/build-gpu}
+deps=$root/.deps
+packages=(libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libtomlplusplus-dev
+  libtomlplusplus3 catch2 nlohmann-json3-dev libopenblas-openmp-dev libopenblas0-openmp
+  libopenblas-dev libgfortran5 libgloo-dev libgloo0 libhiredis-dev libhiredis0.14 libibverbs-dev
+  libibverbs1 libnl-3-200 libnl-route-3-200 libnl-3-dev libnl-route-3-dev)
+
+if [ "${1:-}" = fetch-deps ]; then
+  mkdir -p "$deps" && cd "$deps" && apt-get download "${packages[@]}"
+  exit
+fi
+
+mkdir -p "$out"
+report=$out/gpu_report.txt
+failed=0
+genesis=$build/bin/genesis
+
+# The carried .deb files, unpacked into a private prefix (never over the machine's own /usr),
+# when the machine lacks the packages; Debian's CMake files name /usr, so they are pointed there.
+use_carried_deps() {
+  [ -f /usr/share/cmake/Gloo/GlooConfig.cmake ] && return
+  [ -d "$deps" ] || { echo "no Debian packages and no $deps: run bench/gpu_check.sh fetch-deps" \
+    "on a Debian machine first" >&2; return 1; }
+  local prefix=$root/.deps-root arch=x86_64-linux-gnu
+  if [ ! -d "$prefix" ]; then
+    mkdir -p "$prefix"
+    for f in "$deps"/*.deb; do
+      if command -v dpkg-deb > /dev/null; then dpkg-deb -x "$f" "$prefix"
+      else (cd "$prefix" && ar p "$f" data.tar.xz | tar -xJ); fi
+    done
+    grep -rlZ '/usr/' "$prefix/usr" --include='*.cmake' | xargs -0 -r sed -i "s#\([\" ;]\)/usr/#\1$prefix/usr/#g"
+  fi
+  export CMAKE_PREFIX_PATH=$prefix/usr
+  export LD_LIBRARY_PATH=$prefix/usr/lib/$arch:$prefix/usr/lib/$arch/openblas-openmp:$prefix/usr/lib:${LD_LIBRARY_PATH:-}
+}
+
+# stage NAME SUMMARY_COMMAND -- COMMAND...: runs COMMAND into OUT/NAME.log and writes a report
+# line; SUMMARY_COMMAND (may be "") prints the figure that matters from the log.
+stage() {
+  local name=$1 summary=$2; shift 3
+  local start=$SECONDS status=PASS
+  "$@" > "$out/$name.log" 2>&1 || { status=FAIL; failed=1; }
+  local figure=""
+  [ -n "$summary" ] && figure=$(bash -c "$summary" < "$out/$name.log" 2> /dev/null | tr '\n' ' ')
+  printf '%-11s %s %5ds  %s\n' "$name" "$status" $((SECONDS - start)) "$figure" | tee -a "$report"
+}
+
+do_build() {
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGENESIS_CUDA=ON \
+    "-DCMAKE_CUDA_ARCHITECTURES=80-real;90" &&
+    cmake --build "$build" -j"$(nproc)"
+}
+
+# Two ranks on the one GPU: each claims its own host for NCCL, both pinned to device 0.
+nccl_bench() {
+  CUDA_VISIBLE_DEVICES=0 "$genesis" launch --nproc 2 -- sh -c \
+    "NCCL_HOSTID=h\$RANK exec '$genesis' bench-allreduce --backend nccl -b 1K -e 256M"
+}
+
+sft_pair() {
+  "$genesis" launch --gpus 1 train --preset sft -o "$out/runs" --set name=sft-gpu --overwrite &&
+    "$genesis" launch --nproc 2 train --preset sft -o "$out/runs" --set name=sft-cpu \
+      --set training.device=cpu --overwrite &&
+    python3 - "$out/runs" <<'PY'
+import json, sys
+gpu, cpu = (json.load(open(f"{sys.argv[1]}/{n}/summary.json")) for n in ("sft-gpu", "sft-cpu"))
+g, c = 100 * gpu["eval_exact_match"], 100 * cpu["eval_exact_match"]
+print(f"exact match gpu {g:.1f}% cpu {c:.1f}% ({gpu['device_name']}, {gpu['tokens_per_s']:.0f} tok/s)")
+sys.exit(0 if abs(g - c) <= 2 else 1)
+PY
+}
+
+hf_check() {
+  mkdir -p "$out/export" &&
+    "$genesis" ckpt export "$out/runs/sft-gpu" -o "$out/export/model.safetensors" --force &&
+    python3 "$root/bench/hf_greedy_check.py" "$out/runs/sft-gpu" "$out/export"
+}
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(build cuda-tests doctor nccl-bench gpt2 sft hf)
+use_carried_deps || exit 1
+export GENESIS_REQUIRE_GPU=1
+{ date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
+  2>&1 | tee -a "$report"
+for s in "${stages[@]}"; do
+  case $s in
+    build) stage build "tail -1" -- do_build ;;
+    cuda-tests) stage cuda-tests "grep -E 'tests passed|tests failed'" -- \
+      ctest --test-dir "$build" -L cuda --output-on-failure ;;
+    doctor) stage doctor "grep -cE '^\s*FAIL' | sed 's/$/ failed checks/'" -- "$genesis" doctor ;;
+    nccl-bench) stage nccl-bench "grep -E 'Out of bounds|Avg bus' | tr -s ' '" -- nccl_bench ;;
+    gpt2) stage gpt2 "grep -E 'genesis|pytorch'" -- "$root/bench/gpt_cuda.sh" "$build" ;;
+    sft) stage sft "tail -1" -- sft_pair ;;
+    hf) stage hf "tail -1" -- hf_check ;;
+    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf)" >&2; exit 2 ;;
+  esac
+done
+exit $failed
