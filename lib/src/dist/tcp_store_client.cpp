@@ -32,18 +32,12 @@ using wire::FrameReader;
 using wire::FrameWriter;
 using wire::Reply;
 
-// How much longer than a GET/WAIT's own timeout we wait for the server's timeout reply.
-constexpr Milliseconds kReplySlack{10'000};
-
 std::int64_t wire_ms(Milliseconds t) {
   return std::clamp<std::int64_t>(t.count(), 0, wire::kMaxWaitMs);
 }
 
 Clock::time_point deadline_after(Milliseconds t) { return Clock::now() + Milliseconds(wire_ms(t)); }
 
-// Requests are answered at once, or (GET, WAIT) by the server's own timeout reply; past this the
-// server is taken to be hung.
-Clock::time_point reply_deadline(Milliseconds t) { return deadline_after(t) + kReplySlack; }
 
 int ms_until(Clock::time_point deadline) {
   const auto ms = std::chrono::ceil<Milliseconds>(deadline - Clock::now()).count();
@@ -82,6 +76,11 @@ struct TCPStore::Impl {
   std::string read_frame(Clock::time_point deadline);
   // Sends one request and returns the reply body; CommError when the connection is lost.
   std::string request(const std::string& frame, Clock::time_point deadline);
+  // Requests are answered at once, or (GET, WAIT) by the server's own timeout reply; past this
+  // the server is taken to be hung.
+  Clock::time_point reply_deadline(Milliseconds t) const {
+    return deadline_after(t) + options.reply_slack;
+  }
 };
 
 void TCPStore::Impl::connect_with_retry() {
@@ -264,7 +263,7 @@ void TCPStore::set(const std::string& key, const std::string& value) {
   const auto frame =
       FrameWriter(static_cast<std::uint8_t>(Command::set)).str(key).str(value).finish();
   std::lock_guard lock(impl_->mutex);
-  const auto body = impl_->request(frame, reply_deadline(timeout_));
+  const auto body = impl_->request(frame, impl_->reply_deadline(timeout_));
   expect_reply(body, Reply::ok, impl_->where).expect_end();
 }
 
@@ -273,7 +272,7 @@ std::string TCPStore::get(const std::string& key) {
   const auto frame =
       FrameWriter(static_cast<std::uint8_t>(Command::get)).i64(wire_ms(timeout)).str(key).finish();
   std::lock_guard lock(impl_->mutex);
-  const auto body = impl_->request(frame, reply_deadline(timeout));
+  const auto body = impl_->request(frame, impl_->reply_deadline(timeout));
   FrameReader r(body);
   if (static_cast<Reply>(r.u8()) == Reply::timeout)
     throw Timeout(describe_missing_keys(r.strings(), timeout));
@@ -287,7 +286,7 @@ std::int64_t TCPStore::add(const std::string& key, std::int64_t delta) {
   const auto frame =
       FrameWriter(static_cast<std::uint8_t>(Command::add)).str(key).i64(delta).finish();
   std::lock_guard lock(impl_->mutex);
-  const auto body = impl_->request(frame, reply_deadline(timeout_));
+  const auto body = impl_->request(frame, impl_->reply_deadline(timeout_));
   auto r = expect_reply(body, Reply::integer, impl_->where);
   const std::int64_t value = r.i64();
   r.expect_end();
@@ -297,7 +296,7 @@ std::int64_t TCPStore::add(const std::string& key, std::int64_t delta) {
 bool TCPStore::check(const std::vector<std::string>& keys) {
   const auto frame = FrameWriter(static_cast<std::uint8_t>(Command::check)).strings(keys).finish();
   std::lock_guard lock(impl_->mutex);
-  const auto body = impl_->request(frame, reply_deadline(timeout_));
+  const auto body = impl_->request(frame, impl_->reply_deadline(timeout_));
   auto r = expect_reply(body, Reply::boolean, impl_->where);
   const bool present = r.u8() != 0;
   r.expect_end();
@@ -310,7 +309,7 @@ void TCPStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) 
                          .strings(keys)
                          .finish();
   std::lock_guard lock(impl_->mutex);
-  const auto body = impl_->request(frame, reply_deadline(timeout));
+  const auto body = impl_->request(frame, impl_->reply_deadline(timeout));
   FrameReader r(body);
   if (static_cast<Reply>(r.u8()) == Reply::timeout)
     throw Timeout(describe_missing_keys(r.strings(), timeout));

@@ -14,7 +14,9 @@
 namespace genesis::dist::wire {
 
 inline constexpr std::uint32_t kMaxFrameBytes = 64u << 20;
-inline constexpr std::uint32_t kMaxHelloBytes = 64u << 10;
+// A HELLO is 5 bytes plus the token (the launcher's is 32 hex digits); the server buffers no more
+// for a peer that has not authenticated, so each parked half-sent HELLO costs a few KiB at most.
+inline constexpr std::uint32_t kMaxHelloBytes = 4u << 10;
 inline constexpr std::size_t kHeaderBytes = 4;
 // Longest GET/WAIT timeout on the wire (30 days): larger values are clamped, so deadlines computed
 // on steady_clock never overflow.

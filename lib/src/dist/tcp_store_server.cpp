@@ -1,8 +1,8 @@
 // TCPStoreServer: one background thread polls the listening socket, an eventfd that wakes it for
-// shutdown, and every client connection (non-blocking, with its own input and output buffers). GET
-// and WAIT for missing keys are parked per connection and answered when a SET or ADD supplies the
-// keys, or with a timeout reply at the deadline the client sent. A peer that breaks the protocol is
-// dropped with a warning; the other clients never notice. No persistence: the data dies with it.
+// shutdown, and every client connection (non-blocking, own input and output buffers). GET and WAIT
+// for missing keys are parked and answered when a SET or ADD supplies them, or with a timeout reply
+// at the client's deadline. A peer that breaks the protocol is dropped with a warning; peers yet to
+// authenticate are bounded in number, time and buffer (tcp_store_limits.hpp). No persistence.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -26,6 +26,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/dist/tcp_store.hpp"
+#include "tcp_store_limits.hpp"
 #include "tcp_store_protocol.hpp"
 
 namespace genesis::dist {
@@ -38,6 +39,10 @@ using wire::FrameReader;
 using wire::FrameWriter;
 using wire::Reply;
 
+// How long the listener rests after accept fails for want of descriptors or memory: long enough
+// not to spin, short enough that a freed descriptor is used soon.
+constexpr Milliseconds kListenBackoff{250};
+
 // A GET or WAIT whose keys were not all present when it arrived.
 struct Pending {
   bool is_get = false;
@@ -47,6 +52,8 @@ struct Pending {
 
 struct Connection {
   int fd = -1;
+  std::uint64_t serial = 0;     // accept order: the oldest unauthenticated one is evicted first
+  Clock::time_point accepted;   // the auth timeout runs from here
   std::string peer;
   std::string in;   // bytes received and not yet parsed
   std::string out;  // bytes to send
@@ -63,6 +70,13 @@ std::string peer_name(const sockaddr_storage& addr) {
   getnameinfo(reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), host, sizeof(host), port,
               sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
   return std::string(host) + ":" + port;
+}
+
+// Errors that Linux's accept reports for the pending connection itself: retry with the next one.
+bool is_connection_error(int err) {
+  return err == EINTR || err == ECONNABORTED || err == EPROTO || err == ENETDOWN ||
+         err == ENOPROTOOPT || err == EHOSTDOWN || err == ENONET || err == EHOSTUNREACH ||
+         err == EOPNOTSUPP || err == ENETUNREACH || err == EPERM;
 }
 
 // Strict decimal parse of an ADD counter; nullopt for anything else.
@@ -85,13 +99,24 @@ struct TCPStoreServer::Impl {
   // Touched only by the server thread.
   std::map<std::string, std::string> data;
   std::map<int, Connection> connections;
+  std::size_t unauthenticated = 0;  // connections with !authed, dead or not
+  std::uint64_t next_serial = 0;
+  WarningLimiter warnings;
+  // While set, the listener is left out of poll: accept ran out of descriptors, or every slot
+  // below the reserve is held by authenticated clients. A connection closing lifts it early.
+  std::optional<Clock::time_point> listen_resume;
 
   void bind_and_listen();
   void run();
   void accept_clients();
+  int fit_in_budget(int fd, const DescriptorBudget& budget, const std::string& peer);
+  bool evict_oldest_unauthenticated(const std::string& why);
+  void expire_unauthenticated();
+  std::map<int, Connection>::iterator close_connection(std::map<int, Connection>::iterator it);
   void read_from(Connection& c);
   void flush(Connection& c);
   void drop(Connection& c, const std::string& why, bool warn);
+  void refuse_oversized(Connection& c, std::uint32_t len);
   bool can_process(const Connection& c) const;
   void process(Connection& c);
   void handle(Connection& c, std::string_view body);
@@ -150,8 +175,10 @@ void TCPStoreServer::Impl::run() {
   for (;;) {
     fds.clear();
     order.clear();
+    if (listen_resume && Clock::now() >= *listen_resume) listen_resume.reset();
     fds.push_back({wake_fd, POLLIN, 0});
-    fds.push_back({listen_fd, POLLIN, 0});
+    // poll ignores a negative descriptor: a resting listener keeps its slot but is not watched.
+    fds.push_back({listen_resume ? -1 : listen_fd, POLLIN, 0});
     for (auto& [fd, c] : connections) {
       short events = c.closing ? 0 : POLLIN;
       if (c.out_sent < c.out.size()) events |= POLLOUT;
@@ -164,7 +191,6 @@ void TCPStoreServer::Impl::run() {
       break;
     }
     if (fds[0].revents != 0) break;
-    if (fds[1].revents & POLLIN) accept_clients();
     for (std::size_t i = 0; i < order.size(); ++i) {
       auto it = connections.find(order[i]);
       if (it == connections.end()) continue;
@@ -176,6 +202,9 @@ void TCPStoreServer::Impl::run() {
         c.dead = true;
       if (!c.dead && (ev & POLLOUT)) flush(c);
     }
+    // After the reads, so a connection whose HELLO has arrived is authenticated before any
+    // eviction that new connections cause.
+    if (fds[1].revents & POLLIN) accept_clients();
     // A SET from one client can release another's parked request, whose buffered frames then run.
     for (bool progress = true; progress;) {
       progress = false;
@@ -186,69 +215,165 @@ void TCPStoreServer::Impl::run() {
         }
     }
     expire_waiters();
+    expire_unauthenticated();
+    warnings.flush(Clock::now());
     for (auto it = connections.begin(); it != connections.end();) {
       Connection& c = it->second;
       if (c.closing && c.out_sent == c.out.size()) c.dead = true;
-      if (c.dead) {
-        close(c.fd);
-        it = connections.erase(it);
-      } else {
-        ++it;
-      }
+      it = c.dead ? close_connection(it) : std::next(it);
     }
   }
   for (auto& [fd, c] : connections) close(fd);
   connections.clear();
+  warnings.flush_all();
 }
 
 int TCPStoreServer::Impl::poll_timeout_ms() const {
-  std::optional<Clock::time_point> next;
-  for (const auto& [fd, c] : connections)
-    if (c.pending && (!next || c.pending->deadline < *next)) next = c.pending->deadline;
+  std::optional<Clock::time_point> next = warnings.next_flush();
+  const auto consider = [&next](Clock::time_point t) {
+    if (!next || t < *next) next = t;
+  };
+  if (listen_resume) consider(*listen_resume);
+  for (const auto& [fd, c] : connections) {
+    if (c.pending) consider(c.pending->deadline);
+    if (!c.authed && !c.dead) consider(c.accepted + options.auth_timeout);
+  }
   if (!next) return -1;
   const auto ms = std::chrono::ceil<Milliseconds>(*next - Clock::now()).count();
   return static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60'000));
 }
 
+// Past max_unauthenticated the oldest unauthenticated connection goes, not the newcomer: refusing
+// newcomers would let a flood parked at the cap lock every client out until the auth timeout,
+// while a genuine client sends its token at once and is rarely the oldest. At most
+// max_unauthenticated per call, so the cap only evicts connections polled at least once.
 void TCPStoreServer::Impl::accept_clients() {
-  for (;;) {
+  const DescriptorBudget budget = descriptor_budget(options.fd_reserve);
+  for (int tries = 0; tries < options.max_unauthenticated; ++tries) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
-    const int fd =
+    int fd =
         accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-        spdlog::warn("store server {}: accept failed: {}", where, std::strerror(errno));
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (is_connection_error(err)) continue;
+      // EMFILE, ENFILE, ENOBUFS, ENOMEM: accepting again at once would fail the same way (and
+      // spin), so the listener rests while pending clients wait in the backlog.
+      listen_resume = Clock::now() + kListenBackoff;
+      return warnings.warn(StoreWarning::descriptors,
+                           std::string("cannot accept connections: ") + std::strerror(err) +
+                               " (RLIMIT_NOFILE " + std::to_string(budget.limit) +
+                               "); trying again in " + std::to_string(kListenBackoff.count()) +
+                               " ms");
     }
+    const std::string peer = peer_name(addr);
+    if (fd >= budget.ceiling() && (fd = fit_in_budget(fd, budget, peer)) < 0) return;
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     Connection c;
     c.fd = fd;
-    c.peer = peer_name(addr);
+    c.serial = next_serial++;
+    c.accepted = Clock::now();
+    c.peer = peer;
     connections.emplace(fd, std::move(c));
+    if (++unauthenticated > static_cast<std::size_t>(options.max_unauthenticated))
+      evict_oldest_unauthenticated("more than " + std::to_string(options.max_unauthenticated) +
+                                   " connections are waiting to present the job token and "
+                                   "this is the oldest");
   }
+}
+
+// `fd` is numbered in the reserve. Closing the oldest unauthenticated connection frees a slot
+// below the ceiling (the lowest free number is handed out next), and the newcomer moves there, so
+// under a flood the newest connections get their turn. With none to close, the newcomer is
+// refused and the listener rests until a connection closes.
+int TCPStoreServer::Impl::fit_in_budget(int fd, const DescriptorBudget& budget,
+                                        const std::string& peer) {
+  if (evict_oldest_unauthenticated("the store's descriptors are all in use (RLIMIT_NOFILE " +
+                                   std::to_string(budget.limit) + " less a reserve of " +
+                                   std::to_string(budget.reserve) + ") and this is the oldest "
+                                   "unauthenticated connection")) {
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (moved >= 0 && moved < budget.ceiling()) {
+      close(fd);
+      return moved;
+    }
+    if (moved >= 0) close(moved);
+  }
+  close(fd);
+  listen_resume = Clock::now() + kListenBackoff;
+  warnings.warn(StoreWarning::descriptors,
+                "refused client " + peer + ": the store keeps " + std::to_string(budget.reserve) +
+                    " of the process's " + std::to_string(budget.limit) +
+                    " descriptors (RLIMIT_NOFILE) free and every other one is in use");
+  return -1;
+}
+
+bool TCPStoreServer::Impl::evict_oldest_unauthenticated(const std::string& why) {
+  for (;;) {
+    auto oldest = connections.end();
+    for (auto it = connections.begin(); it != connections.end(); ++it)
+      if (!it->second.authed &&
+          (oldest == connections.end() || it->second.serial < oldest->second.serial))
+        oldest = it;
+    if (oldest == connections.end()) return false;
+    Connection& c = oldest->second;
+    // Already dropped or rejected ones go silently. The others get a last read: a client whose
+    // HELLO is waiting in the socket is served, not evicted.
+    if (!c.dead && !c.closing) {
+      read_from(c);
+      if (can_process(c)) process(c);
+      if (c.authed) continue;
+      if (!c.dead && !c.closing)
+        warnings.warn(StoreWarning::unauthenticated, "closed client " + c.peer + ": " + why);
+    }
+    close_connection(oldest);
+    return true;
+  }
+}
+
+void TCPStoreServer::Impl::expire_unauthenticated() {
+  if (unauthenticated == 0) return;
+  const auto now = Clock::now();
+  for (auto& [fd, c] : connections) {
+    if (c.authed || c.dead || now < c.accepted + options.auth_timeout) continue;
+    if (!c.closing)
+      warnings.warn(StoreWarning::unauthenticated,
+                    "closed client " + c.peer + ": it did not present the job token within " +
+                        std::to_string(options.auth_timeout.count()) + " ms");
+    c.dead = true;
+  }
+}
+
+std::map<int, Connection>::iterator TCPStoreServer::Impl::close_connection(
+    std::map<int, Connection>::iterator it) {
+  close(it->first);
+  if (!it->second.authed) --unauthenticated;
+  listen_resume.reset();  // a descriptor came free
+  return connections.erase(it);
 }
 
 void TCPStoreServer::Impl::read_from(Connection& c) {
   char chunk[64 * 1024];
   for (;;) {
-    const ssize_t n = recv(c.fd, chunk, sizeof(chunk), 0);
+    // Before the token, at most one HELLO is buffered; anything after it waits in the socket.
+    std::size_t room = sizeof(chunk);
+    if (!c.authed) {
+      constexpr std::size_t kHelloCap = wire::kHeaderBytes + wire::kMaxHelloBytes;
+      if (c.in.size() >= kHelloCap) return;
+      room = std::min(room, kHelloCap - c.in.size());
+    }
+    const ssize_t n = recv(c.fd, chunk, room, 0);
     if (n > 0) {
       c.in.append(chunk, static_cast<std::size_t>(n));
       // Clients wait for each reply, so more than one full frame of backlog means a misbehaving
       // peer.
       if (c.in.size() > 2 * (std::size_t{wire::kMaxFrameBytes} + wire::kHeaderBytes))
         return drop(c, "sent more than two maximum-size messages without reading replies", true);
-      if (auto len = wire::peek_length(c.in)) {
-        const std::uint32_t limit = c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloBytes;
-        if (*len > limit)
-          return drop(c,
-                      "announced a " + std::to_string(*len) + "-byte message (limit " +
-                          std::to_string(limit) + ")",
-                      true);
-      }
+      if (auto len = wire::peek_length(c.in);
+          len && *len > (c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloBytes))
+        return refuse_oversized(c, *len);
       continue;
     }
     if (n == 0) {
@@ -280,11 +405,24 @@ void TCPStoreServer::Impl::flush(Connection& c) {
 
 void TCPStoreServer::Impl::drop(Connection& c, const std::string& why, bool warn) {
   if (warn)
-    spdlog::warn("store server {}: dropped client {}: {}", where, c.peer, why);
+    warnings.warn(StoreWarning::dropped, "dropped client " + c.peer + ": " + why);
   else
     spdlog::debug("store server {}: client {} {}", where, c.peer, why);
   c.dead = true;
   c.pending.reset();
+}
+
+// Checked before waiting for the body, so an oversized announcement is refused at once. Before
+// the token it earns a REJECT: a genuine client whose token is over the HELLO limit then fails at
+// once, naming the token, instead of retrying until its timeout.
+void TCPStoreServer::Impl::refuse_oversized(Connection& c, std::uint32_t len) {
+  const std::uint32_t limit = c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloBytes;
+  const std::string why = "announced a " + std::to_string(len) + "-byte message (limit " +
+                          std::to_string(limit) + ")";
+  if (c.authed) return drop(c, why, true);
+  warnings.warn(StoreWarning::dropped, "rejected client " + c.peer + ": " + why);
+  reply(c, FrameWriter(static_cast<std::uint8_t>(Reply::reject)).finish());
+  c.closing = true;
 }
 
 bool TCPStoreServer::Impl::can_process(const Connection& c) const {
@@ -300,13 +438,8 @@ void TCPStoreServer::Impl::process(Connection& c) {
     std::string_view rest(c.in.data() + used, c.in.size() - used);
     auto len = wire::peek_length(rest);
     if (!len) break;
-    // Checked before waiting for the body, so an oversized announcement is dropped at once.
-    const std::uint32_t limit = c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloBytes;
-    if (*len > limit) {
-      drop(c,
-           "announced a " + std::to_string(*len) + "-byte message (limit " + std::to_string(limit) +
-               ")",
-           true);
+    if (*len > (c.authed ? wire::kMaxFrameBytes : wire::kMaxHelloBytes)) {
+      refuse_oversized(c, *len);
       break;
     }
     if (rest.size() < wire::kHeaderBytes + *len) break;
@@ -329,12 +462,13 @@ void TCPStoreServer::Impl::handle(Connection& c, std::string_view body) {
     const std::string token = r.str();
     r.expect_end();
     if (!options.token.empty() && token != options.token) {
-      spdlog::warn("store server {}: rejected client {}: wrong job token", where, c.peer);
+      warnings.warn(StoreWarning::rejected, "rejected client " + c.peer + ": wrong job token");
       reply(c, FrameWriter(static_cast<std::uint8_t>(Reply::reject)).finish());
       c.closing = true;
       return;
     }
     c.authed = true;
+    --unauthenticated;
     return reply(c, FrameWriter(static_cast<std::uint8_t>(Reply::ok)).finish());
   }
   switch (command) {
@@ -440,9 +574,11 @@ void TCPStoreServer::Impl::expire_waiters() {
 TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options) : impl_(std::make_unique<Impl>()) {
   GENESIS_CHECK(options.port >= 0 && options.port <= 65535, InvalidArgument,
                 "store port " + std::to_string(options.port) + " is outside 0..65535");
+  check_limits(options);
   impl_->options = std::move(options);
   impl_->where = wire::endpoint(impl_->options.host, impl_->options.port);
   impl_->bind_and_listen();
+  impl_->warnings = WarningLimiter("store server " + impl_->where);
   impl_->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl_->wake_fd < 0) {
     const int err = errno;

@@ -1,9 +1,11 @@
 // TCPStore: the Store of multi-process jobs. One TCPStoreServer (in `genesis launch` on node 0,
 // or in rank 0 when there is no launcher) serves any number of TCPStore clients. Every client
 // proves it belongs to the job with the per-job token (GENESIS_STORE_TOKEN) before anything
-// else; messages have a bounded size; a peer that sends garbage is dropped, never the server.
+// else; messages have a bounded size; a peer that sends garbage is dropped, never the server;
+// unauthenticated peers are bounded in number and time and descriptors are kept in reserve.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +19,11 @@ struct TCPStoreServerOptions {
   std::string host = "127.0.0.1";  // address to bind (MASTER_ADDR); "0.0.0.0" for all
   int port = 0;                    // 0: let the OS pick a free port (read it back with port())
   std::string token;               // clients must present this; empty: no check
+  // Connections yet to present the token; past this the oldest of them is closed (never an
+  // authenticated client), since a genuine client sends its token at once and a flood is oldest.
+  int max_unauthenticated = 64;
+  Milliseconds auth_timeout = std::chrono::seconds(10);  // connect-to-token limit, then closed
+  int fd_reserve = 64;  // descriptors left free below RLIMIT_NOFILE for the host; <= half of it
 };
 
 class TCPStoreServer {
@@ -41,6 +48,8 @@ struct TCPStoreOptions {
   int port = 0;
   std::string token;                          // sent on connect
   Milliseconds timeout = kDefaultStoreTimeout;  // connect retries and get/wait
+  // How long past a request's own timeout its reply may take before the server counts as hung.
+  Milliseconds reply_slack = std::chrono::seconds(10);
 };
 
 // One connection per object, one request at a time (thread-safe): a get() blocked in one thread
