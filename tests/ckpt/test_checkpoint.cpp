@@ -1,9 +1,10 @@
 // The checkpoint writer and reader below the trainer: a 2-rank save (ranks as threads) with
-// tensors split across ranks reads back exactly through any element range; `latest`, pruning and
-// re-saving a step; a failure on one rank fails the save on every rank and leaves `latest` alone;
-// damaged manifests and shards are errors naming the file.
+// tensors split across ranks reads back exactly through any element range; `latest`, pruning,
+// the leftovers of cut-short saves and deletes, and re-saving a step; a failure on one rank fails
+// the save on every rank and leaves `latest` alone; damaged manifests and shards name the file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -81,6 +82,29 @@ TEST_CASE("latest names the newest save; save_total_limit prunes the oldest; a s
   CHECK(ckpt::resolve_checkpoint(dir.path() / "latest") == dir.path() / "step-4");
   for (const auto& e : fs::directory_iterator(dir.path()))
     CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+}
+
+TEST_CASE("the next save removes the leftovers of interrupted saves and deletes", "[ckpt]") {
+  testing::TempDir dir;
+  const fs::path& root = dir.path();
+  for (std::int64_t step = 1; step <= 2; ++step) save_2_ranks(root, step, 2);
+  // What kills leave: a delete by rename cut short (.del-step-0, its manifest already gone), a
+  // delete in place by an older genesis (step-7: shards, no manifest), a save before its commit.
+  for (const char* name : {".del-step-0", "step-7", ".tmp-step-9"}) {
+    fs::create_directory(root / name);
+    fs::copy_file(root / "step-1" / "rank-00000.safetensors", root / name / "rank-00000.safetensors");
+  }
+  fs::copy_file(root / "step-1" / "manifest.json", root / ".tmp-step-9" / "manifest.json");
+  CHECK(ckpt::list_leftovers(root) ==
+        std::vector<fs::path>{root / ".del-step-0", root / ".tmp-step-9", root / "step-7"});
+  CHECK(ckpt::list_checkpoints(root) == std::vector<fs::path>{root / "step-1", root / "step-2"});
+
+  save_2_ranks(root, 3, 2);  // commits step-3, then prunes step-1 and every leftover
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(root)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  CHECK(left == std::vector<std::string>{"latest", "step-2", "step-3"});
+  CHECK(ckpt::list_leftovers(root).empty());
 }
 
 TEST_CASE("a failure on one rank fails the save on every rank and keeps latest", "[ckpt]") {

@@ -102,7 +102,7 @@ TEST_CASE("genesis ckpt ls lists committed checkpoints, the latest, and ignored 
     if (latest) expected.push_back("latest");
     CHECK(words_of(line) == expected);
   }
-  CHECK(lines[4] == "ignored: .tmp-step-60 (an interrupted save; never loaded)");
+  CHECK(lines[4] == "ignored: .tmp-step-60 (an interrupted save; never loaded, removed at the next save)");
 
   // The checkpoints/ directory itself means the same run.
   CHECK(run_genesis({"ckpt", "ls", (run.dir / "checkpoints").string()}).out == r.out);
@@ -123,6 +123,51 @@ TEST_CASE("genesis ckpt ls lists committed checkpoints, the latest, and ignored 
 
   check_one_line_error(run_genesis({"ckpt", "ls", run.step40.string()}), 2, "genesis ckpt info");
   check_one_line_error(run_genesis({"ckpt", "ls", (run.dir / "nope").string()}), 1, "does not exist");
+}
+
+TEST_CASE("genesis ckpt ls shows what an interrupted delete left as incomplete until the next save",
+          "[ckpt-cli]") {
+  Run run;
+  const fs::path root = run.dir / "checkpoints";
+  const auto clean = lines_of(run_genesis({"ckpt", "ls", run.dir.string()}).out);
+  REQUIRE(clean.size() == 5);
+  // A kill while pruning: step-10 deleted in place lost its manifest first (what an older genesis
+  // left), .del-step-15 was renamed for deletion and half removed.
+  for (const char* name : {"step-10", ".del-step-15"}) {
+    fs::create_directory(root / name);
+    fs::copy_file(run.step20 / "rank-00001.safetensors", root / name / "rank-00001.safetensors");
+  }
+  const auto r = run_genesis({"ckpt", "ls", run.dir.string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  const auto lines = lines_of(r.out);
+  REQUIRE(lines.size() == 7);
+  CHECK(words_of(lines[2]) == words_of("10  incomplete: no manifest (an interrupted save or delete); it "
+                                       "is removed at the next save"));
+  CHECK(lines[3] == clean[2]);  // the rows of steps 20 and 40, as wide as without the note
+  CHECK(lines[4] == clean[3]);
+  CHECK(lines[5] == "ignored: .del-step-15 (an interrupted delete; never loaded, removed at the next save)");
+  CHECK(lines[6] == "ignored: .tmp-step-60 (an interrupted save; never loaded, removed at the next save)");
+
+  const json listing = json::parse(run_genesis({"ckpt", "ls", run.dir.string(), "--json"}).out);
+  REQUIRE(listing["checkpoints"].size() == 3);
+  CHECK(listing["checkpoints"][0]["step"] == 10);
+  CHECK(listing["checkpoints"][0]["incomplete"] == true);
+  CHECK(listing["checkpoints"][1]["incomplete"] == false);
+  CHECK(listing["ignored"] == json::array({".del-step-15", ".tmp-step-60"}));
+  // Neither is a checkpoint to the other tools.
+  check_one_line_error(run_genesis({"ckpt", "info", (root / "step-10").string()}), 1, "no manifest.json");
+
+  // The next save (by the rank that prunes) removes both, and the listing is clean again.
+  testing::save_fixture(run.dir, run.state40, 60, 1.0);
+  CHECK_FALSE(fs::exists(root / "step-10"));
+  CHECK_FALSE(fs::exists(root / ".del-step-15"));
+  const auto after = run_genesis({"ckpt", "ls", run.dir.string()});
+  REQUIRE(after.exit_code == 0);
+  CHECK(after.out.find("incomplete") == std::string::npos);
+  CHECK(after.out.find("ignored") == std::string::npos);
+  CHECK(lines_of(after.out).size() == 5);  // header, steps 20, 40 and 60
 }
 
 TEST_CASE("genesis ckpt info shows the facts, the files and every tensor's sharding", "[ckpt-cli]") {

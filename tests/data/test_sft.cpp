@@ -1,5 +1,6 @@
-// The byte tokenizer and SFT data: round trips, JSONL errors with line numbers, the task
-// generator's determinism and held-out prompts, and the response-only loss mask.
+// The byte tokenizer and SFT data: round trips, JSONL errors with line numbers (also for a
+// prompt found too long when encoding, through `genesis train`), the task generator's
+// determinism and held-out prompts, and the response-only loss mask.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -121,6 +122,57 @@ TEST_CASE("SFT rows put the loss on the response only", "[sft]") {
                     Catch::Contains("SFT example 1: the prompt is 18 tokens") &&
                         Catch::Contains("block_size = 8"));
   CHECK_THROWS_WITH(data::encode_sft({}, tok, 8), Catch::Contains("empty"));
+}
+
+TEST_CASE("SFT errors about a prompt name its file and line, or its built-in task", "[sft]") {
+  testing::TempDir dir;
+  ByteTokenizer tok;
+  // A blank line before the long prompt: its line (4) is not its position among examples (3).
+  const auto path = write_file(dir,
+      "{\"prompt\": \"a:\", \"response\": \"b\"}\n"
+      "{\"prompt\": \"c:\", \"response\": \"d\"}\n"
+      "\n"
+      "{\"prompt\": \"a prompt far too long for eight tokens\", \"response\": \"x\"}\n");
+  const auto examples = data::read_sft_jsonl(path);
+  REQUIRE(examples.size() == 3);
+  CHECK(examples[0].origin == path.string() + ":1");
+  CHECK_THROWS_AS(data::encode_sft(examples, tok, 8), ConfigError);
+  CHECK_THROWS_WITH(data::encode_sft(examples, tok, 8),
+                    Catch::StartsWith(path.string() + ":4: the prompt is 38 tokens") &&
+                        Catch::Contains("model.block_size = 8") &&
+                        !Catch::Contains("SFT example"));
+
+  const auto empty = write_file(dir,
+      "{\"prompt\": \"a:\", \"response\": \"b\"}\n"
+      "{\"prompt\": \"\", \"response\": \"b\"}\n");
+  CHECK_THROWS_WITH(data::read_sft_jsonl(empty), Catch::Contains("data.jsonl:2: the prompt is empty"));
+
+  // Generated data has no file: the error names the task and the prompt it made, on one line.
+  const auto generated = data::generate_sft_tasks({"reverse"}, 2, 7);
+  CHECK_THROWS_WITH(data::encode_sft(generated, tok, 8),
+                    Catch::StartsWith("the built-in SFT task \"reverse\" (prompt \"reverse: " +
+                                      generated[0].prompt.substr(9, generated[0].prompt.size() - 10) +
+                                      "\\n\"): the prompt is") &&
+                        !Catch::Contains("\n"));
+}
+
+TEST_CASE("genesis train names the file and line of an SFT prompt too long for block_size", "[sft]") {
+  testing::TempDir dir;
+  const auto path = write_file(dir,
+      "{\"prompt\": \"a:\", \"response\": \"b\"}\n"
+      "\n"
+      "{\"prompt\": \"a prompt far too long for sixteen tokens\", \"response\": \"x\"}\n"
+      "{\"prompt\": \"c:\", \"response\": \"d\"}\n");
+  const testing::CliResult r = testing::run_genesis(
+      {"train", "--preset", "sft", "-o", (dir.path() / "out").string(), "--name", "run", "--set",
+       "data.source=jsonl:" + path.string(), "--set", "model.block_size=16", "--set",
+       "training.max_steps=1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  const auto lines = testing::lines_of(r.err);
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::StartsWith("genesis: error: " + path.string() + ":3: the prompt is 40 tokens") &&
+                           Catch::Contains("model.block_size = 16"));
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // `genesis train` resumes bit for bit: a run stopped after step k and resumed finishes with the
 // same step-N rank files, logged metrics and summary as the run that never stopped, for DDP and
 // every ZeRO stage on 2 ranks and for one process resuming "auto" in place. Damaged and wrong
-// checkpoints are refused with one line and leave every file as it was. Crash and restart tests
-// are in test_resume_crash.cpp.
+// checkpoints are refused with one line and leave every file as it was, "auto" included when
+// every checkpoint is damaged; leftovers of an interrupted delete are never resumed from. Crash
+// and restart tests are in test_resume_crash.cpp.
 #include <catch2/catch.hpp>
 
 #include "genesis/ckpt/checkpoint.hpp"
@@ -212,6 +213,115 @@ TEST_CASE("resume: a damaged latest checkpoint", "[resume]") {
     require_same_finish(run_a, run_b, 3, 8);
     CHECK(fs::exists(checkpoint_of(run_b, 6) / "manifest.json"));  // saved again, undamaged
   }
+}
+
+TEST_CASE("resume: \"auto\" refuses to start over when every checkpoint is damaged", "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_mlp({"training.per_device_train_batch_size=16", "training.max_steps=8",
+                "training.logging_steps=2", "training.save_steps=3"});
+  const fs::path out = dir.path() / "out", run = out / "run";
+  genesis_ok(train_args(out, "run", "mlp", sets));
+  std::vector<fs::path> damaged;
+  for (std::int64_t step : {3, 6, 8}) {
+    damaged.push_back(checkpoint_of(run, step) / "rank-00000.safetensors");
+    flip_byte(damaged.back());
+  }
+  // What the run has to show for itself: its checkpoints and its logged metrics.
+  auto progress = [&] { return std::pair{snapshot(run / "checkpoints"), read_bytes(run / "metrics.jsonl")}; };
+  const auto before = progress();
+
+  // One error line, exit 1, naming every damaged file and the flag that starts over.
+  auto check_refused = [&](const CliResult& r) {
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    std::vector<std::string> errors;
+    for (const std::string& line : nonblank_lines(r.err))
+      if (line.rfind("genesis: error: ", 0) == 0) errors.push_back(line);
+    REQUIRE(errors.size() == 1);
+    for (const fs::path& file : damaged) CHECK(errors[0].find(file.string()) != std::string::npos);
+    CHECK(errors[0].find("fails its checksum") != std::string::npos);
+    CHECK(errors[0].find("step 0") != std::string::npos);
+    CHECK(errors[0].find("--overwrite") != std::string::npos);
+    CHECK(progress() == before);
+  };
+  std::vector<std::string> resume = sets;
+  resume.push_back("training.resume_from_checkpoint=auto");
+  SECTION("under \"auto\"") {
+    const CliResult r = run_genesis(train_args(out, "run", "mlp", resume), quiet_env());
+    check_refused(r);
+    CHECK(nonblank_lines(r.err).size() == 1);
+  }
+  SECTION("in an attempt genesis launch restarted, even with --overwrite on its command line") {
+    RunOptions restarted = quiet_env();
+    for (auto& [name, value] : restarted.env)
+      if (name == "GENESIS_RESTART_COUNT") value = "1";  // as the launcher sets it
+    std::vector<std::string> args = train_args(out, "run", "mlp", sets);
+    args.push_back("--overwrite");
+    const CliResult r = run_genesis(args, restarted);
+    check_refused(r);
+    CHECK(r.err.find("restarted by genesis launch") != std::string::npos);
+  }
+  SECTION("under genesis launch --max-restarts, every attempt refuses") {
+    std::vector<std::string> args = train_args(out, "run", "mlp", resume);
+    args.insert(args.begin(), {"launch", "--nproc", "1", "--max-restarts", "1"});
+    const CliResult r = run_genesis(args, quiet_env());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("restarting all 1 local ranks (restart 1 of 1)") != std::string::npos);
+    CHECK(r.err.find("genesis: error: restarted by genesis launch: no checkpoint in") != std::string::npos);
+    CHECK(progress() == before);
+  }
+  SECTION("--overwrite starts over on purpose, deleting them") {
+    std::vector<std::string> args = train_args(out, "run", "mlp", resume);
+    args.push_back("--overwrite");
+    const CliResult r = genesis_ok(args);
+    CHECK(r.err.find("--overwrite: no checkpoint of " + (run / "checkpoints").string()) != std::string::npos);
+    CHECK(r.out.find("resumed    from") == std::string::npos);
+    for (std::int64_t step : {3, 6, 8}) CHECK_NOTHROW(ckpt::Checkpoint(checkpoint_of(run, step)).verify());
+  }
+  SECTION("with no checkpoint at all, \"auto\" still starts fresh") {
+    fs::remove_all(run / "checkpoints");
+    const CliResult r = genesis_ok(train_args(out, "run", "mlp", resume));
+    CHECK(r.out.find("resumed    from") == std::string::npos);
+    CHECK(ckpt::list_checkpoints(run / "checkpoints").size() == 3);
+  }
+}
+
+TEST_CASE("resume: leftovers of an interrupted delete are listed, never resumed from, then removed",
+          "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_mlp({"training.per_device_train_batch_size=16", "training.max_steps=8",
+                "training.logging_steps=2", "training.save_steps=3"});
+  const fs::path out_a = dir.path() / "a", run_a = out_a / "run";
+  genesis_ok(train_args(out_a, "run", "mlp", sets));
+
+  // A run stopped after step 6 whose `latest` (step-6) lost a bit, so "auto" looks past it. Beside
+  // it, what a kill while pruning leaves: step-7 deleted in place up to its manifest (an older
+  // genesis), and .del-step-9, renamed for deletion with its manifest still there and loadable.
+  const fs::path out_b = dir.path() / "b", run_b = out_b / "run", root = run_b / "checkpoints";
+  fs::copy(out_a, out_b, fs::copy_options::recursive);
+  fs::copy(checkpoint_of(run_b, 8), root / ".del-step-9", fs::copy_options::recursive);
+  fs::rename(checkpoint_of(run_b, 8), root / "step-7");
+  fs::remove(root / "step-7" / "manifest.json");
+  write_text(root / "latest", "step-6\n");
+  flip_byte(checkpoint_of(run_b, 6) / "rank-00000.safetensors");
+
+  const CliResult ls = genesis_ok({"ckpt", "ls", run_b.string()});
+  CHECK(ls.out.find("incomplete: no manifest (an interrupted save or delete)") != std::string::npos);
+  CHECK(ls.out.find("ignored: .del-step-9 (an interrupted delete") != std::string::npos);
+
+  std::vector<std::string> resume = sets;
+  resume.push_back("training.resume_from_checkpoint=auto");
+  const CliResult r = genesis_ok(train_args(out_b, "run", "mlp", resume));
+  CHECK(r.out.find("resumed    from " + checkpoint_of(run_b, 3).string() + " (step 3)") != std::string::npos);
+  require_same_finish(run_a, run_b, 3, 8);
+  // The resumed run's saves removed both leftovers.
+  CHECK_FALSE(fs::exists(root / "step-7"));
+  CHECK_FALSE(fs::exists(root / ".del-step-9"));
+  CHECK(ckpt::list_leftovers(root).empty());
+  CHECK(genesis_ok({"ckpt", "ls", run_b.string()}).out.find("incomplete") == std::string::npos);
 }
 
 TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was", "[resume]") {

@@ -82,31 +82,41 @@ Manifest build_manifest(const SaveOptions& options, const std::vector<std::strin
   return m;
 }
 
+// Deletes a committed checkpoint so that a kill at any instant leaves either all of it or a
+// directory named as a leftover: one atomic rename takes it out of every listing and out of
+// reach of `latest`, then its files go. Removing files in place could leave a step-<N>/ that
+// looks committed but lost its manifest or some shards.
+void remove_checkpoint(const fs::path& dir) {
+  const fs::path doomed = dir.parent_path() / (kDeletingPrefix + dir.filename().string());
+  fs::remove_all(doomed);  // an earlier delete of the same step, cut short
+  fs::rename(dir, doomed);
+  fs::remove_all(doomed);
+}
+
 // Puts `from` at `to`. An existing `to` (the same step saved again after a resume) is swapped
 // out atomically where the filesystem allows, so `latest` never names a missing directory.
 void commit_directory(const fs::path& from, const fs::path& to) {
   if (fs::exists(to)) {
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
-      fs::remove_all(from);  // now holds the replaced checkpoint
+      fs::remove_all(from);  // now holds the replaced checkpoint, under a leftover's name
       return;
     }
-    fs::remove_all(to);
+    remove_checkpoint(to);
   }
   fs::rename(from, to);
 }
 
+// Rank 0, after a commit: the leftovers of saves and deletes cut short go first (they hold
+// disk space and nothing loads them), then the oldest checkpoints beyond keep_last.
 void prune(const fs::path& root, const fs::path& keep, int keep_last) {
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind(".tmp-", 0) == 0) fs::remove_all(entry.path());
-  }
+  for (const fs::path& leftover : list_leftovers(root)) fs::remove_all(leftover);
   if (keep_last <= 0) return;
   std::vector<fs::path> committed = list_checkpoints(root);
   std::int64_t excess = static_cast<std::int64_t>(committed.size()) - keep_last;
   for (const fs::path& dir : committed) {
     if (excess <= 0) break;
     if (dir == keep) continue;
-    fs::remove_all(dir);
+    remove_checkpoint(dir);
     --excess;
   }
 }
@@ -120,7 +130,7 @@ std::filesystem::path save_checkpoint(const SaveOptions& options,
                                       const nlohmann::json& rank_state, dist::ProcessGroup& group) {
   const std::string name = checkpoint_dir_name(options.step);
   const fs::path& root = options.checkpoints_dir;
-  const fs::path tmp = root / (".tmp-" + name);
+  const fs::path tmp = root / (kSavingPrefix + name);
   const fs::path final_dir = root / name;
   const std::string what = "saving checkpoint '" + final_dir.string() + "'";
 

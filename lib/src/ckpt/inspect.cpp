@@ -28,18 +28,21 @@ std::string format_loss(const std::optional<double>& loss) {
   return text;
 }
 
-// Left-aligned columns separated by two spaces; the last column is not padded.
+// Left-aligned columns separated by two spaces; the last column is not padded. A row shorter
+// than the longest ends in a note that spans the columns it lacks, so it widens none of them.
 void write_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows,
                  const std::string& indent, const std::vector<bool>& right_aligned = {}) {
-  std::vector<std::size_t> width;
+  std::size_t columns = 0;
+  for (const auto& row : rows) columns = std::max(columns, row.size());
+  std::vector<std::size_t> width(columns, 0);
   for (const auto& row : rows) {
-    if (width.size() < row.size()) width.resize(row.size(), 0);
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    const std::size_t counted = row.size() < columns && !row.empty() ? row.size() - 1 : row.size();
+    for (std::size_t c = 0; c < counted; ++c) width[c] = std::max(width[c], row[c].size());
   }
   for (const auto& row : rows) {
     std::string line = indent;
     for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::size_t pad = width[c] - row[c].size();
+      const std::size_t pad = width[c] > row[c].size() ? width[c] - row[c].size() : 0;
       const bool right = c < right_aligned.size() && right_aligned[c];
       if (c > 0) line += "  ";
       if (right) line += std::string(pad, ' ');
@@ -87,15 +90,29 @@ RunListing list_run(const fs::path& path) {
     }
     listing.rows.push_back(std::move(row));
   }
-  if (!listing.latest.empty() &&
-      std::none_of(listing.rows.begin(), listing.rows.end(), [](const CheckpointRow& r) { return r.latest; }))
-    listing.latest_problem = "'latest' names " + listing.latest + ", which is not a committed checkpoint";
-
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind(".tmp-", 0) == 0) listing.ignored.push_back(name);
+  // A step-<N> leftover gets a row of its own: it looks like a checkpoint to anyone listing the
+  // directory, so the listing says why it is none rather than hide it.
+  for (const fs::path& dir : list_leftovers(root)) {
+    const std::string name = dir.filename().string();
+    if (name.rfind("step-", 0) != 0) {
+      listing.ignored.push_back(name);
+      continue;
+    }
+    CheckpointRow row;
+    row.dir = dir;
+    row.step = std::stoll(name.substr(5));
+    row.latest = name == listing.latest;
+    row.incomplete = true;
+    row.error = "incomplete: no manifest (an interrupted save or delete); it is removed at the "
+                "next save";
+    listing.rows.push_back(std::move(row));
   }
-  std::sort(listing.ignored.begin(), listing.ignored.end());
+  std::sort(listing.rows.begin(), listing.rows.end(),
+            [](const CheckpointRow& a, const CheckpointRow& b) { return a.step < b.step; });
+  const auto committed_latest = [](const CheckpointRow& r) { return r.latest && !r.incomplete; };
+  if (!listing.latest.empty() &&
+      std::none_of(listing.rows.begin(), listing.rows.end(), committed_latest))
+    listing.latest_problem = "'latest' names " + listing.latest + ", which is not a committed checkpoint";
   return listing;
 }
 
@@ -109,7 +126,8 @@ void write_run_listing(std::ostream& out, const RunListing& listing) {
     for (const CheckpointRow& r : listing.rows) {
       const std::string mark = r.latest ? "latest" : "";
       if (!r.manifest) {
-        rows.push_back({std::to_string(r.step), "damaged: " + r.error, "", "", "", "", mark});
+        const std::string note = (r.incomplete ? "" : "damaged: ") + r.error;
+        rows.push_back({std::to_string(r.step), note + (r.latest ? "  (latest)" : "")});
         continue;
       }
       const Manifest& m = *r.manifest;
@@ -120,13 +138,16 @@ void write_run_listing(std::ostream& out, const RunListing& listing) {
   }
   if (!listing.latest_problem.empty()) out << "warning: " << listing.latest_problem << "\n";
   for (const std::string& name : listing.ignored)
-    out << "ignored: " << name << " (an interrupted save; never loaded)\n";
+    out << "ignored: " << name << " (an interrupted "
+        << (name.rfind(kDeletingPrefix, 0) == 0 ? "delete" : "save")
+        << "; never loaded, removed at the next save)\n";
 }
 
 nlohmann::json run_listing_json(const RunListing& listing) {
   json rows = json::array();
   for (const CheckpointRow& r : listing.rows) {
-    json row = {{"step", r.step}, {"path", r.dir.string()}, {"latest", r.latest}};
+    json row = {{"step", r.step}, {"path", r.dir.string()}, {"latest", r.latest},
+                {"incomplete", r.incomplete}};
     if (r.manifest) {
       const Manifest& m = *r.manifest;
       const auto loss = loss_of(m);

@@ -1,4 +1,6 @@
-// Where checkpoints live in a run directory, and what a CKPT argument may name.
+// Where checkpoints live in a run directory, what a CKPT argument may name, and which
+// directories there are leftovers of an interrupted save or delete (never loaded; the next save
+// removes them).
 #include <algorithm>
 #include <fstream>
 
@@ -37,6 +39,20 @@ std::vector<fs::path> list_checkpoints(const fs::path& checkpoints_dir) {
   std::vector<fs::path> out;
   for (auto& [step, path] : found) out.push_back(std::move(path));
   return out;
+}
+
+std::vector<fs::path> list_leftovers(const fs::path& checkpoints_dir) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoints_dir, ec)) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    const bool cut_short = name.rfind(kSavingPrefix, 0) == 0 || name.rfind(kDeletingPrefix, 0) == 0;
+    if (cut_short || (step_of(name) >= 0 && !fs::exists(entry.path() / kManifestName)))
+      found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 std::optional<fs::path> read_latest(const fs::path& checkpoints_dir) {

@@ -20,8 +20,9 @@ SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokeni
     std::vector<std::int64_t> tokens = tokenizer.encode(e.prompt);
     const auto prompt = static_cast<std::int64_t>(tokens.size());
     GENESIS_CHECK(prompt >= 1 && prompt < block_size, ConfigError,
-                  "SFT example " + std::to_string(i + 1) + ": the prompt is " +
-                      std::to_string(prompt) + " tokens, which leaves no room for a response in "
+                  (e.origin.empty() ? "SFT example " + std::to_string(i + 1) : e.origin) +
+                      ": the prompt is " + std::to_string(prompt) +
+                      " tokens, which leaves no room for a response in "
                       "model.block_size = " + std::to_string(block_size) +
                       (prompt == 0 ? " (an empty prompt has nothing to condition on)" : ""));
     for (std::int64_t id : tokenizer.encode(e.response)) tokens.push_back(id);

@@ -59,7 +59,10 @@ std::vector<SftExample> read_sft_jsonl(const std::filesystem::path& path) {
                     where + ": expected {\"prompt\": ..., \"response\": ...} or {\"messages\": [...]}");
       examples.push_back({string_field(j, "prompt", where), string_field(j, "response", where)});
     }
+    GENESIS_CHECK(!examples.back().prompt.empty(), ConfigError,
+                  where + ": the prompt is empty (a response needs a prompt to follow)");
     GENESIS_CHECK(!examples.back().response.empty(), ConfigError, where + ": the response is empty");
+    examples.back().origin = where;
   }
   GENESIS_CHECK(!examples.empty(), ConfigError,
                 "the SFT data file '" + path.string() + "' holds no examples");

@@ -40,6 +40,18 @@ SftExample make(const std::string& task, Generator& gen) {
   return {task + ": " + w + "\n", answer};
 }
 
+// "reverse: kitten\n" as it would be typed, so an error about a prompt stays on one line.
+std::string as_typed(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 std::vector<std::string> sft_task_names() {
@@ -63,6 +75,7 @@ std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks
     const std::string& task = tasks[static_cast<std::size_t>(i) % tasks.size()];
     SftExample e = make(task, gen);
     while (excluded.count(e.prompt) > 0) e = make(task, gen);
+    e.origin = "the built-in SFT task \"" + task + "\" (prompt " + as_typed(e.prompt) + ")";
     out.push_back(std::move(e));
   }
   return out;

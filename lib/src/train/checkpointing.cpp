@@ -29,10 +29,16 @@ bool restarted_by_launcher() {
   return count != nullptr && std::atoi(count) > 0;
 }
 
+// What rank 0 found looking for a checkpoint to resume from.
+struct Search {
+  std::string found;  // the checkpoint to resume from; "" for none
+  std::vector<std::pair<fs::path, std::string>> rejected;  // tried before `found`, and why not
+};
+
 // The newest checkpoint of the run that verifies: `latest`, then the others newest first (an
-// older complete checkpoint beats none). "" when the run has none; `damaged` is set when it has
-// some but none verifies.
-std::string latest_loadable(const fs::path& run_dir, bool& damaged) {
+// older complete checkpoint beats none). Leftovers of interrupted saves and deletes are never
+// candidates: list_checkpoints skips them, and a `latest` naming one fails to open.
+Search find_loadable(const fs::path& run_dir) {
   const fs::path root = ckpt::checkpoints_dir_of(run_dir);
   std::vector<fs::path> candidates = ckpt::list_checkpoints(root);
   std::optional<fs::path> latest;
@@ -45,18 +51,36 @@ std::string latest_loadable(const fs::path& run_dir, bool& damaged) {
   if (latest) order.push_back(*latest);
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it)
     if (!latest || *it != *latest) order.push_back(*it);
-  for (std::size_t i = 0; i < order.size(); ++i) {
+  Search search;
+  for (const fs::path& dir : order) {
     try {
-      ckpt::Checkpoint(order[i]).verify();
-      if (i > 0)
-        spdlog::warn("resuming from the older checkpoint {} instead", order[i].string());
-      return order[i].string();
-    } catch (const Error& e) {
-      spdlog::warn("cannot resume from {}: {}", order[i].string(), e.what());
+      ckpt::Checkpoint(dir).verify();
+      search.found = dir.string();
+      return search;
+    } catch (const std::exception& e) {
+      search.rejected.emplace_back(dir, e.what());
     }
   }
-  damaged = !order.empty();
-  return "";
+  return search;
+}
+
+void warn_rejected(const Search& search) {
+  for (const auto& [dir, why] : search.rejected)
+    spdlog::warn("cannot resume from {}: {}", dir.string(), why);
+}
+
+// Every checkpoint of the run is damaged. Starting from step 0 would throw away what the run
+// trained, unseen in a log nobody reads (a launcher restart, a scheduler's requeue), so it takes
+// the user's word: the refusal names each checkpoint, why it cannot be loaded, and the way on.
+std::string refusal(const fs::path& run_dir, const Search& search, bool restarted) {
+  std::string why;
+  for (const auto& [dir, reason] : search.rejected)
+    why += (why.empty() ? "" : "; ") + dir.string() + ": " + reason;
+  return std::string(restarted ? "restarted by genesis launch: " : "") + "no checkpoint in " +
+         ckpt::checkpoints_dir_of(run_dir).string() + " can be resumed from (" + why +
+         "), and starting from step 0 would lose what they hold. To start over on purpose, run "
+         "genesis train again with --overwrite (training.overwrite_output_dir = true), which "
+         "deletes them; to keep them, move them out of the run directory first";
 }
 
 // Rank 0, before a fresh start: the run directory's checkpoints belong to an earlier run, which
@@ -86,15 +110,25 @@ std::string choose_on_rank0(const Config& config, const fs::path& run_dir) {
   if (requested == "auto" || restarted) {
     if (restarted)
       spdlog::info("restarted by genesis launch: resuming from the latest checkpoint, if any");
-    bool damaged = false;
-    const std::string found = latest_loadable(run_dir, damaged);
-    if (!found.empty()) return found;
-    if (requested.empty() || requested == "auto") {
-      if (damaged)
-        spdlog::warn("no loadable checkpoint in {}: starting from scratch",
-                     ckpt::checkpoints_dir_of(run_dir).string());
+    const Search search = find_loadable(run_dir);
+    if (!search.found.empty()) {
+      warn_rejected(search);
+      if (!search.rejected.empty())
+        spdlog::warn("resuming from the older checkpoint {} instead", search.found);
+      return search.found;
+    }
+    if (!search.rejected.empty()) {
+      // --overwrite on a new command line is the user's word; inside a restart it was meant for
+      // an earlier run's checkpoints, not for the ones this run saved before it failed.
+      GENESIS_CHECK(config.training.overwrite_output_dir && !restarted, IoError,
+                    refusal(run_dir, search, restarted));
+      warn_rejected(search);
+      spdlog::warn("--overwrite: no checkpoint of {} can be resumed from; deleting them and "
+                   "starting from step 0", ckpt::checkpoints_dir_of(run_dir).string());
+      fs::remove_all(ckpt::checkpoints_dir_of(run_dir));
       return "";
     }
+    if (requested.empty() || requested == "auto") return "";
   }
   if (requested.empty()) {
     if (!restarted) clear_earlier_run(config, run_dir);
@@ -181,7 +215,7 @@ std::optional<fs::path> choose_resume_checkpoint(const Config& config, const fs:
       choice = choose_on_rank0(config, run_dir);
     } catch (const ConfigError& e) {
       choice = kConfigErrorTag + std::string(e.what());
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // a filesystem error too: the other ranks must hear
       choice = kErrorTag + std::string(e.what());
     }
   }

@@ -21,8 +21,10 @@ namespace genesis::train {
 // resume_from_checkpoint "" (fresh), "auto" (the latest complete and undamaged checkpoint of the
 // run, if any) or a path (which must verify). After a `genesis launch --max-restarts` restart the
 // run's own newest loadable checkpoint wins over both, so a restart continues where the failed
-// attempt got to; the explicit path is used only when the run saved nothing yet. Rank 0 verifies
-// every checksum and decides; every rank gets the answer or the same error.
+// attempt got to; the explicit path is used only when the run saved nothing yet. A run whose
+// checkpoints are all damaged is refused (IoError naming each and why) rather than restarted
+// from step 0, unless a new command line (not a restart) says --overwrite, which deletes them.
+// Rank 0 verifies every checksum and decides; every rank gets the answer or the same error.
 std::optional<std::filesystem::path> choose_resume_checkpoint(const Config& config,
                                                               const std::filesystem::path& run_dir,
                                                               const Job& job);

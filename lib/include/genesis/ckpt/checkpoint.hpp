@@ -2,7 +2,9 @@
 // directories step-<N>/ (manifest.json + one rank-<r>.safetensors per rank) and a text file
 // `latest` naming the newest. A save writes into .tmp-step-<N>/, fsyncs, renames it to step-<N>/
 // and only then replaces `latest` (write latest.tmp, fsync, rename), so a crash at any moment
-// leaves `latest` naming a complete checkpoint. Loading verifies every checksum it reads.
+// leaves `latest` naming a complete checkpoint. Deleting renames step-<N>/ to .del-step-<N>/
+// first, so a crash mid-delete leaves a leftover no listing takes for a checkpoint. Loading
+// verifies every checksum it reads.
 #pragma once
 
 #include <filesystem>
@@ -31,10 +33,11 @@ struct SaveOptions {
 };
 
 // Collective over `group`: each rank writes its pieces to rank-<r>.safetensors (in parallel),
-// rank 0 gathers the indexes and the rank states, writes manifest.json, commits, updates `latest`
-// and prunes the oldest beyond keep_last (never the one `latest` names). A failure on any rank
-// (disk full, permissions) throws the same IoError on every rank, and `latest` is untouched.
-// Returns the committed directory.
+// rank 0 gathers the indexes and the rank states, writes manifest.json, commits, updates `latest`,
+// removes the leftovers of interrupted saves and deletes (list_leftovers) and prunes the oldest
+// beyond keep_last (never the one `latest` names). A failure on any rank (disk full,
+// permissions) throws the same IoError on every rank, and `latest` is untouched. Returns the
+// committed directory.
 std::filesystem::path save_checkpoint(const SaveOptions& options,
                                       const std::vector<parallel::StatePiece>& pieces,
                                       const nlohmann::json& rank_state, dist::ProcessGroup& group);
@@ -77,9 +80,17 @@ inline std::filesystem::path checkpoints_dir_of(const std::filesystem::path& run
 }
 // "step-<N>".
 std::string checkpoint_dir_name(std::int64_t step);
+// Name prefixes of a checkpoint directory in passing: a save writes into .tmp-step-<N> and
+// renames it to step-<N>; a delete renames step-<N> to .del-step-<N> and then removes it.
+inline constexpr const char* kSavingPrefix = ".tmp-";
+inline constexpr const char* kDeletingPrefix = ".del-";
 // Committed checkpoints (step-<N> directories with a manifest.json) under a checkpoints
 // directory, ascending step; empty when the directory does not exist.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& checkpoints_dir);
+// Directories under a checkpoints directory that are no checkpoint and that the next save
+// removes: .tmp-* (a save cut short before its commit), .del-* (a delete cut short) and step-<N>
+// without manifest.json (a delete in place cut short, as older versions deleted). Sorted by name.
+std::vector<std::filesystem::path> list_leftovers(const std::filesystem::path& checkpoints_dir);
 // The directory `latest` names, or nullopt when there is no `latest` file.
 std::optional<std::filesystem::path> read_latest(const std::filesystem::path& checkpoints_dir);
 // What a user may pass as CKPT: a checkpoint directory, a run's checkpoints directory, the run

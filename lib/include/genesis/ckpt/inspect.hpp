@@ -1,6 +1,6 @@
 // What `genesis ckpt ls`, `info` and `verify` report, as data and as text: the committed
-// checkpoints of a run (with the leftovers of interrupted saves that loading ignores), one
-// checkpoint's files and tensor layout, and the one-line verdict of a full checksum pass.
+// checkpoints of a run (with the leftovers of interrupted saves and deletes that loading ignores),
+// one checkpoint's files and tensor layout, and the one-line verdict of a full checksum pass.
 // Only reading here; the tools that write (export, reshard) have their own headers.
 #pragma once
 
@@ -19,11 +19,12 @@
 
 namespace genesis::ckpt {
 
-// One committed step-<N> directory of a run.
+// One step-<N> directory of a run: committed, or a leftover without manifest.json.
 struct CheckpointRow {
   std::filesystem::path dir;
   std::int64_t step = 0;
   bool latest = false;
+  bool incomplete = false;           // no manifest.json: an interrupted save or delete
   std::optional<Manifest> manifest;  // nullopt when manifest.json cannot be read
   std::string error;                 // why, when manifest is nullopt
 };
@@ -33,7 +34,9 @@ struct RunListing {
   std::vector<CheckpointRow> rows;  // ascending step
   std::string latest;               // the directory `latest` names; "" without a latest file
   std::string latest_problem;       // set when `latest` is unreadable or names no checkpoint
-  std::vector<std::string> ignored;  // .tmp-* directories: saves that never committed
+  // .tmp-* and .del-* directories: saves that never committed, deletes cut short. Like the
+  // incomplete rows, never loaded and removed by the next save (see ckpt::list_leftovers).
+  std::vector<std::string> ignored;
 };
 
 // `path` is a run directory or its checkpoints/ directory. A missing path is an IoError; a

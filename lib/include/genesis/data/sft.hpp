@@ -17,12 +17,16 @@ namespace genesis::data {
 struct SftExample {
   std::string prompt;
   std::string response;
+  // Where it came from, for errors about it: "FILE:LINE" from read_sft_jsonl, the task and its
+  // prompt from generate_sft_tasks; "" names it by its position in the list instead.
+  std::string origin{};
 };
 
 // One JSON object per line: {"prompt": ..., "response": ...} or the chat form {"messages":
 // [{"role": ..., "content": ...}, ...]} whose last message is the assistant's response and whose
 // earlier messages become the prompt ("user: ...\nassistant: "). Blank lines are skipped. Any
-// other line throws ConfigError naming the file and line number and what is wrong.
+// other line throws ConfigError naming the file and line number and what is wrong; each example
+// keeps its "FILE:LINE" as origin, for the errors found later (a prompt too long to encode).
 std::vector<SftExample> read_sft_jsonl(const std::filesystem::path& path);
 
 // The built-in tasks, each a deterministic function of its input:
@@ -50,7 +54,8 @@ struct SftEncoding {
 // Each example becomes prompt + response + end-of-text, inputs the first block_size tokens of it
 // padded with kPad, targets the next token wherever that token belongs to the response (or is the
 // end-of-text) and kIgnoreIndex elsewhere. A response that does not fit is truncated (counted);
-// a prompt that leaves no room for a response token throws ConfigError naming the example.
+// an empty prompt, or one that leaves no room for a response token, throws ConfigError naming
+// the example by its origin.
 SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokenizer& tokenizer,
                        std::int64_t block_size);
 
