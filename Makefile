@@ -6,10 +6,11 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 # Debian packages the build and the test suite need (groff, zsh and fish let the tests render
-# the man pages and syntax-check the generated completions).
-DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish \
+# the man pages and syntax-check the generated completions; iproute2 gives the multi-host tests
+# their network namespaces).
+DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish iproute2 \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
-	libopenblas-openmp-dev libgloo-dev python3-numpy
+	libopenblas-openmp-dev libgloo-dev python3-numpy slurmctld slurmd slurm-client munge
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -21,8 +22,12 @@ deps:
 	done); \
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing" $$missing; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	  log=$$(mktemp); \
+	  if ! { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	         $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; } > $$log 2>&1; then \
+	    cat $$log; rm -f $$log; echo "make deps: apt-get failed (its log is above)"; exit 1; \
+	  fi; \
+	  rm -f $$log; \
 	fi
 
 build: deps

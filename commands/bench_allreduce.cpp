@@ -12,6 +12,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/dist/bench_collective.hpp"
 #include "genesis/dist/distributed.hpp"
+#include "genesis/launch/slurm.hpp"
 
 namespace genesis::commands {
 namespace {
@@ -115,6 +116,7 @@ int run_bench(const BenchFlags& flags, const RunContext& context) {
   const dist::BenchOptions o = resolve_options(flags);
   // nccl without CUDA in the build or without a GPU fails here with the reason, before any
   // rendezvous; nccl's buffers go on the device of this rank (LOCAL_RANK % visible GPUs).
+  launch::adopt_slurm_world();  // srun -n N without a launcher: one world of N
   dist::init_process_group(flags.backend);
   dist::ProcessGroupScope teardown;
   auto group = dist::default_group();

@@ -8,6 +8,7 @@
 
 #include "commands/command_table.hpp"
 #include "genesis/core/config.hpp"
+#include "genesis/launch/slurm.hpp"
 #include "genesis/train/trainer.hpp"
 
 namespace genesis::commands {
@@ -78,6 +79,8 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
     context.out << config_to_toml(config);
     return 0;
   }
+  // srun -n N without a launcher: the N tasks form one world, as under genesis launch.
+  launch::adopt_slurm_world();
   // Under a launcher only rank 0 reports; the others speak up for warnings and errors (and
   // for everything when the user asked for debug logs).
   const char* rank = std::getenv("RANK");
@@ -87,8 +90,9 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
   options.interactive = context.interactive;
   options.out = rank == nullptr || std::string(rank) == "0" ? &context.out : nullptr;
   options.dry_run = flags.dry_run;
-  train::run_training(config, options);
-  return 0;
+  const train::TrainResult result = train::run_training(config, options);
+  // Stopped by a scheduler's signal after saving: the status of a process that signal ended.
+  return result.stopped_by_signal != 0 ? 128 + result.stopped_by_signal : 0;
 }
 
 }  // namespace

@@ -117,43 +117,58 @@ _genesis() {
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
                     return ;;
-                --emit-sbatch)
+                --emit-sbatch|--emit_sbatch)
                     compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
                     return ;;
                 --gpus)
                     :
                     return ;;
-                --grace-period)
+                --grace-period|--grace_period)
                     :
                     return ;;
-                --local-ranks-filter)
+                --heartbeat-timeout|--heartbeat_timeout)
                     :
                     return ;;
-                --log-dir)
+                --local-ranks-filter|--local_ranks_filter)
+                    :
+                    return ;;
+                --log-dir|--log_dir)
                     compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))
                     return ;;
                 --log-level)
                     COMPREPLY=($(compgen -W "trace debug info warn error off" -- "$cur"))
                     return ;;
-                --master-addr)
+                --master-addr|--master_addr)
                     :
                     return ;;
-                --master-port)
+                --master-port|--master_port)
                     :
                     return ;;
-                --max-restarts)
+                --max-restarts|--max_restarts)
                     :
                     return ;;
                 --nnodes)
                     :
                     return ;;
-                --node-rank)
+                --node-rank|--node_rank)
                     :
                     return ;;
-                --nproc-per-node|--nproc)
+                --nproc-per-node|--nproc_per_node|--nproc)
                     :
                     return ;;
-                --run-id)
+                --rdzv-backend|--rdzv_backend)
+                    COMPREPLY=($(compgen -W "c10d static" -- "$cur"))
+                    return ;;
+                --rdzv-conf|--rdzv_conf)
+                    :
+                    return ;;
+                --rdzv-endpoint|--rdzv_endpoint)
+                    :
+                    return ;;
+                --run-id|--run_id|--rdzv-id|--rdzv_id)
+                    :
+                    return ;;
+                --store-token|--store_token)
                     :
                     return ;;
                 --timeout)
@@ -212,7 +227,7 @@ _genesis() {
                 *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
             esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
-        launch) COMPREPLY=($(compgen -W "--color --dry-run --emit-sbatch --gpus --grace-period --help -h --local-ranks-filter --log-dir --log-level --master-addr --master-port --max-restarts --nnodes --node-rank --nproc-per-node --nproc --run-id --tee --timeout --version" -- "$cur")) ;;
+        launch) COMPREPLY=($(compgen -W "--color --dry-run --dry_run --emit-sbatch --emit_sbatch --gpus --grace-period --grace_period --heartbeat-timeout --heartbeat_timeout --help -h --local-ranks-filter --local_ranks_filter --log-dir --log_dir --log-level --master-addr --master_addr --master-port --master_port --max-restarts --max_restarts --module -m --nnodes --no-python --no_python --node-rank --node_rank --nproc-per-node --nproc_per_node --nproc --rdzv-backend --rdzv_backend --rdzv-conf --rdzv_conf --rdzv-endpoint --rdzv_endpoint --run-id --run_id --rdzv-id --rdzv_id --standalone --store-token --store_token --tee --timeout --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--color --config -c --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac

@@ -168,6 +168,34 @@ TEST_CASE("a failing rank stops the group within the grace period", "[launch]") 
   CHECK(live_processes_in_group(rank0) == 0);
 }
 
+TEST_CASE("a stopped rank gets SIGCONT with SIGTERM and is not left to the grace period",
+          "[launch]") {
+  // Rank 0 stops itself (as SIGSTOP or Ctrl-Z would); rank 1 fails. SIGTERM alone would wait
+  // in the stopped rank until the SIGKILL at the end of the (10 s) grace period.
+  const std::string program =
+      "if [ $RANK = 1 ]; then sleep 0.5; exit 3; fi; kill -STOP $$; sleep 60";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_genesis({"launch", "--nproc", "2", "--grace-period", "30", "--", "sh", "-c",
+                        program});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(seconds < 8);
+  CHECK(contains(r.err, "SIGTERM"));  // rank 0's row: stopped by SIGTERM, not SIGKILL
+}
+
+TEST_CASE("the summary names the rank that hung, not the one that timed out", "[launch]") {
+  // Rank 0 reports a collective timeout in the words of genesis's process groups.
+  const std::string program =
+      "if [ $RANK = 0 ]; then sleep 0.3; echo 'CommError: all_reduce #4 on rank 0 timed out "
+      "after 2000 ms; ranks that never arrived: 1' >&2; exit 1; fi; sleep 60";
+  auto r = run_genesis({"launch", "--nproc", "2", "--", "sh", "-c", program});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.err, "the hang is on rank(s) 1 (rank 0 timed out waiting for them)"));
+}
+
 TEST_CASE("a rank killed by a signal is reported by name and nothing is left behind", "[launch]") {
   const std::string program =
       "echo $$ > pid_$RANK; if [ $RANK = 1 ]; then sleep 0.3; kill -9 $$; fi; sleep 60";
@@ -308,7 +336,48 @@ TEST_CASE("emit-sbatch writes a runnable script", "[launch]") {
   CHECK(contains(script, "#SBATCH --gpus-per-node=4\n"));
   CHECK(contains(script, "--node-rank \"$SLURM_NODEID\""));
   CHECK(contains(script, "--gpus 4 train --preset sft'\n"));
+  // A per-job secret for the store, drawn once on the batch node; srun hands it to every node.
+  CHECK(contains(script, "export MASTER_ADDR MASTER_PORT GENESIS_STORE_TOKEN\n"));
   CHECK(run_process({"bash", "-n", file.string()}).exit_code == 0);
+  const auto token = run_process(
+      {"bash", "-c", "eval \"$(grep '^GENESIS_STORE_TOKEN=' " + file.string() + ")\"; "
+                     "echo \"$GENESIS_STORE_TOKEN\""},
+      {{{"GENESIS_STORE_TOKEN", std::nullopt}}, {}});
+  CHECK(token.out.size() == 33);  // 32 hex digits and the newline
+}
+
+TEST_CASE("every node of a job derives the same run id and store token", "[launch]") {
+  const RunOptions clean{{{"GENESIS_STORE_TOKEN", std::nullopt}, {"SLURM_JOB_ID", std::nullopt},
+                          {"SLURM_PROCID", std::nullopt}, {"SLURM_NNODES", std::nullopt}},
+                         {}};
+  auto line_of = [](const std::string& text, const std::string& name) {
+    for (const auto& line : lines_of(text))
+      if (line.starts_with("  " + name + "=")) return line;
+    return std::string("<no " + name + ">");
+  };
+  auto node = [&](int rank, const std::string& port, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"launch", "--nnodes", "2", "--node-rank",
+                                     std::to_string(rank), "--master-addr", "10.77.0.1",
+                                     "--master-port", port, "--dry-run"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "true"});
+    const auto r = run_genesis(args, clean);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 0);
+    return r.out;
+  };
+  const std::string zero = node(0, "29611"), one = node(1, "29611");
+  for (const char* name : {"GENESIS_STORE_TOKEN", "GENESIS_RUN_ID"}) {
+    INFO(name);
+    CHECK(line_of(zero, name) == line_of(one, name));
+    CHECK(line_of(zero, name).size() > std::string(name).size() + 10);
+  }
+  // Another job (another port) gets another token, so its ranks cannot join this one.
+  CHECK(line_of(node(0, "29711"), "GENESIS_STORE_TOKEN") != line_of(zero, "GENESIS_STORE_TOKEN"));
+  // A token the user gives is used, and not printed.
+  const std::string given = node(0, "29611", {"--store-token", "s3cret"});
+  CHECK(line_of(given, "GENESIS_STORE_TOKEN") == "  GENESIS_STORE_TOKEN=<given>");
+  CHECK_FALSE(contains(given, "s3cret"));
 }
 
 TEST_CASE("bad launch input exits 2 with one line", "[launch]") {

@@ -111,11 +111,13 @@ inline std::map<std::string, std::string> rank_files(const fs::path& checkpoint)
   return files;
 }
 
-// Every file and directory under `root` (relative path -> content, "<dir>" for directories).
+// Every file and directory under `root` (relative path -> content, "<dir>" for directories),
+// but the run directory's lock, which every start takes and notes its holder in.
 inline std::map<std::string, std::string> snapshot(const fs::path& root) {
   std::map<std::string, std::string> tree;
   for (const auto& entry : fs::recursive_directory_iterator(root)) {
     const std::string rel = fs::relative(entry.path(), root).string();
+    if (entry.path().filename() == ".lock") continue;
     tree[rel] = entry.is_directory() ? std::string("<dir>") : read_bytes(entry.path());
   }
   return tree;

@@ -72,10 +72,12 @@ TEST_CASE("the same seed reproduces a run exactly; another seed does not", "[tra
   Config c = small_mlp(dir.path());
   c.training.max_steps = 15;
   auto a = train::run_training(c, {});
+  c.name = "again";  // a run directory of its own: a fresh start refuses an earlier run's
   auto b = train::run_training(c, {});
   REQUIRE(a.final_loss == b.final_loss);
   REQUIRE(a.eval_loss == b.eval_loss);
   c.seed = 7;
+  c.name = "other";
   auto other = train::run_training(c, {});
   REQUIRE(other.eval_loss != a.eval_loss);
 }

@@ -1,5 +1,6 @@
-// Checks on LaunchOptions that hold for every way of launching (local, per node, under SLURM):
-// each failure is an InvalidArgument naming the flag, so the CLI exits 2 before starting anything.
+// Checks on LaunchOptions that hold for every way of launching (local, per node, under SLURM),
+// and the parsers of the flags whose values have a syntax: each failure is an InvalidArgument
+// naming the flag, so the CLI exits 2 before starting anything.
 #include "genesis/launch/launch_options.hpp"
 
 #include <charconv>
@@ -30,6 +31,7 @@ void validate_launch_options(const LaunchOptions& options) {
   if (options.max_restarts < 0)
     fail("--max-restarts must be >= 0 (got " + std::to_string(options.max_restarts) + ")");
   if (!(options.grace_period_s >= 0)) fail("--grace-period must be >= 0 seconds");
+  if (!(options.heartbeat_timeout_s >= 2)) fail("--heartbeat-timeout must be at least 2 seconds");
   if (options.timeout_s != -1 && options.timeout_s < 1) fail("--timeout must be at least 1 second");
   for (int rank : options.local_ranks_filter)
     if (rank >= options.nproc_per_node)
@@ -56,6 +58,41 @@ std::vector<int> parse_rank_list(const std::string& text) {
     start = comma + 1;
   }
   return ranks;
+}
+
+Endpoint parse_rdzv_endpoint(const std::string& text) {
+  auto fail = [&text](const std::string& why) -> Endpoint {
+    throw InvalidArgument("--rdzv-endpoint '" + text + "': " + why + " (expected HOST or HOST:PORT)");
+  };
+  Endpoint endpoint;
+  std::string port;
+  if (text.starts_with("[")) {  // [v6 address], the only form whose host may hold colons
+    const auto close = text.find(']');
+    if (close == std::string::npos) return fail("no closing ']'");
+    endpoint.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') return fail("expected ':' after ']'");
+      port = text.substr(close + 2);
+      if (port.empty()) return fail("empty port");
+    }
+  } else {
+    const auto colon = text.find(':');
+    endpoint.host = text.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = text.substr(colon + 1);
+      if (port.find(':') != std::string::npos) return fail("an IPv6 address goes in brackets");
+      if (port.empty()) return fail("empty port");
+    }
+  }
+  if (endpoint.host.empty()) return fail("empty host");
+  if (!port.empty()) {
+    int value = -1;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (ec != std::errc() || end != port.data() + port.size() || value < 0 || value > 65535)
+      return fail("port '" + port + "' is not 0..65535");
+    endpoint.port = value;
+  }
+  return endpoint;
 }
 
 }  // namespace genesis::launch

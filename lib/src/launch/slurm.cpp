@@ -122,9 +122,15 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
 
 std::string first_host(const std::string& list) {
   if (auto host = run_scontrol_first_host(list)) return *host;
-  const auto hosts = expand_hostlist(list);
-  GENESIS_CHECK(!hosts.empty(), InvalidArgument, "empty SLURM hostlist");
-  return hosts.front();
+  try {
+    const auto hosts = expand_hostlist(list);
+    GENESIS_CHECK(!hosts.empty(), InvalidArgument, "it is empty");
+    return hosts.front();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("cannot find the first host of the SLURM node list '" + list +
+                          "': scontrol is not on PATH, and genesis's own reading failed (" +
+                          e.what() + "); put scontrol on PATH or set MASTER_ADDR");
+  }
 }
 
 std::string shell_quote(const std::string& word) {
@@ -176,7 +182,9 @@ std::string render_sbatch(const SbatchOptions& options) {
     << "set -euo pipefail\n"
     << "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
     << "MASTER_PORT=" << options.master_port << "\n"
-    << "export MASTER_ADDR MASTER_PORT\n\n"
+    << "# The rendezvous store's secret for this job; srun passes it on to every node.\n"
+    << "GENESIS_STORE_TOKEN=${GENESIS_STORE_TOKEN:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')}\n"
+    << "export MASTER_ADDR MASTER_PORT GENESIS_STORE_TOKEN\n\n"
     << "srun --nodes=\"$SLURM_NNODES\" --ntasks-per-node=1 bash -c '"
     << "exec " << options.genesis_binary << " launch --nnodes \"$SLURM_NNODES\" --node-rank \"$SLURM_NODEID\" "
     << "--master-addr \"$MASTER_ADDR\" --master-port \"$MASTER_PORT\" ";

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -28,9 +29,11 @@
 #include "genesis/core/log.hpp"
 #include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/child_process.hpp"
+#include "genesis/launch/job_identity.hpp"
 #include "genesis/launch/output_relay.hpp"
 #include "genesis/launch/slurm.hpp"
 #include "genesis/launch/worker_env.hpp"
+#include "job_monitor.hpp"
 
 namespace genesis::launch {
 namespace {
@@ -69,22 +72,32 @@ constexpr std::size_t kTailLines = 3;
 // After the last worker exits, how long pipes held open by its leftovers are still read.
 constexpr auto kDrainTime = std::chrono::milliseconds(500);
 
-// The signal a handler saw; a handler may only touch a sig_atomic_t, so this one flag is global.
-volatile sig_atomic_t g_received_signal = 0;
+// Ranks stopped because another one failed need no time to save: they get at most this long.
+constexpr double kFailureGraceSeconds = 10;
+
+// The signals handlers saw; a handler may only touch a sig_atomic_t, so these flags are global.
+volatile sig_atomic_t g_received_signal = 0;  // SIGINT/SIGTERM: stop the job
+volatile sig_atomic_t g_forward_signal = 0;   // SIGUSR1/SIGUSR2: pass on, keep going
 
 void record_signal(int signal) { g_received_signal = signal; }
+void record_forward(int signal) { g_forward_signal = signal; }
 
-// Installs SIGINT/SIGTERM handlers (no SA_RESTART, so poll() wakes up) and ignores SIGPIPE for
-// the launch, and puts the previous dispositions back afterwards.
+// Installs SIGINT/SIGTERM handlers and SIGUSR1/SIGUSR2 ones (a scheduler's warning before it
+// preempts: `sbatch --signal`), all without SA_RESTART so poll() wakes up, and ignores SIGPIPE
+// for the launch; puts the previous dispositions back afterwards.
 class SignalCapture {
  public:
   SignalCapture() {
     g_received_signal = 0;
+    g_forward_signal = 0;
     struct sigaction action {};
     action.sa_handler = record_signal;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
+    action.sa_handler = record_forward;
+    sigaction(SIGUSR1, &action, &old_usr1_);
+    sigaction(SIGUSR2, &action, &old_usr2_);
     // A closed console must not kill the launcher before it has stopped its workers.
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
@@ -94,6 +107,8 @@ class SignalCapture {
   ~SignalCapture() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
+    sigaction(SIGUSR2, &old_usr2_, nullptr);
     sigaction(SIGPIPE, &old_pipe_, nullptr);
   }
   SignalCapture(const SignalCapture&) = delete;
@@ -102,6 +117,8 @@ class SignalCapture {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_usr1_ {};
+  struct sigaction old_usr2_ {};
   struct sigaction old_pipe_ {};
 };
 
@@ -117,13 +134,19 @@ struct Worker {
 
 struct AttemptResult {
   std::optional<std::size_t> failed;  // index of the first worker that failed
+  std::optional<std::string> remote;  // why another node stopped the job, when it did
   int interrupt_signal = 0;           // SIGINT/SIGTERM the launcher received, 0 when none
+  bool stopped() const { return failed || remote; }
 };
 
-std::string resolved_run_id(const LaunchOptions& options) {
-  if (!options.run_id.empty()) return options.run_id;
-  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr && *job != '\0') return job;
-  return random_hex(6);
+// "rank 3 (local rank 1) exited with code 1", naming the host ("... on host-b exited ...") when
+// the job spans hosts, for this launcher and the others.
+std::string failure_cause(const LaunchOptions& options, const Worker& w) {
+  const ExitStatus& status = *w.process->exit_status();
+  return "rank " + std::to_string(w.rank) + " (local rank " + std::to_string(w.local_rank) +
+         ")" + (options.nnodes > 1 ? " on " + host_name() : "") + " " +
+         (status.signaled ? "was killed by " + status.describe()
+                          : "exited with code " + status.describe());
 }
 
 bool shown_on_console(const LaunchOptions& options, int local_rank) {
@@ -133,13 +156,15 @@ bool shown_on_console(const LaunchOptions& options, int local_rank) {
   return false;
 }
 
-// "[rank N] ", or "" when rank 0 is the only rank this console shows.
+// "[rank N] " ("[host:rank N] " when the job spans hosts), or "" when rank 0 is the only rank
+// this console shows.
 std::string console_prefix(const LaunchOptions& options, int rank) {
   int shown = 0;
   for (int local = 0; local < options.nproc_per_node; ++local)
     shown += shown_on_console(options, local) ? 1 : 0;
   if (shown == 1 && rank == 0) return "";
-  return "[rank " + std::to_string(rank) + "] ";
+  const std::string host = options.nnodes > 1 ? host_name() + ":" : "";
+  return "[" + host + "rank " + std::to_string(rank) + "] ";
 }
 
 std::filesystem::path effective_log_dir(const LaunchOptions& options, const std::string& run_id) {
@@ -203,13 +228,22 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
   }
 
   AttemptResult result;
+  std::optional<JobMonitor> monitor;  // the other nodes' launchers, across hosts
+  if (options.nnodes > 1) monitor.emplace(options, job);
   std::optional<Clock::time_point> kill_at, drain_until;
   bool killed = false;
-  auto tear_down = [&](int signal) {
-    for (auto& w : workers) w.process->signal_group(signal);
+  // A signal from outside (a scheduler, Ctrl-C) gives the ranks the whole grace period to save
+  // and exit; ranks stopped because another failed get at most kFailureGraceSeconds.
+  auto tear_down = [&](int signal, double grace_s) {
+    for (auto& w : workers) {
+      w.process->signal_group(signal);
+      // A stopped rank (SIGSTOP, Ctrl-Z) would hold the signal until the grace period is over.
+      w.process->signal_group(SIGCONT);
+    }
     if (!kill_at) kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(options.grace_period_s));
+                                               std::chrono::duration<double>(grace_s));
   };
+  const double failure_grace_s = std::min(options.grace_period_s, kFailureGraceSeconds);
   while (true) {
     std::vector<pollfd> fds;
     std::vector<std::pair<std::size_t, bool>> owners;  // worker index, is stdout
@@ -238,15 +272,30 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
       result.interrupt_signal = g_received_signal;
       streams.err << "genesis launch: received " << signal_name(result.interrupt_signal)
                   << ", stopping all workers\n" << std::flush;
-      tear_down(result.interrupt_signal);
+      tear_down(result.interrupt_signal, options.grace_period_s);
+    }
+    if (g_forward_signal != 0) {
+      const int signal = g_forward_signal;
+      g_forward_signal = 0;
+      streams.err << "genesis launch: received " << signal_name(signal)
+                  << ", passing it on to every worker\n" << std::flush;
+      for (auto& w : workers) w.process->signal_group(signal);
     }
     for (std::size_t i = 0; i < workers.size(); ++i) {
       const bool was_running = !workers[i].process->exit_status().has_value();
       const auto status = workers[i].process->poll_exit();
       if (!was_running || !status) continue;
-      if (!status->success() && !result.failed && result.interrupt_signal == 0) {
+      if (!status->success() && !result.stopped() && result.interrupt_signal == 0) {
         result.failed = i;
-        tear_down(SIGTERM);
+        if (monitor) monitor->report_failure(failure_cause(options, workers[i]));
+        tear_down(SIGTERM, failure_grace_s);
+      }
+    }
+    if (monitor && !result.stopped() && result.interrupt_signal == 0) {
+      if (auto why = monitor->remote_failure()) {
+        result.remote = *why;
+        streams.err << "genesis launch: stopping this node's ranks: " << *why << "\n" << std::flush;
+        tear_down(SIGTERM, failure_grace_s);
       }
     }
     if (kill_at && !killed && Clock::now() >= *kill_at) {
@@ -258,17 +307,29 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
     w.out_relay->flush();
     w.err_relay->flush();
   }
+  if (monitor) monitor->finish(!result.stopped() && result.interrupt_signal == 0);
   return result;
+}
+
+// A rank that timed out in a collective only noticed the hang; its error names the ranks that
+// never arrived ("ranks that never arrived: 2, 3"), which are where the hang is.
+std::optional<std::string> hung_ranks(const std::vector<Worker>& workers) {
+  static const std::string kMarker = "ranks that never arrived: ";
+  for (const Worker& w : workers)
+    for (const std::string& line : w.tail)
+      if (const auto at = line.find(kMarker); at != std::string::npos)
+        return "the hang is on rank(s) " + line.substr(at + kMarker.size()) + " (rank " +
+               std::to_string(w.rank) + " timed out waiting for them)";
+  return std::nullopt;
 }
 
 void print_summary(const LaunchOptions& options, const std::vector<Worker>& workers,
                    const AttemptResult& result, int restart_count, std::ostream& err) {
-  const Worker& failed = workers[*result.failed];
-  const ExitStatus& status = *failed.process->exit_status();
-  err << "genesis launch: rank " << failed.rank << " (local rank " << failed.local_rank << ") "
-      << (status.signaled ? "was killed by " + status.describe()
-                          : "exited with code " + status.describe())
-      << " (attempt " << restart_count + 1 << " of " << options.max_restarts + 1 << ")\n";
+  const std::string cause = result.failed ? failure_cause(options, workers[*result.failed])
+                                          : "another node stopped the job: " + *result.remote;
+  err << "genesis launch: " << cause << " (attempt " << restart_count + 1 << " of "
+      << options.max_restarts + 1 << ")\n";
+  if (auto hung = hung_ranks(workers)) err << "genesis launch: " << *hung << "\n";
   const std::string host = host_name();
   err << "  " << std::left << std::setw(6) << "RANK" << std::setw(7) << "LOCAL" << std::setw(20)
       << "HOST" << "EXIT\n";
@@ -297,7 +358,12 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
   }
   JobIdentity job;
   job.run_id = resolved_run_id(options);
-  job.store_token = random_hex(16);
+  const StoreToken token = resolved_store_token(options, job.run_id);
+  job.store_token = token.value;
+  if (token.origin == TokenOrigin::derived)
+    streams.err << "genesis launch: store token derived from the job's address, port and run id "
+                   "(the same on every node; pass --store-token or GENESIS_STORE_TOKEN for a "
+                   "secret one)\n";
   job.master_port = resolved_master_port(options);
   // Node 0 hosts genesis's rendezvous store on its own port, so MASTER_PORT stays free for a
   // program whose rank 0 binds it (PyTorch does). Across nodes every launcher must agree on the
@@ -320,9 +386,10 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
   for (job.restart_count = 0;; ++job.restart_count) {
     const AttemptResult result = run_attempt(options, job, log_dir, streams, workers);
     if (result.interrupt_signal != 0) return 128 + result.interrupt_signal;
-    if (!result.failed) return 0;
+    if (!result.stopped()) return 0;
     print_summary(options, workers, result, job.restart_count, streams.err);
-    const int code = workers[*result.failed].process->exit_status()->shell_code();
+    const int code =
+        result.failed ? workers[*result.failed].process->exit_status()->shell_code() : 1;
     if (job.restart_count >= options.max_restarts) return code == 0 ? 1 : code;
     streams.err << "genesis launch: restarting all " << options.nproc_per_node
                 << " local ranks (restart " << job.restart_count + 1 << " of "
@@ -338,13 +405,18 @@ void print_dry_run(const LaunchOptions& options, std::ostream& out) {
   job.store_port = options.nnodes > 1 ? job.master_port + 1 : 0;
   const int cores = usable_cores();
   const bool user_set_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
+  // A derived token is no secret (every node computes it); a given one stays unprinted.
+  const StoreToken token = resolved_store_token(options, job.run_id);
+  const std::string shown_token = token.origin == TokenOrigin::derived ? token.value
+                                  : token.origin == TokenOrigin::given ? "<given>"
+                                                                       : "<random per job>";
   for (int local = 0; local < options.nproc_per_node; ++local) {
     const int rank = options.node_rank * options.nproc_per_node + local;
     out << "rank " << rank << " (local rank " << local << ", node " << options.node_rank
         << "): " << command_line(options.command) << "\n";
     for (const auto& [name, value] : worker_env(options, job, local, cores, user_set_omp)) {
       std::string shown = value;
-      if (name == "GENESIS_STORE_TOKEN") shown = "<random per job>";
+      if (name == "GENESIS_STORE_TOKEN") shown = shown_token;
       if ((name == "MASTER_PORT" && job.master_port == 0) ||
           (name == "GENESIS_STORE_PORT" && job.store_port == 0))
         shown = "<free port picked at launch>";

@@ -1,12 +1,15 @@
 // The env contract's values for one worker, and the helpers around it (usable CPUs, random ids,
-// merging with the launcher's own environment). Pure functions: the dry run and the real launch
-// both call worker_env(), so what --dry-run prints is what workers get.
+// merging with the launcher's own environment). The dry run and the real launch both call
+// worker_env(), so what --dry-run prints is what workers get. Its torchrun part is the list
+// torch.distributed.elastic's LocalElasticAgent gives every worker, so a PyTorch script cannot
+// tell the two launchers apart.
 #include "genesis/launch/worker_env.hpp"
 
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 
 extern char** environ;
@@ -17,14 +20,29 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
                    int cores, bool user_set_omp) {
   const int local_world = options.nproc_per_node;
   const int rank = options.node_rank * local_world + local_rank;
+  const std::string world = std::to_string(options.nnodes * local_world);
+  // torchrun's own default; a value the user exported wins, as under torchrun.
+  const char* nccl_errors = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
   EnvVars env = {
       {"RANK", std::to_string(rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
-      {"WORLD_SIZE", std::to_string(options.nnodes * local_world)},
+      {"WORLD_SIZE", world},
       {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)},
+      // One role ("default", torchrun's name when --role is not given) holds every rank.
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", world},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(job.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", job.run_id},
+      // "True" would make torch's env:// connect to the agent's store on MASTER_PORT as a client;
+      // genesis's store speaks its own protocol, so rank 0 must host torch's store itself.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", nccl_errors != nullptr ? nccl_errors : "1"},
       {"GENESIS_RESTART_COUNT", std::to_string(job.restart_count)},
       {"GENESIS_MAX_RESTARTS", std::to_string(options.max_restarts)},
       {"GENESIS_RUN_ID", job.run_id},

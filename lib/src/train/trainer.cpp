@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -39,9 +40,12 @@
 #include "device_choice.hpp"
 #include "job.hpp"
 #include "precision.hpp"
+#include "preemption.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "run_lock.hpp"
 #include "sft_eval.hpp"
+#include "throughput.hpp"
 
 namespace genesis::train {
 
@@ -190,11 +194,31 @@ std::ofstream open_metrics(const std::filesystem::path& run_dir, const Job& job,
   return metrics;
 }
 
+// Rank 0 locks the run directory before anything in it is read or written; every rank learns
+// whether it could, so a refused job stops everywhere at once.
+std::unique_ptr<RunLock> lock_run_directory(const std::filesystem::path& run_dir, const Job& job) {
+  std::unique_ptr<RunLock> lock;
+  std::string refused;
+  if (job.is_main()) {
+    try {
+      lock = std::make_unique<RunLock>(run_dir);
+    } catch (const IoError& e) {
+      refused = e.what();
+    }
+  }
+  std::vector<double> locked{lock ? 1.0 : 0.0};
+  job.sum(locked);
+  if (locked[0] == 0)
+    throw IoError(job.is_main() ? refused
+                                : "rank 0 could not lock " + run_dir.string() + " (see its error)");
+  return lock;
+}
+
 // --dry-run: what the run would be, without joining the job or training.
 TrainResult dry_run(const Config& config, Task& task, const TrainOptions& options) {
   const int world = env_int("WORLD_SIZE", 1);
   // The GPU a run would take, when one is visible; the dry run itself touches no device.
-  const Device device = config.training.device != "cpu" && cuda_device_count() > 0
+  const Device device = config.training.device != "cpu" && cuda_status().state != GpuState::none
                             ? training_device(config.training.device)
                             : Device::cpu();
   const parallel::MemoryPlan plan = plan_for(config, task.model->num_parameters(), world, device);
@@ -221,6 +245,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     return dry_run(config, task, options);
   }
   const Device device = training_device(tc.device);
+  if (device.is_cuda()) use_cuda_device(device.index);  // before any other CUDA work
   Job job(config.distributed, device);
   const int world = job.world_size();
   // Every rank builds the same model and data from the seed; DDP also broadcasts rank 0's
@@ -260,6 +285,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
 
   TrainResult result;
   result.run_dir = std::filesystem::path(tc.output_dir) / config.name;
+  const std::unique_ptr<RunLock> lock = lock_run_directory(result.run_dir, job);
   const std::optional<std::filesystem::path> resume_dir =
       choose_resume_checkpoint(config, result.run_dir, job);
   std::optional<Resumed> resumed;
@@ -368,8 +394,11 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       spdlog::info("step {} eval loss {:.4f} accuracy {:.4f}", step, last_eval.loss, last_eval.accuracy);
   };
 
+  Throughput throughput(first_step, tc.max_steps, device);
+  const PreemptionWatch preemption;
   for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
-    const auto step_start = Clock::now();
+    throughput.begin_step();
+    const std::int64_t examples_before = examples;
     std::vector<data::TensorDataset> micro_batches;
     std::vector<double> scored;
     for (std::int64_t micro = 0; micro < accum; ++micro) {
@@ -397,14 +426,14 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}: step skipped, scale now {:g}",
                    step, check.scale_before, check.scale_after);
     }
-    train_s += seconds_since(step_start);
+    train_s += throughput.end_step(step, examples - examples_before);
     ++window_steps;
 
     // The bar shows this rank's running figures; logged ones are reduced over ranks below.
     double loss = window_loss / static_cast<double>(window_steps);
     double acc = window_predictions > 0 ? window_correct / window_predictions : 0.0;
     // Every rank processes the same number of examples per step.
-    const double samples_per_s = static_cast<double>(examples) * world / train_s;
+    const double samples_per_s = throughput.examples_per_s() * world;
     const double tokens_per_s = samples_per_s * static_cast<double>(task.tokens_per_example);
     char text[160];
     std::snprintf(text, sizeof text, "loss %.4f acc %.3f lr %.2e %.0f %s", loss, acc, lr,
@@ -439,7 +468,19 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       log_eval(step);
       evaluated_at_end = step == tc.max_steps;
     }
-    if ((tc.save_steps > 0 && step % tc.save_steps == 0) || step == tc.max_steps) save(step);
+    // A scheduler's signal: save here (the run may be killed before the next step) and stop.
+    const int signal = step < tc.max_steps ? preemption.agreed_signal(job) : 0;
+    if ((tc.save_steps > 0 && step % tc.save_steps == 0) || step == tc.max_steps || signal != 0)
+      save(step);
+    if (signal != 0) {
+      bar.finish();
+      if (job.is_main())
+        spdlog::warn("received {}: stopped after step {} with a checkpoint; continue with "
+                     "--resume auto", preemption_signal_name(signal), step);
+      result.steps = step;
+      result.stopped_by_signal = signal;
+      return result;
+    }
   }
   bar.finish();
   if (!evaluated_at_end) log_eval(tc.max_steps);
@@ -451,7 +492,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   result.eval_exact_match = last_generation.exact_match;
   result.eval_prompts = last_generation.prompts;
   result.samples = last_generation.samples;
-  result.samples_per_s = train_s > 0 ? static_cast<double>(examples) * world / train_s : 0.0;
+  result.samples_per_s = throughput.examples_per_s() * world;
   result.tokens_per_s = result.samples_per_s * static_cast<double>(task.tokens_per_example);
   result.wall_s = seconds_since(wall_start);
   result.summary_path = result.run_dir / "summary.json";
@@ -479,6 +520,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       {"eval_accuracy", result.eval_accuracy},
       {"samples_per_s", result.samples_per_s},
       {"tokens_per_s", result.tokens_per_s},
+      {"timed_steps", throughput.timed_steps()},  // steps after warm-up behind the rates
       {"flops_per_s", result.tokens_per_s * task.flops_per_token},
       {"train_s", train_s},
       {"wall_s", result.wall_s},

@@ -11,6 +11,7 @@
 namespace genesis::launch {
 
 inline constexpr int kDefaultMultiNodePort = 29500;
+inline constexpr int kDefaultRdzvPort = 29400;  // torchrun's port for --rdzv-endpoint HOST
 
 struct LaunchOptions {
   int nproc_per_node = 1;             // local ranks on this node
@@ -20,10 +21,13 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = -1;               // -1: 0 (a free port) on one node, 29500 across nodes
   int max_restarts = 0;               // whole-group restarts after a failure
-  double grace_period_s = 5.0;        // SIGTERM -> SIGKILL delay when tearing the group down
+  double grace_period_s = 120.0;      // SIGTERM -> SIGKILL after a signal to the launcher (time
+                                      // to save a checkpoint); at most 10 s after a failure
+  double heartbeat_timeout_s = 15.0;  // across nodes: silence after which a node counts as lost
   int timeout_s = -1;                 // GENESIS_TIMEOUT_S; -1: unset, workers use their own
                                       // default (train: distributed.timeout_s)
-  std::string run_id;                 // GENESIS_RUN_ID; empty: SLURM_JOB_ID or a random id
+  std::string run_id;                 // GENESIS_RUN_ID; empty: see resolved_run_id
+  std::string store_token;            // the store's shared secret; empty: resolved_store_token
   std::filesystem::path log_dir;      // empty: no log files
   bool tee = false;                   // log files as well as the console (default dir when none)
   std::vector<int> local_ranks_filter;  // local ranks shown on the console; empty: all
@@ -41,5 +45,13 @@ void validate_launch_options(const LaunchOptions& options);
 
 // "0,1,3" -> {0, 1, 3}; InvalidArgument for anything that is not a list of ranks >= 0.
 std::vector<int> parse_rank_list(const std::string& text);
+
+// torchrun's --rdzv-endpoint HOST[:PORT] ("[::1]:29400" for an IPv6 address) as the master
+// address and port; PORT defaults to kDefaultRdzvPort. InvalidArgument naming the flag otherwise.
+struct Endpoint {
+  std::string host;
+  int port = kDefaultRdzvPort;
+};
+Endpoint parse_rdzv_endpoint(const std::string& text);
 
 }  // namespace genesis::launch

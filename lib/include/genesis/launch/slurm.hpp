@@ -32,6 +32,19 @@ struct SlurmMapping {
 // when a SLURM variable is not a number.
 std::optional<SlurmMapping> map_slurm_env(const EnvLookup& env);
 
+// Under srun without a launcher (SLURM_PROCID set, RANK not, a step of several tasks): the env
+// contract every task of the step agrees on, so `srun -n 4 genesis train` forms one world of 4.
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK from SLURM_PROCID, _LOCALID,
+// _NTASKS, _STEP_TASKS_PER_NODE and _NODEID; MASTER_ADDR the step's first host; MASTER_PORT
+// (where rank 0 hosts the store), GENESIS_STORE_TOKEN and GENESIS_RUN_ID derived from the job and
+// step ids. nullopt for one task, under a launcher, or outside SLURM; InvalidArgument when the
+// first host cannot be found (never a quiet world of one).
+std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
+    const EnvLookup& env);
+
+// slurm_world_env applied to this process's environment; true when it was.
+bool adopt_slurm_world();
+
 // Which layout flags the user gave; those win over SLURM.
 struct GivenLayoutFlags {
   bool nnodes = false;
@@ -46,7 +59,8 @@ void apply_slurm_layout(LaunchOptions& options, const SlurmMapping& slurm, const
 
 // Expands a SLURM hostlist: "a[1-3,5],b" -> a1 a2 a3 a5 b; zero padding is kept ("n[08-10]").
 std::vector<std::string> expand_hostlist(const std::string& list);
-// The first host: `scontrol show hostnames` when scontrol is on PATH, else expand_hostlist.
+// The first host: `scontrol show hostnames` when scontrol is on PATH, else expand_hostlist;
+// InvalidArgument naming the list when neither can read it.
 std::string first_host(const std::string& list);
 
 struct SbatchOptions {

@@ -1,7 +1,7 @@
-// The environment contract between the launcher and its workers (DESIGN.md): the torchrun
-// variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
-// MASTER_PORT) plus the GENESIS_* ones, computed as plain name/value pairs so that the dry run
-// prints exactly what a real launch sets. Spawning the process is child_process.hpp's job.
+// The environment contract between the launcher and its workers (DESIGN.md): every variable
+// torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE, ..., ROLE_*, TORCHELASTIC_*) plus the GENESIS_*
+// ones, computed as plain name/value pairs so that the dry run prints exactly what a real launch
+// sets. Spawning the process is child_process.hpp's job.
 #pragma once
 
 #include <string>
@@ -27,6 +27,7 @@ struct JobIdentity {
 
 // The variables worker `local_rank` gets. OMP_NUM_THREADS is added (max(1, cores / local ranks))
 // only when `user_set_omp` is false; `cores` is the CPUs this process may use.
+// TORCH_NCCL_ASYNC_ERROR_HANDLING is the launcher's own value, else torchrun's default 1.
 EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int local_rank,
                    int cores, bool user_set_omp);
 

@@ -44,6 +44,9 @@ struct TrainResult {
   std::optional<double> mfu;
   std::int64_t peak_device_memory = 0;
   double wall_s = 0;
+  // The signal (SIGTERM, SIGUSR1, SIGUSR2) that stopped the run after saving a checkpoint at step
+  // `steps`, before max_steps; 0 when it ran to the end. No summary.json is written then.
+  int stopped_by_signal = 0;
   std::filesystem::path run_dir;
   std::filesystem::path summary_path;
 };

@@ -1,0 +1,68 @@
+// The run directory's lock (see run_lock.hpp).
+#include "run_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::train {
+namespace {
+
+std::string holder_text() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::time_t now = std::time(nullptr);
+  char when[32] = {};
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  const char* run_id = std::getenv("GENESIS_RUN_ID");
+  return "pid " + std::to_string(::getpid()) + " on " + host + " since " + when +
+         (run_id != nullptr && *run_id != '\0' ? std::string(" (run id ") + run_id + ")" : "");
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[512];
+  ::lseek(fd, 0, SEEK_SET);
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, n);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+RunLock::RunLock(const std::filesystem::path& run_dir) {
+  std::filesystem::create_directories(run_dir);
+  const std::filesystem::path path = run_dir / ".lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  GENESIS_CHECK(fd_ >= 0, IoError,
+                "cannot open " + path.string() + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    const std::string holder = read_all(fd_);
+    ::close(fd_);
+    fd_ = -1;
+    if (error != EWOULDBLOCK)
+      throw IoError("cannot lock " + path.string() + ": " + std::strerror(error));
+    throw IoError(run_dir.string() + " is in use by another job (" +
+                  (holder.empty() ? "holder unknown" : holder) +
+                  "): wait for it to finish, or train under another --name");
+  }
+  // Best effort: the lock holds without it; only the note for whoever is refused would be missing.
+  const std::string text = holder_text() + "\n";
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+}
+
+}  // namespace genesis::train

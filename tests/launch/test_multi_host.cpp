@@ -1,0 +1,196 @@
+// A job across two hosts, simulated faithfully on one machine (support/simulated_hosts.hpp): each
+// host runs its own `genesis launch --nnodes 2 --node-rank i --master-addr 10.77.0.1` in its own
+// network namespace, exactly as a user types it on two machines, so the store, its token and
+// Gloo all cross the veth link. 2 hosts x 2 ranks train to the loss of 1 host x 4 ranks, and
+// bench-allreduce checks every element across the hosts.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "support/cli_run.hpp"
+#include "support/simulated_hosts.hpp"
+
+using namespace genesis::testing;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kMasterPort = 29611;
+
+using Clock = std::chrono::steady_clock;
+
+struct HostRun {
+  CliResult result;
+  double seconds = 0;  // from the launch to the launcher's exit
+};
+
+// Runs `args` under `genesis launch` (after `launch_flags`) on both hosts at once; `meanwhile`
+// runs on the test's thread while they do.
+std::vector<HostRun> launch_on_both(const SimulatedHosts& hosts, int nproc,
+                                    const std::vector<std::string>& args,
+                                    const std::vector<std::string>& launch_flags = {},
+                                    const std::function<void()>& meanwhile = {}) {
+  std::vector<HostRun> runs(2);
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int host = 0; host < 2; ++host)
+    threads.emplace_back([&, host] {
+      std::vector<std::string> command = {GENESIS_TEST_BIN, "launch", "--nnodes", "2",
+                                          "--node-rank", std::to_string(host),
+                                          "--nproc-per-node", std::to_string(nproc),
+                                          "--master-addr", hosts.address(0),
+                                          "--master-port", std::to_string(kMasterPort),
+                                          "--timeout", "60"};
+      command.insert(command.end(), launch_flags.begin(), launch_flags.end());
+      command.insert(command.end(), args.begin(), args.end());
+      runs[host].result =
+          run_process(hosts.on(host, command),
+                      {{{"OMP_NUM_THREADS", "1"}, {"GENESIS_STORE_TOKEN", std::nullopt},
+                        {"SLURM_JOB_ID", std::nullopt}}, {}});
+      runs[host].seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    });
+  if (meanwhile) meanwhile();
+  for (auto& t : threads) t.join();
+  return runs;
+}
+
+std::vector<CliResult> results_of(const std::vector<HostRun>& runs) {
+  return {runs[0].result, runs[1].result};
+}
+
+std::optional<SimulatedHosts> hosts_or_skip(const std::string& rate = "") {
+  std::string why_not;
+  auto hosts = SimulatedHosts::create(rate, why_not);
+  if (!hosts) WARN(why_not);
+  return hosts;
+}
+
+json summary_of(const std::filesystem::path& run) {
+  std::ifstream in(run / "summary.json");
+  return json::parse(in);
+}
+
+std::vector<std::string> gpt_tiny(const std::filesystem::path& out) {
+  return {"train", "--preset", "gpt-tiny", "-o", out.string(), "--name", "job",
+          "--set", "training.max_steps=6", "--set", "training.logging_steps=2",
+          "--set", "training.per_device_train_batch_size=4", "--set", "data.num_samples=400",
+          "--set", "training.eval_steps=0", "--set", "training.eval_batches=1"};
+}
+
+}  // namespace
+
+TEST_CASE("the same launch command on two hosts forms one job and trains", "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  TempDir dir;
+  const auto results = results_of(launch_on_both(*hosts, 1, gpt_tiny(dir.path() / "two-hosts")));
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " stdout:\n" << results[host].out << "\nstderr:\n" << results[host].err);
+    CHECK(results[host].exit_code == 0);
+  }
+  // Both hosts wrote into one shared directory here; rank 0 (host 0) writes the summary.
+  const json summary = summary_of(dir.path() / "two-hosts" / "job");
+  CHECK(summary["world_size"] == 2);
+  CHECK(summary["backend"] == "gloo");
+  CHECK_THAT(results[0].err, Catch::Contains("store token derived"));
+}
+
+TEST_CASE("2 hosts x 2 ranks train to the loss of 1 host x 4 ranks", "[launch][multihost]") {
+  auto hosts = hosts_or_skip("1gbit");
+  if (!hosts) return;
+  TempDir dir;
+  std::vector<std::string> one_host = {GENESIS_TEST_BIN, "launch", "--nproc", "4"};
+  const auto reference = gpt_tiny(dir.path() / "one-host");
+  one_host.insert(one_host.end(), reference.begin(), reference.end());
+  const CliResult single = run_process(one_host, {{{"OMP_NUM_THREADS", "1"}}, {}});
+  INFO("one host stderr:\n" << single.err);
+  REQUIRE(single.exit_code == 0);
+
+  const auto results = results_of(launch_on_both(*hosts, 2, gpt_tiny(dir.path() / "two-hosts")));
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " stdout:\n" << results[host].out << "\nstderr:\n" << results[host].err);
+    REQUIRE(results[host].exit_code == 0);
+  }
+  const json a = summary_of(dir.path() / "one-host" / "job");
+  const json b = summary_of(dir.path() / "two-hosts" / "job");
+  CHECK(b["world_size"] == 4);
+  CHECK(std::abs(a["final_loss"].get<double>() - b["final_loss"].get<double>()) <= 1e-5);
+  CHECK(std::abs(a["eval_loss"].get<double>() - b["eval_loss"].get<double>()) <= 1e-5);
+  // Output of a job that spans hosts is prefixed with the host's name.
+  CHECK_THAT(results[0].out + results[0].err, Catch::Contains("[host0:rank 0] "));
+}
+
+TEST_CASE("bench-allreduce across two hosts checks every element", "[launch][multihost]") {
+  auto hosts = hosts_or_skip("10gbit");
+  if (!hosts) return;
+  const auto results = results_of(
+      launch_on_both(*hosts, 1, {"bench-allreduce", "-b", "1K", "-e", "4M", "-n", "3", "-w", "1"}));
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " stdout:\n" << results[host].out << "\nstderr:\n" << results[host].err);
+    CHECK(results[host].exit_code == 0);
+  }
+  CHECK_THAT(results[0].out, Catch::Contains("Out of bounds values : 0 OK"));
+}
+
+TEST_CASE("a rank failing on one host stops the launchers on every host within seconds",
+          "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  // Rank 3 (host 1) fails after a second; every other rank would sleep two minutes.
+  const auto runs = launch_on_both(
+      *hosts, 2, {"--", "sh", "-c", "if [ $RANK = 3 ]; then sleep 1; exit 7; fi; exec sleep 120"});
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " after " << runs[host].seconds << " s, stderr:\n"
+                 << runs[host].result.err);
+    CHECK(runs[host].result.exit_code != 0);
+    CHECK(runs[host].seconds < 30);  // the collective timeout would be minutes
+    // Every host's summary names the failed rank, its host and the cause.
+    CHECK_THAT(runs[host].result.err,
+               Catch::Contains("rank 3 (local rank 1) on host1 exited with code 7"));
+  }
+  WARN("a rank's death on host1 to every launcher down: host0 " << runs[0].seconds << " s, host1 "
+                                                                << runs[1].seconds << " s");
+}
+
+TEST_CASE("a host whose launcher is killed is noticed through its heartbeat",
+          "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  // Host 1's rank SIGKILLs its own launcher after 2 s and leaves; host 0's ranks sleep on.
+  const auto runs = launch_on_both(
+      *hosts, 1,
+      {"--", "sh", "-c", "if [ $RANK = 1 ]; then sleep 2; kill -9 $PPID; exit 0; fi; exec sleep 120"},
+      {"--heartbeat-timeout", "3"});
+  INFO("host 0 after " << runs[0].seconds << " s, stderr:\n" << runs[0].result.err);
+  CHECK(runs[1].result.exit_code == 137);  // its launcher was killed
+  CHECK(runs[0].result.exit_code != 0);
+  CHECK(runs[0].seconds < 30);
+  CHECK_THAT(runs[0].result.err,
+             Catch::Contains("node 1 (host1) sent no heartbeat for 3 s"));
+  WARN("a launcher killed on host1 to host0 down: " << runs[0].seconds - 2 << " s");
+}
+
+TEST_CASE("a cut link fails the job on both hosts, naming the lost host", "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  const auto runs = launch_on_both(*hosts, 1, {"--", "sh", "-c", "exec sleep 120"},
+                                   {"--heartbeat-timeout", "3"}, [&] {
+                                     std::this_thread::sleep_for(std::chrono::seconds(3));
+                                     hosts->set_link(1, false);
+                                   });
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " after " << runs[host].seconds << " s, stderr:\n"
+                 << runs[host].result.err);
+    CHECK(runs[host].result.exit_code != 0);
+    CHECK(runs[host].seconds < 30);
+  }
+  CHECK_THAT(runs[0].result.err, Catch::Contains("node 1 (host1) sent no heartbeat"));
+  CHECK_THAT(runs[1].result.err, Catch::Contains("no answer from the job's store at 10.77.0.1"));
+  WARN("link cut to the error: host0 " << runs[0].seconds - 3 << " s, host1 "
+                                       << runs[1].seconds - 3 << " s");
+}

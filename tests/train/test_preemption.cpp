@@ -1,0 +1,80 @@
+// A scheduler's signal stops a run without losing it: SIGTERM to `genesis launch` (passed on to
+// every rank) or SIGUSR1 to a lone `genesis train` makes training save a checkpoint at the next
+// step boundary and exit with the signal's status within the grace period, and `--resume auto`
+// continues from that checkpoint to the end.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "support/cli_run.hpp"
+
+using namespace genesis::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// gpt-tiny for 60 steps, a metrics line each step: long enough to be interrupted mid-run.
+std::string train_args(const fs::path& out) {
+  return "train --preset gpt-tiny -o '" + out.string() + "' --name run --set training.max_steps=60 "
+         "--set training.logging_steps=1 --set training.eval_steps=0 --set training.eval_batches=1 "
+         "--set data.num_samples=2000";
+}
+
+// Starts `command` in the background, waits until the run has logged 3 steps, sends `signal`
+// to it, and prints its exit status as "exit=N".
+CliResult interrupt(const std::string& command, const fs::path& run, const std::string& signal) {
+  const std::string script =
+      command + " & pid=$!; "
+      "for i in $(seq 600); do [ $(cat '" + (run / "metrics.jsonl").string() +
+      "' 2>/dev/null | wc -l) -ge 3 ] && break; sleep 0.05; done; "
+      "kill -" + signal + " $pid; wait $pid; echo exit=$?";
+  return run_process({"sh", "-c", script}, {{{"OMP_NUM_THREADS", "1"}}, {}});
+}
+
+// The step of the run's newest checkpoint, from `latest`.
+int latest_step(const fs::path& run) {
+  std::ifstream in(run / "checkpoints" / "latest");
+  std::string name;
+  std::getline(in, name);
+  std::smatch m;
+  return std::regex_search(name, m, std::regex(R"(step-(\d+))")) ? std::stoi(m[1]) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM to genesis launch saves a checkpoint at a step boundary and resume continues",
+          "[train][preemption]") {
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  const std::string launch = std::string("'") + GENESIS_TEST_BIN + "' launch --nproc 2 ";
+  const CliResult stopped = interrupt(launch + train_args(dir.path()), run, "TERM");
+  INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
+  CHECK_THAT(stopped.out, Catch::Contains("exit=143"));  // 128 + SIGTERM, within the grace period
+  CHECK_THAT(stopped.err, Catch::Contains("received SIGTERM: stopped after step"));
+  const int step = latest_step(run);
+  CHECK(step >= 3);
+  CHECK(step < 60);
+  CHECK_FALSE(fs::exists(run / "summary.json"));  // the run is not finished
+
+  const CliResult resumed = run_process(
+      {"sh", "-c", launch + train_args(dir.path()) + " --resume auto"}, {{{"OMP_NUM_THREADS", "1"}}, {}});
+  INFO("resumed stderr:\n" << resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("(step " + std::to_string(step) + ")"));
+  CHECK(latest_step(run) == 60);
+}
+
+TEST_CASE("SIGUSR1 to a lone genesis train saves and exits with its status", "[train][preemption]") {
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  const CliResult stopped =
+      interrupt(std::string("'") + GENESIS_TEST_BIN + "' " + train_args(dir.path()), run, "USR1");
+  INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
+  CHECK_THAT(stopped.out, Catch::Contains("exit=138"));  // 128 + SIGUSR1
+  CHECK_THAT(stopped.err, Catch::Contains("received SIGUSR1"));
+  const int step = latest_step(run);
+  CHECK(step >= 3);
+  CHECK(step < 60);
+}
