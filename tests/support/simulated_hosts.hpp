@@ -66,6 +66,9 @@ class SimulatedHosts {
 
   std::string address(int host) const { return "10.77.0." + std::to_string(host + 1); }
 
+  // The host's end of the link, e.g. for GLOO_SOCKET_IFNAME.
+  const std::string& device(int host) const { return devices_.at(host); }
+
   // The host's name (its own UTS namespace): "host0", "host1".
   std::string hostname(int host) const { return "host" + std::to_string(host); }
 
