@@ -240,7 +240,7 @@ TEST_CASE("bf16 autocast attention: bf16 outputs of the rounded inputs, f32 grad
   }
 }
 
-TEST_CASE("without autocast the covered ops are unchanged; other ops ignore autocast",
+TEST_CASE("without autocast the covered ops are unchanged, other ops ignore autocast",
           "[autocast]") {
   Tensor x = leaf({3, 4}, 18), w = leaf({2, 4}, 19);
   const Tensor plain = linear(x, w);

@@ -69,7 +69,7 @@ TEST_CASE("a 2-rank checkpoint reads back through any element range", "[ckpt]") 
   CHECK_THROWS_AS(c.read("model.nothing", 0, 1), InvalidArgument);
 }
 
-TEST_CASE("latest names the newest save; save_total_limit prunes the oldest; a step can be re-saved",
+TEST_CASE("latest names the newest save, save_total_limit prunes the oldest, a step can be re-saved",
           "[ckpt]") {
   testing::TempDir dir;
   for (std::int64_t step = 1; step <= 4; ++step) save_2_ranks(dir.path(), step, 2);

@@ -330,7 +330,7 @@ json run_python(const std::vector<std::string>& args) {
   return json::parse(r.out);
 }
 
-TEST_CASE("genesis ckpt export consolidates split tensors; an independent reader sees them whole", "[ckpt-cli]") {
+TEST_CASE("genesis ckpt export consolidates split tensors, an independent reader sees them whole", "[ckpt-cli]") {
   Run run;
   const fs::path out = run.tmp.path() / "export" / "weights.safetensors";
   const auto r = run_genesis({"ckpt", "export", run.dir.string(), "-o", out.string(), "--format", "genesis"});
@@ -463,7 +463,7 @@ TEST_CASE("genesis ckpt reshard 2 -> 3 -> 1 keeps every logical tensor and the g
   CHECK_FALSE(fs::exists(run.tmp.path() / ".tmp-x5"));
 }
 
-TEST_CASE("genesis ckpt diff prints what differs and exits 1; identical checkpoints exit 0", "[ckpt-cli]") {
+TEST_CASE("genesis ckpt diff prints what differs and exits 1, identical checkpoints exit 0", "[ckpt-cli]") {
   Run run;
   const auto same = run_genesis({"ckpt", "diff", run.dir.string(), run.step40.string()});
   CHECK(same.exit_code == 0);

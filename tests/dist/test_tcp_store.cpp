@@ -257,7 +257,7 @@ TEST_CASE("TCPStore refuses a value over the message limit without sending it", 
   CHECK(store.get("small") == "ok");
 }
 
-TEST_CASE("TCPStoreServer port 0 picks a free port; a taken port names host:port", "[store]") {
+TEST_CASE("TCPStoreServer port 0 picks a free port, a taken port names host:port", "[store]") {
   TCPStoreServer first({"127.0.0.1", 0, ""});
   REQUIRE(first.port() > 0);
   CHECK(first.host() == "127.0.0.1");

@@ -158,7 +158,7 @@ TEST_CASE("a step after scale_gradients(0.5) is an SGD step at half the learning
   }
 }
 
-TEST_CASE("an fp16 overflow on one rank makes every strategy's grad_norm non-finite; zero_grad "
+TEST_CASE("an fp16 overflow on one rank makes every strategy's grad_norm non-finite, zero_grad "
           "skips the step",
           "[scale_gradients]") {
   for (const Case& c : kCases) {

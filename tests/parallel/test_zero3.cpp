@@ -128,7 +128,7 @@ TEST_CASE("zero3 issues the next unit's all-gather while the current unit comput
   }
 }
 
-TEST_CASE("zero3 evaluation gathers, runs and frees each unit; full parameters on demand",
+TEST_CASE("zero3 evaluation gathers, runs and frees each unit, full parameters on demand",
           "[zero3]") {
   genesis::Generator gen(5);
   const genesis::Tensor x = genesis::Tensor::randn({4, 20}, gen);

@@ -40,7 +40,7 @@ TEST_CASE("gradients flow through joins, copies and casts", "[tensor][shape]") {
                   {leaf({4}, 14, 0.25)}, 1e-2, 5e-3, 5e-2);
 }
 
-TEST_CASE("views share storage; reshape copies only when it must", "[tensor][shape]") {
+TEST_CASE("views share storage, reshape copies only when it must", "[tensor][shape]") {
   Tensor a = Tensor::zeros({2, 3});
   Tensor v = a.view({3, 2});
   v.fill_(1.0);

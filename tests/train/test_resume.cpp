@@ -368,9 +368,9 @@ TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was"
   refused(1, truncated, 1, (truncated / "manifest.json").string());
   CHECK(snapshot(truncated) == truncated_before);
 
-  // Saved by 2 ranks: 1 or 3 ranks need `genesis ckpt reshard` first.
-  refused(1, source, 2, "genesis ckpt reshard");
-  refused(3, source, 2, "genesis ckpt reshard");
+  // Saved by 2 ranks x 8 (a global batch of 16): 3 ranks cannot keep it (1 rank resumes with
+  // accumulation 2, see test_resume_world.cpp).
+  refused(3, source, 2, "cannot resume a 2-rank checkpoint on 3 ranks keeping its global batch of 16");
 }
 
 TEST_CASE("resume: a fresh start never deletes an earlier run's checkpoints unasked", "[resume]") {

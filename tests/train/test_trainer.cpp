@@ -67,7 +67,7 @@ TEST_CASE("a run writes metrics and a summary and learns", "[train]") {
   REQUIRE(train_lines.back()["loss"].get<double>() < train_lines.front()["loss"].get<double>());
 }
 
-TEST_CASE("the same seed reproduces a run exactly; another seed does not", "[train]") {
+TEST_CASE("the same seed reproduces a run exactly, another seed does not", "[train]") {
   testing::TempDir dir;
   Config c = small_mlp(dir.path());
   c.training.max_steps = 15;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "genesis/ckpt/checkpoint.hpp"
+#include "genesis/ckpt/rewrite.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/dist/string_collectives.hpp"
 
@@ -205,26 +207,128 @@ void warn_about_config_changes(const ckpt::Manifest& m, const Config& config, in
                  dir.filename().string(), c);
 }
 
+// Rank 0 runs `decide`; every rank returns its answer or throws its error (a ConfigError stays
+// one, anything else, a filesystem error too, becomes an IoError), so no rank is left waiting.
+std::string decide_on_rank0(const Job& job, const std::function<std::string()>& decide) {
+  std::string answer;
+  if (job.is_main()) {
+    try {
+      answer = decide();
+    } catch (const ConfigError& e) {
+      answer = kConfigErrorTag + std::string(e.what());
+    } catch (const std::exception& e) {
+      answer = kErrorTag + std::string(e.what());
+    }
+  }
+  answer = dist::broadcast_string(*job.group(), answer);
+  if (answer.rfind(kConfigErrorTag, 0) == 0)
+    throw ConfigError(answer.substr(std::string(kConfigErrorTag).size()));
+  if (answer.rfind(kErrorTag, 0) == 0) throw IoError(answer.substr(std::string(kErrorTag).size()));
+  return answer;
+}
+
+std::string ranks_text(std::int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
+
+// The accumulation that gives `global` examples a step on `world` ranks of `per_device` each;
+// ConfigError naming what would, when none does.
+std::int64_t accumulation_keeping(std::int64_t global, int saved_world, std::int64_t per_device,
+                                  int world) {
+  const std::string head = "cannot resume a " + std::to_string(saved_world) +
+                           "-rank checkpoint on " + ranks_text(world) +
+                           " keeping its global batch of " + std::to_string(global);
+  if (global % world != 0) {
+    std::string worlds;
+    for (int w = 1; w <= std::max(saved_world, world); ++w)
+      if (global % w == 0) worlds += (worlds.empty() ? "" : ", ") + std::to_string(w);
+    throw ConfigError(head + ": it does not split over " + ranks_text(world) + "; run on " +
+                      worlds + " ranks, or start a new run");
+  }
+  const std::int64_t per_rank = global / world;
+  if (per_rank % per_device == 0) return per_rank / per_device;
+  std::string settings;
+  for (std::int64_t b = per_rank; b >= 1; --b)
+    if (per_rank % b == 0)
+      settings += (settings.empty() ? "" : ", or ") + std::string("per_device_train_batch_size=") +
+                  std::to_string(b) + " with gradient_accumulation_steps=" + std::to_string(per_rank / b);
+  throw ConfigError(head + ": per_device_train_batch_size " + std::to_string(per_device) +
+                    " does not divide the " + std::to_string(per_rank) +
+                    " examples each rank needs a step; set " + settings);
+}
+
+// Rank 0: the plan as JSON (see ResumePlan). The global batch is the checkpoint's when the world
+// changes now or changed at an earlier resume: an elastic restart repeats the first command
+// line, whose accumulation was meant for the original world.
+json plan_on_rank0(const fs::path& dir, const Config& config, const fs::path& run_dir, int world) {
+  const ckpt::Checkpoint checkpoint(dir);
+  const ckpt::Manifest& m = checkpoint.manifest();
+  const TrainingConfig& t = config.training;
+  json changes = m.info.value("world_size_changes", json::array());
+  std::int64_t accum = t.gradient_accumulation_steps;
+  std::string notice;
+  const bool moved = m.world_size != world;
+  if (moved || !changes.empty()) {
+    std::int64_t saved_batch = t.per_device_train_batch_size, saved_accum = accum;
+    if (!m.config_toml.empty()) {
+      const Config saved = parse_config_toml(m.config_toml, "'" + dir.string() + "' config");
+      saved_batch = saved.training.per_device_train_batch_size;
+      saved_accum = saved.training.gradient_accumulation_steps;
+    }
+    const std::int64_t global = saved_batch * m.world_size * saved_accum;
+    accum = accumulation_keeping(global, m.world_size, t.per_device_train_batch_size, world);
+    if (moved) changes.push_back({{"step", m.step}, {"from", m.world_size}, {"to", world}});
+    const json& last = changes.back();
+    const std::string steps = accum == t.gradient_accumulation_steps
+                                  ? std::to_string(accum)
+                                  : std::to_string(t.gradient_accumulation_steps) + " -> " +
+                                        std::to_string(accum);
+    if (moved || accum != t.gradient_accumulation_steps)
+      notice = "world " + last.at("from").dump() + " -> " + last.at("to").dump() +
+               ": gradient_accumulation_steps " + steps + " keeps the global batch of " +
+               std::to_string(global);
+  }
+  json plan = {{"load_dir", dir.string()}, {"resharded", moved}, {"accumulation", accum},
+               {"changes", changes}, {"notice", notice}};
+  if (!moved) return plan;
+  const fs::path root = ckpt::checkpoints_dir_of(run_dir);
+  fs::path name = dir.lexically_normal();
+  if (!name.has_filename()) name = name.parent_path();  // "step-4/"
+  const fs::path copy = root / (std::string(ckpt::kSavingPrefix) + name.filename().string() +
+                                ".world-" + std::to_string(world));
+  fs::create_directories(root);
+  fs::remove_all(copy);  // a copy an interrupted resume left behind
+  ckpt::reshard_checkpoint(checkpoint, {.out = copy, .world_size = world, .strategy = "",
+                                        .reshard_ranks = reshard_rank_states});
+  spdlog::info("resuming a {}-rank checkpoint on {}: resharded {} into {} (removed once loaded)",
+               m.world_size, ranks_text(world), dir.string(), copy.string());
+  plan["load_dir"] = copy.string();
+  return plan;
+}
+
 }  // namespace
 
 std::optional<fs::path> choose_resume_checkpoint(const Config& config, const fs::path& run_dir,
                                                  const Job& job) {
-  std::string choice;
-  if (job.is_main()) {
-    try {
-      choice = choose_on_rank0(config, run_dir);
-    } catch (const ConfigError& e) {
-      choice = kConfigErrorTag + std::string(e.what());
-    } catch (const std::exception& e) {  // a filesystem error too: the other ranks must hear
-      choice = kErrorTag + std::string(e.what());
-    }
-  }
-  choice = dist::broadcast_string(*job.group(), choice);
-  if (choice.rfind(kConfigErrorTag, 0) == 0)
-    throw ConfigError(choice.substr(std::string(kConfigErrorTag).size()));
-  if (choice.rfind(kErrorTag, 0) == 0) throw IoError(choice.substr(std::string(kErrorTag).size()));
+  const std::string choice = decide_on_rank0(job, [&] { return choose_on_rank0(config, run_dir); });
   if (choice.empty()) return std::nullopt;
   return fs::path(choice);
+}
+
+ResumePlan plan_resume(const fs::path& dir, const Config& config, const fs::path& run_dir,
+                       const Job& job) {
+  const json plan = json::parse(decide_on_rank0(
+      job, [&] { return plan_on_rank0(dir, config, run_dir, job.world_size()).dump(); }));
+  return {plan.at("load_dir").get<std::string>(), plan.at("resharded").get<bool>(),
+          plan.at("accumulation").get<std::int64_t>(), plan.at("changes"),
+          plan.at("notice").get<std::string>()};
+}
+
+void remove_resharded_copy(const ResumePlan& plan, const Job& job) {
+  if (!plan.resharded) return;
+  std::vector<double> loaded{1.0};
+  job.sum(loaded);  // every rank has read the copy
+  if (!job.is_main()) return;
+  std::error_code ec;  // a copy left behind is a .tmp- leftover, which the next save removes
+  fs::remove_all(plan.load_dir, ec);
 }
 
 Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Strategy& strategy,
@@ -259,7 +363,7 @@ Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Str
 
 void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t step,
                      parallel::Strategy& strategy, nn::Module& model, RankState state, std::optional<double> loss,
-                     const Job& job) {
+                     const json& world_size_changes, const Job& job) {
   const auto start = std::chrono::steady_clock::now();
   for (const auto& [name, generator] : model.named_generators()) state.rng[name] = generator->state();
   const TrainingConfig& t = config.training;
@@ -273,6 +377,7 @@ void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t
       .keep_last = static_cast<int>(t.save_total_limit)};
   // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
   if (loss) options.info["loss"] = *loss;
+  if (!world_size_changes.empty()) options.info["world_size_changes"] = world_size_changes;
   const fs::path dir = ckpt::save_checkpoint(options, strategy.state_pieces(), to_json(state), *job.group());
   if (job.is_main())
     spdlog::info("saved checkpoint {} in {:.2f} s", dir.string(),

@@ -29,6 +29,29 @@ std::optional<std::filesystem::path> choose_resume_checkpoint(const Config& conf
                                                               const std::filesystem::path& run_dir,
                                                               const Job& job);
 
+// How a resume carries the run onto this job's world size. A checkpoint saved by another number
+// of ranks is resharded (as `genesis ckpt reshard`) into a temporary copy under the run's
+// checkpoints directory, named like an interrupted save (.tmp-step-<N>.world-<M>) so that a crash
+// leaves nothing the next save does not remove; the original is only read.
+struct ResumePlan {
+  std::filesystem::path load_dir;  // the chosen checkpoint, or its resharded copy
+  bool resharded = false;          // load_dir is a copy: remove_resharded_copy deletes it
+  // For this run: the checkpoint's global batch, kept when the world size changed now or at an
+  // earlier resume (otherwise the config's value; an unchanged run may change its batch).
+  std::int64_t gradient_accumulation_steps = 0;
+  nlohmann::json world_size_changes = nlohmann::json::array();  // [{step, from, to}], oldest first
+  std::string notice;  // "world 4 -> 2: gradient_accumulation_steps 1 -> 2 keeps ..." or ""
+};
+
+// Collective; rank 0 decides and reshards, every rank gets the plan or the same error. A global
+// batch this world cannot keep with the configured per_device_train_batch_size is a ConfigError
+// naming the settings (or world sizes) that would keep it.
+ResumePlan plan_resume(const std::filesystem::path& dir, const Config& config,
+                       const std::filesystem::path& run_dir, const Job& job);
+
+// Collective: once every rank has loaded the plan's copy, rank 0 removes it.
+void remove_resharded_copy(const ResumePlan& plan, const Job& job);
+
 struct Resumed {
   std::int64_t step = 0;  // the last completed step; training continues at step + 1
   RankState state;        // this rank's (its sampler position is per-world, see load)
@@ -37,13 +60,17 @@ struct Resumed {
 
 // Loads `dir` into the strategy, the optimizer's step count and the model's random generators,
 // and returns this rank's state. The world size must match (ConfigError pointing to `genesis
-// ckpt reshard` otherwise); config differences that change the result are logged as warnings.
+// ckpt reshard` otherwise; the trainer loads plan_resume's load_dir, which does); config
+// differences that change the result are logged as warnings.
 Resumed load_checkpoint(const std::filesystem::path& dir, const Config& config,
                         parallel::Strategy& strategy, nn::Module& model, const Job& job);
 
 // Collective: writes step-<step> under <run_dir>/checkpoints and prunes to save_total_limit.
+// world_size_changes (ResumePlan's) is kept in the manifest's info when not empty, so a later
+// resume on the same smaller world still keeps the original global batch.
 void save_checkpoint(const Config& config, const std::filesystem::path& run_dir, std::int64_t step,
                      parallel::Strategy& strategy, nn::Module& model, RankState state,
-                     std::optional<double> loss, const Job& job);
+                     std::optional<double> loss, const nlohmann::json& world_size_changes,
+                     const Job& job);
 
 }  // namespace genesis::train

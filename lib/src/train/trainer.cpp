@@ -272,7 +272,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       job.group());
 
   const std::int64_t batch = tc.per_device_train_batch_size;
-  const std::int64_t accum = tc.gradient_accumulation_steps;
+  std::int64_t accum = tc.gradient_accumulation_steps;  // a resume on another world may scale it
   const std::int64_t warmup =
       tc.warmup_steps > 0 ? tc.warmup_steps
                           : static_cast<std::int64_t>(tc.warmup_ratio * static_cast<double>(tc.max_steps));
@@ -289,8 +289,15 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   const std::optional<std::filesystem::path> resume_dir =
       choose_resume_checkpoint(config, result.run_dir, job);
   std::optional<Resumed> resumed;
+  // What this run saves: the config with the accumulation it trains with, so the checkpoints
+  // keep the global batch a resume onto another world size kept.
+  Config saved_config = config;
+  ResumePlan elastic;
   if (resume_dir) {
-    resumed = load_checkpoint(*resume_dir, config, *strategy, model, job);
+    elastic = plan_resume(*resume_dir, config, result.run_dir, job);
+    accum = saved_config.training.gradient_accumulation_steps = elastic.gradient_accumulation_steps;
+    resumed = load_checkpoint(elastic.load_dir, saved_config, *strategy, model, job);
+    remove_resharded_copy(elastic, job);
     GENESIS_CHECK(resumed->state.consumed % world == 0, ConfigError,
                   "checkpoint '" + resume_dir->string() + "' stopped " +
                       std::to_string(resumed->state.consumed) +
@@ -328,6 +335,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     // In the flushed header: a run killed soon after (stdout piped to a file) still said it.
     if (resumed)
       *out << "  resumed    from " << resume_dir->string() << " (step " << resumed->step << ")\n";
+    if (!elastic.notice.empty()) *out << "  elastic    " << elastic.notice << "\n";
     out->flush();
   }
 
@@ -365,8 +373,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                     .eval_exact_match = last_generation.exact_match,
                     .eval_prompts = last_generation.prompts,
                     .loss_scale = precision.scaler ? precision.scaler->state() : json()};
-    save_checkpoint(config, result.run_dir, step, *strategy, model, std::move(state),
-                    logged_loss, job);
+    save_checkpoint(saved_config, result.run_dir, step, *strategy, model, std::move(state),
+                    logged_loss, elastic.world_size_changes, job);
   };
   // A run resumed from its final checkpoint has nothing left to train or evaluate; the loop
   // evaluates its last step, so only a run of 0 steps evaluates after it.
@@ -544,6 +552,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     summary["peak_device_reserved_mb_per_rank"] = device_reserved;
     summary["mfu"] = result.mfu ? json(*result.mfu) : json(nullptr);
   }
+  if (!elastic.world_size_changes.empty()) summary["world_size_changes"] = elastic.world_size_changes;
   if (precision.scaler)
     summary["loss_scale"] = {{"final", precision.scaler->scale()},
                              {"skipped_steps", precision.scaler->skipped_steps()}};
