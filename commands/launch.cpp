@@ -37,6 +37,7 @@ struct LaunchFlags {
   CLI::App* app = nullptr;
   CLI::Option* nproc_flag = nullptr;
   CLI::Option* nnodes_flag = nullptr;
+  std::string nnodes = "1";  // N or MIN:MAX
   CLI::Option* node_rank_flag = nullptr;
   CLI::Option* master_addr_flag = nullptr;
   CLI::Option* master_port_flag = nullptr;
@@ -75,11 +76,12 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
   app.add_option("--gpus", flags.gpus,
                  "Start N workers, each seeing one GPU (CUDA_VISIBLE_DEVICES=<local rank>)")
       ->type_name("N");
-  flags.nnodes_flag = app.add_option("--nnodes", o.nnodes,
+  flags.nnodes_flag = app.add_option("--nnodes", flags.nnodes,
                                      "Nodes in the job, each running one genesis launch (under "
-                                     "SLURM: SLURM_NNODES)")
-                          ->type_name("N")
-                          ->capture_default_str();
+                                     "SLURM: SLURM_NNODES); MIN:MAX for an elastic job that "
+                                     "restarts on the nodes left (at least MIN) when one is lost")
+                          ->type_name("N|MIN:MAX")
+                          ->default_str("1");
   flags.node_rank_flag = app.add_option(both_spellings("--node-rank"), o.node_rank,
                                         "This node's index, 0..nnodes-1; node 0 hosts the store "
                                         "(under SLURM: SLURM_NODEID)")
@@ -338,6 +340,7 @@ void check_gpus(int requested) {
 
 launch::LaunchOptions resolve_options(const LaunchFlags& flags) {
   launch::LaunchOptions o = flags.options;
+  launch::parse_nnodes(flags.nnodes, o);
   o.nproc_per_node = resolve_nproc(flags.nproc);
   if (flags.gpus != 0) {
     if (flags.gpus < 1) throw InvalidArgument("--gpus must be at least 1 (got " + std::to_string(flags.gpus) + ")");

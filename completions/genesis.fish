@@ -61,7 +61,7 @@ complete -c genesis -n '__fish_seen_subcommand_from launch' -l master-addr -l ma
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l master-port -l master_port -x -d 'Port given to workers as MASTER_PORT (across nodes the rendezvous store listens on PORT+1); 0 picks a free port (default on one node, 29500 across nodes)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l max-restarts -l max_restarts -x -d 'Restart the whole group up to K times after a rank fails'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l module -s m -d 'The first word after the flags is a Python module: each rank runs python3 -m MODULE ARGS (as torchrun -m)'
-complete -c genesis -n '__fish_seen_subcommand_from launch' -l nnodes -x -d 'Nodes in the job, each running one genesis launch (under SLURM: SLURM_NNODES)'
+complete -c genesis -n '__fish_seen_subcommand_from launch' -l nnodes -x -d 'Nodes in the job, each running one genesis launch (under SLURM: SLURM_NNODES); MIN:MAX for an elastic job that restarts on the nodes left (at least MIN) when one is lost'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l no-python -l no_python -d 'The first word after the flags is the program itself, run without python3 in front (as torchrun --no-python)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l node-rank -l node_rank -x -d 'This node\'s index, 0..nnodes-1; node 0 hosts the store (under SLURM: SLURM_NODEID)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l nproc-per-node -l nproc_per_node -l nproc -x -d 'Worker processes on this node: N, or as torchrun auto (one per GPU, else one per CPU), gpu (one per GPU) or cpu (one per usable CPU)'

@@ -42,12 +42,16 @@ std::vector<HostRun> launch_on_both(const SimulatedHosts& hosts, int nproc,
   const auto start = Clock::now();
   for (int host = 0; host < 2; ++host)
     threads.emplace_back([&, host] {
-      std::vector<std::string> command = {GENESIS_TEST_BIN, "launch", "--nnodes", "2",
-                                          "--node-rank", std::to_string(host),
-                                          "--nproc-per-node", std::to_string(nproc),
-                                          "--master-addr", hosts.address(0),
-                                          "--master-port", std::to_string(kMasterPort),
-                                          "--timeout", "60"};
+      // --nnodes 2 unless the flags give it (an elastic 1:2).
+      const bool given = std::find(launch_flags.begin(), launch_flags.end(), "--nnodes") !=
+                         launch_flags.end();
+      std::vector<std::string> command = {GENESIS_TEST_BIN, "launch"};
+      if (!given) command.insert(command.end(), {"--nnodes", "2"});
+      command.insert(command.end(), {"--node-rank", std::to_string(host),
+                                     "--nproc-per-node", std::to_string(nproc),
+                                     "--master-addr", hosts.address(0),
+                                     "--master-port", std::to_string(kMasterPort),
+                                     "--timeout", "60"});
       command.insert(command.end(), launch_flags.begin(), launch_flags.end());
       command.insert(command.end(), args.begin(), args.end());
       runs[host].result =
@@ -277,4 +281,68 @@ TEST_CASE("a PyTorch DDP program runs under genesis launch across two hosts",
     CHECK(r["env"]["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(r["env"]["TORCHELASTIC_RUN_ID"].is_string());
   }
+}
+
+TEST_CASE("an elastic job that loses a host for good finishes on the survivors",
+          "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  TempDir dir;
+  const std::vector<std::string> schedule = {"--set", "training.max_steps=120",
+                                             "--set", "training.logging_steps=1",
+                                             "--set", "training.save_steps=5"};
+  std::vector<std::string> args = gpt_tiny(dir.path() / "elastic");
+  args.insert(args.end(), schedule.begin(), schedule.end());
+  const std::filesystem::path run = dir.path() / "elastic" / "job";
+  CliResult returned;
+  const auto runs = launch_on_both(
+      *hosts, 1, args, {"--nnodes", "1:2", "--heartbeat-timeout", "3", "--max-restarts", "1"}, [&] {
+        // Once step 12 is logged, host 1 is gone for good: every process on it killed.
+        for (int i = 0; i < 1200; ++i) {
+          std::ifstream in(run / "metrics.jsonl");
+          if (std::count(std::istreambuf_iterator<char>(in), {}, '\n') >= 12) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        run_process({"sh", "-c", "ip netns pids " + hosts->name(1) + " | xargs -r kill -9"});
+        // The host comes back while the job goes on: it is told it is not taken back in.
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        std::vector<std::string> again = {GENESIS_TEST_BIN, "launch", "--nnodes", "1:2",
+                                          "--node-rank", "1", "--master-addr", hosts->address(0),
+                                          "--master-port", std::to_string(kMasterPort)};
+        again.insert(again.end(), args.begin(), args.end());
+        returned = run_process(hosts->on(1, again), {{{"OMP_NUM_THREADS", "1"}}, {}});
+      });
+  INFO("the host that came back: " << returned.err);
+  CHECK(returned.exit_code == 1);
+  CHECK_THAT(returned.err, Catch::Contains("the job formed without this node"));
+  INFO("host 0 stdout:\n" << runs[0].result.out << "\nstderr:\n" << runs[0].result.err);
+  REQUIRE(runs[0].result.exit_code == 0);
+  CHECK_THAT(runs[0].result.err, Catch::Contains("going on with 1 of 2 nodes") &&
+                                     Catch::Contains("attempt 2 runs on 1 of 2 nodes"));
+  CHECK_THAT(runs[0].result.out, Catch::Contains("world 2 -> 1: gradient_accumulation_steps 1 -> 2"));
+  const json elastic = summary_of(run);
+  CHECK(elastic["steps"] == 120);
+  CHECK(elastic["world_size"] == 1);
+  REQUIRE(elastic.contains("world_size_changes"));
+  const int step = elastic["world_size_changes"][0]["step"];
+
+  // The smaller world from that checkpoint on, by hand: reshard it to 1 rank and train on with
+  // twice the accumulation.
+  const std::string resharded = (dir.path() / "resharded").string();
+  REQUIRE(run_process({GENESIS_TEST_BIN, "ckpt", "reshard",
+                       (run / "checkpoints" / ("step-" + std::to_string(step))).string(),
+                       "--world-size", "1", "-o", resharded}).exit_code == 0);
+  std::vector<std::string> by_hand = {GENESIS_TEST_BIN};
+  const auto plain = gpt_tiny(dir.path() / "by-hand");
+  by_hand.insert(by_hand.end(), plain.begin(), plain.end());
+  by_hand.insert(by_hand.end(), schedule.begin(), schedule.end());
+  by_hand.insert(by_hand.end(), {"--set", "training.gradient_accumulation_steps=2",
+                                 "--set", "training.resume_from_checkpoint=" + resharded});
+  const CliResult reference = run_process(by_hand, {{{"OMP_NUM_THREADS", "1"}}, {}});
+  INFO("by hand: " << reference.err);
+  REQUIRE(reference.exit_code == 0);
+  const json expected = summary_of(dir.path() / "by-hand" / "job");
+  CHECK(std::abs(elastic["final_loss"].get<double>() - expected["final_loss"].get<double>()) <= 1e-5);
+  CHECK(std::abs(elastic["eval_loss"].get<double>() - expected["eval_loss"].get<double>()) <= 1e-5);
+  WARN("host 1 lost after step " << step << "; host 0 finished alone after " << runs[0].seconds << " s");
 }

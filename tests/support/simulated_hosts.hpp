@@ -66,6 +66,9 @@ class SimulatedHosts {
 
   std::string address(int host) const { return "10.77.0." + std::to_string(host + 1); }
 
+  // The host's network namespace (`ip netns pids NAME` lists its processes).
+  const std::string& name(int host) const { return names_.at(host); }
+
   // The host's end of the link, e.g. for GLOO_SOCKET_IFNAME.
   const std::string& device(int host) const { return devices_.at(host); }
 

@@ -27,6 +27,9 @@ void validate_launch_options(const LaunchOptions& options) {
   if (options.nnodes > 1 && options.master_port == 0)
     fail("--master-port 0 (pick a free port) only works on one node: the other nodes could not "
          "know the port; give a fixed port");
+  if (options.min_nnodes != 0 && (options.min_nnodes < 1 || options.min_nnodes > options.nnodes))
+    fail("--nnodes " + std::to_string(options.min_nnodes) + ":" + std::to_string(options.nnodes) +
+         ": MIN must be 1..MAX");
   if (options.master_addr.empty()) fail("--master-addr must not be empty");
   if (options.max_restarts < 0)
     fail("--max-restarts must be >= 0 (got " + std::to_string(options.max_restarts) + ")");
@@ -40,6 +43,24 @@ void validate_launch_options(const LaunchOptions& options) {
   if (options.command.empty())
     fail("nothing to launch: give a genesis command (genesis launch --nproc 2 train ...) or "
          "-- PROGRAM ARGS");
+}
+
+void parse_nnodes(const std::string& text, LaunchOptions& options) {
+  auto number = [&](const std::string& part) {
+    int value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size())
+      throw InvalidArgument("--nnodes '" + text + "' is not N or MIN:MAX");
+    return value;
+  };
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    options.nnodes = number(text);
+    options.min_nnodes = 0;
+    return;
+  }
+  options.min_nnodes = number(text.substr(0, colon));
+  options.nnodes = number(text.substr(colon + 1));
 }
 
 std::vector<int> parse_rank_list(const std::string& text) {

@@ -34,6 +34,7 @@
 #include "genesis/launch/slurm.hpp"
 #include "genesis/launch/worker_env.hpp"
 #include "job_monitor.hpp"
+#include "membership.hpp"
 
 namespace genesis::launch {
 namespace {
@@ -342,6 +343,29 @@ void print_summary(const LaunchOptions& options, const std::vector<Worker>& work
   err << std::flush;
 }
 
+// The layout of one attempt: the job's own, or in an elastic job the nodes admitted to this
+// attempt, renumbered 0..n-1 (this node's ranks follow its place). nullopt when this node was
+// left out.
+std::optional<LaunchOptions> attempt_layout(const LaunchOptions& options, const JobIdentity& job,
+                                            std::ostream& err) {
+  if (options.min_nnodes == 0 || options.nnodes == 1) return options;
+  const Membership members = form_membership(options, job, err);
+  if (members.index < 0) {
+    err << "genesis launch: the job formed without this node (it came too late, or came back "
+        << "after the job had gone on without it); an elastic job does not take a node back "
+        << "in yet\n";
+    return std::nullopt;
+  }
+  LaunchOptions attempt = options;
+  attempt.nnodes = static_cast<int>(members.nodes.size());
+  attempt.node_rank = members.index;
+  if (attempt.nnodes != options.nnodes)
+    err << "genesis launch: attempt " << job.restart_count + 1 << " runs on " << attempt.nnodes
+        << " of " << options.nnodes << " nodes: " << attempt.nnodes * options.nproc_per_node
+        << " ranks; this node is node " << attempt.node_rank << "\n" << std::flush;
+  return attempt;
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -384,10 +408,12 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
   SignalCapture signals;
   std::vector<Worker> workers;
   for (job.restart_count = 0;; ++job.restart_count) {
-    const AttemptResult result = run_attempt(options, job, log_dir, streams, workers);
+    const std::optional<LaunchOptions> attempt = attempt_layout(options, job, streams.err);
+    if (!attempt) return 1;
+    const AttemptResult result = run_attempt(*attempt, job, log_dir, streams, workers);
     if (result.interrupt_signal != 0) return 128 + result.interrupt_signal;
     if (!result.stopped()) return 0;
-    print_summary(options, workers, result, job.restart_count, streams.err);
+    print_summary(*attempt, workers, result, job.restart_count, streams.err);
     const int code =
         result.failed ? workers[*result.failed].process->exit_status()->shell_code() : 1;
     if (job.restart_count >= options.max_restarts) return code == 0 ? 1 : code;

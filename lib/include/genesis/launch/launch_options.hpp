@@ -16,7 +16,8 @@ inline constexpr int kDefaultRdzvPort = 29400;  // torchrun's port for --rdzv-en
 struct LaunchOptions {
   int nproc_per_node = 1;             // local ranks on this node
   bool gpus = false;                  // each local rank sees one GPU: CUDA_VISIBLE_DEVICES=<local rank>
-  int nnodes = 1;
+  int nnodes = 1;                     // elastic (--nnodes MIN:MAX): the most nodes
+  int min_nnodes = 0;                 // elastic: the fewest a restart goes on with; 0: not elastic
   int node_rank = 0;                  // GROUP_RANK; node 0 hosts the store
   std::string master_addr = "127.0.0.1";
   int master_port = -1;               // -1: 0 (a free port) on one node, 29500 across nodes
@@ -42,6 +43,10 @@ int resolved_master_port(const LaunchOptions& options);
 // Throws InvalidArgument naming the flag for values no job can run with (nproc < 1,
 // node-rank >= nnodes, an empty command, an auto port on a multi-node job, ...).
 void validate_launch_options(const LaunchOptions& options);
+
+// --nnodes "4", or "2:4" for an elastic job of 2 to 4 nodes, into nnodes and min_nnodes;
+// InvalidArgument for anything else.
+void parse_nnodes(const std::string& text, LaunchOptions& options);
 
 // "0,1,3" -> {0, 1, 3}; InvalidArgument for anything that is not a list of ranks >= 0.
 std::vector<int> parse_rank_list(const std::string& text);
