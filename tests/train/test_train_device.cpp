@@ -11,13 +11,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "genesis/tensor/device.hpp"
 #include "support/cli_run.hpp"
 #include "support/gpu_required.hpp"
+#include "train/resume_support.hpp"
 
 using namespace genesis;
 using nlohmann::json;
@@ -168,17 +168,8 @@ TEST_CASE("a GPU run resumed from step 6 ends bit for bit as the run that never 
   resumed.insert(resumed.end(), {"--set", "training.resume_from_checkpoint=" + copy.string()});
   REQUIRE(run(resumed).exit_code == 0);
   // Every shard file of step 12 (weights, optimizer state, RNG) holds the same bytes.
-  const auto files = [](const fs::path& checkpoint) {
-    std::map<std::string, std::string> out;
-    for (const auto& entry : fs::directory_iterator(checkpoint))
-      if (entry.path().extension() == ".safetensors") {
-        std::ifstream in(entry.path(), std::ios::binary);
-        out[entry.path().filename().string()] = {std::istreambuf_iterator<char>(in), {}};
-      }
-    return out;
-  };
-  const auto a = files(whole / "checkpoints" / "step-12");
-  const auto b = files(dir.path() / "resumed" / "checkpoints" / "step-12");
+  const auto a = testing::resume::rank_files(testing::resume::checkpoint_of(whole, 12));
+  const auto b = testing::resume::rank_files(testing::resume::checkpoint_of(dir.path() / "resumed", 12));
   REQUIRE_FALSE(a.empty());
   REQUIRE(a.size() == b.size());
   for (const auto& [name, bytes] : a) {

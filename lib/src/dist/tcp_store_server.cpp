@@ -26,45 +26,12 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/dist/tcp_store.hpp"
-#include "tcp_store_limits.hpp"
 #include "tcp_store_protocol.hpp"
+#include "tcp_store_server_impl.hpp"
 
 namespace genesis::dist {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-using wire::Command;
-using wire::FrameReader;
-using wire::FrameWriter;
-using wire::Reply;
-
-// How long the listener rests after accept fails for want of descriptors or memory: long enough
-// not to spin, short enough that a freed descriptor is used soon.
-constexpr Milliseconds kListenBackoff{250};
-
-// A GET or WAIT whose keys were not all present when it arrived.
-struct Pending {
-  bool is_get = false;
-  std::vector<std::string> keys;
-  Clock::time_point deadline;
-};
-
-struct Connection {
-  int fd = -1;
-  std::uint64_t serial = 0;     // accept order: the oldest unauthenticated one is evicted first
-  Clock::time_point accepted;   // the auth timeout runs from here
-  std::string peer;
-  std::string in;   // bytes received and not yet parsed
-  std::string out;  // bytes to send
-  std::size_t out_sent = 0;
-  bool authed = false;
-  bool closing = false;  // flush `out`, then close (after a REJECT)
-  bool dead = false;     // close at the end of this loop iteration
-  std::optional<Pending> pending;
-};
-
-std::string peer_name(const sockaddr_storage& addr) {
+std::string server::peer_name(const sockaddr_storage& addr) {
   char host[NI_MAXHOST] = "?";
   char port[NI_MAXSERV] = "?";
   getnameinfo(reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), host, sizeof(host), port,
@@ -72,12 +39,12 @@ std::string peer_name(const sockaddr_storage& addr) {
   return std::string(host) + ":" + port;
 }
 
-// Errors that Linux's accept reports for the pending connection itself: retry with the next one.
-bool is_connection_error(int err) {
-  return err == EINTR || err == ECONNABORTED || err == EPROTO || err == ENETDOWN ||
-         err == ENOPROTOOPT || err == EHOSTDOWN || err == ENONET || err == EHOSTUNREACH ||
-         err == EOPNOTSUPP || err == ENETUNREACH || err == EPERM;
-}
+namespace {
+
+using wire::Command;
+using wire::FrameReader;
+using wire::FrameWriter;
+using wire::Reply;
 
 // Strict decimal parse of an ADD counter; nullopt for anything else.
 std::optional<std::int64_t> parse_counter(const std::string& s) {
@@ -88,44 +55,6 @@ std::optional<std::int64_t> parse_counter(const std::string& s) {
 }
 
 }  // namespace
-
-struct TCPStoreServer::Impl {
-  TCPStoreServerOptions options;
-  std::string where;  // "host:port" for messages
-  int listen_fd = -1;
-  int wake_fd = -1;
-  int port = 0;
-  std::thread thread;
-  // Touched only by the server thread.
-  std::map<std::string, std::string> data;
-  std::map<int, Connection> connections;
-  std::size_t unauthenticated = 0;  // connections with !authed, dead or not
-  std::uint64_t next_serial = 0;
-  WarningLimiter warnings;
-  // While set, the listener is left out of poll: accept ran out of descriptors, or every slot
-  // below the reserve is held by authenticated clients. A connection closing lifts it early.
-  std::optional<Clock::time_point> listen_resume;
-
-  void bind_and_listen();
-  void run();
-  void accept_clients();
-  int fit_in_budget(int fd, const DescriptorBudget& budget, const std::string& peer);
-  bool evict_oldest_unauthenticated(const std::string& why);
-  void expire_unauthenticated();
-  std::map<int, Connection>::iterator close_connection(std::map<int, Connection>::iterator it);
-  void read_from(Connection& c);
-  void flush(Connection& c);
-  void drop(Connection& c, const std::string& why, bool warn);
-  void refuse_oversized(Connection& c, std::uint32_t len);
-  bool can_process(const Connection& c) const;
-  void process(Connection& c);
-  void handle(Connection& c, std::string_view body);
-  void reply(Connection& c, std::string frame);
-  void wake_waiters();
-  void expire_waiters();
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const;
-  int poll_timeout_ms() const;
-};
 
 void TCPStoreServer::Impl::bind_and_listen() {
   addrinfo hints{};
@@ -241,109 +170,6 @@ int TCPStoreServer::Impl::poll_timeout_ms() const {
   if (!next) return -1;
   const auto ms = std::chrono::ceil<Milliseconds>(*next - Clock::now()).count();
   return static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60'000));
-}
-
-// Past max_unauthenticated the oldest unauthenticated connection goes, not the newcomer: refusing
-// newcomers would let a flood parked at the cap lock every client out until the auth timeout,
-// while a genuine client sends its token at once and is rarely the oldest. At most
-// max_unauthenticated per call, so the cap only evicts connections polled at least once.
-void TCPStoreServer::Impl::accept_clients() {
-  const DescriptorBudget budget = descriptor_budget(options.fd_reserve);
-  for (int tries = 0; tries < options.max_unauthenticated; ++tries) {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    int fd =
-        accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK) return;
-      if (is_connection_error(err)) continue;
-      // EMFILE, ENFILE, ENOBUFS, ENOMEM: accepting again at once would fail the same way (and
-      // spin), so the listener rests while pending clients wait in the backlog.
-      listen_resume = Clock::now() + kListenBackoff;
-      return warnings.warn(StoreWarning::descriptors,
-                           std::string("cannot accept connections: ") + std::strerror(err) +
-                               " (RLIMIT_NOFILE " + std::to_string(budget.limit) +
-                               "); trying again in " + std::to_string(kListenBackoff.count()) +
-                               " ms");
-    }
-    const std::string peer = peer_name(addr);
-    if (fd >= budget.ceiling() && (fd = fit_in_budget(fd, budget, peer)) < 0) return;
-    const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    Connection c;
-    c.fd = fd;
-    c.serial = next_serial++;
-    c.accepted = Clock::now();
-    c.peer = peer;
-    connections.emplace(fd, std::move(c));
-    if (++unauthenticated > static_cast<std::size_t>(options.max_unauthenticated))
-      evict_oldest_unauthenticated("more than " + std::to_string(options.max_unauthenticated) +
-                                   " connections are waiting to present the job token and "
-                                   "this is the oldest");
-  }
-}
-
-// `fd` is numbered in the reserve. Closing the oldest unauthenticated connection frees a slot
-// below the ceiling (the lowest free number is handed out next), and the newcomer moves there, so
-// under a flood the newest connections get their turn. With none to close, the newcomer is
-// refused and the listener rests until a connection closes.
-int TCPStoreServer::Impl::fit_in_budget(int fd, const DescriptorBudget& budget,
-                                        const std::string& peer) {
-  if (evict_oldest_unauthenticated("the store's descriptors are all in use (RLIMIT_NOFILE " +
-                                   std::to_string(budget.limit) + " less a reserve of " +
-                                   std::to_string(budget.reserve) + ") and this is the oldest "
-                                   "unauthenticated connection")) {
-    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (moved >= 0 && moved < budget.ceiling()) {
-      close(fd);
-      return moved;
-    }
-    if (moved >= 0) close(moved);
-  }
-  close(fd);
-  listen_resume = Clock::now() + kListenBackoff;
-  warnings.warn(StoreWarning::descriptors,
-                "refused client " + peer + ": the store keeps " + std::to_string(budget.reserve) +
-                    " of the process's " + std::to_string(budget.limit) +
-                    " descriptors (RLIMIT_NOFILE) free and every other one is in use");
-  return -1;
-}
-
-bool TCPStoreServer::Impl::evict_oldest_unauthenticated(const std::string& why) {
-  for (;;) {
-    auto oldest = connections.end();
-    for (auto it = connections.begin(); it != connections.end(); ++it)
-      if (!it->second.authed &&
-          (oldest == connections.end() || it->second.serial < oldest->second.serial))
-        oldest = it;
-    if (oldest == connections.end()) return false;
-    Connection& c = oldest->second;
-    // Already dropped or rejected ones go silently. The others get a last read: a client whose
-    // HELLO is waiting in the socket is served, not evicted.
-    if (!c.dead && !c.closing) {
-      read_from(c);
-      if (can_process(c)) process(c);
-      if (c.authed) continue;
-      if (!c.dead && !c.closing)
-        warnings.warn(StoreWarning::unauthenticated, "closed client " + c.peer + ": " + why);
-    }
-    close_connection(oldest);
-    return true;
-  }
-}
-
-void TCPStoreServer::Impl::expire_unauthenticated() {
-  if (unauthenticated == 0) return;
-  const auto now = Clock::now();
-  for (auto& [fd, c] : connections) {
-    if (c.authed || c.dead || now < c.accepted + options.auth_timeout) continue;
-    if (!c.closing)
-      warnings.warn(StoreWarning::unauthenticated,
-                    "closed client " + c.peer + ": it did not present the job token within " +
-                        std::to_string(options.auth_timeout.count()) + " ms");
-    c.dead = true;
-  }
 }
 
 std::map<int, Connection>::iterator TCPStoreServer::Impl::close_connection(

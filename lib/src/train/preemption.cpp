@@ -30,7 +30,9 @@ PreemptionWatch::~PreemptionWatch() {
   for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
 }
 
-int PreemptionWatch::agreed_signal(const Job& job) const {
+int PreemptionWatch::agreed_signal(const Job& job, std::int64_t step) const {
+  if (job.world_size() == 1) return g_signal;
+  if (step % kAgreeEvery != 0) return 0;
   // Ranks may see the signal a step apart: whichever any rank saw stands for all of them.
   std::vector<double> seen(3, 0.0);
   for (int i = 0; i < 3; ++i) seen[i] = g_signal == kSignals[i] ? 1.0 : 0.0;

@@ -5,6 +5,8 @@
 // a checkpoint there and stops, and `--resume auto` continues from it.
 #pragma once
 
+#include <cstdint>
+
 #include "job.hpp"
 
 namespace genesis::train {
@@ -17,9 +19,12 @@ class PreemptionWatch {
   PreemptionWatch(const PreemptionWatch&) = delete;
   PreemptionWatch& operator=(const PreemptionWatch&) = delete;
 
-  // Collective, once per step: the signal some rank has received (0 when none), the same on
-  // every rank.
-  int agreed_signal(const Job& job) const;
+  // Called after every step, the same on every rank: the signal some rank has received (0 when
+  // none). Alone, the process answers at once; in a job the ranks agree every kAgreeEvery steps
+  // only, so the step loop pays for one small collective (and, on a GPU, one host sync) per
+  // kAgreeEvery steps instead of every step, against a grace period of seconds to minutes.
+  int agreed_signal(const Job& job, std::int64_t step) const;
+  static constexpr std::int64_t kAgreeEvery = 10;
 };
 
 // "SIGTERM", "SIGUSR1", "SIGUSR2".

@@ -477,7 +477,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       evaluated_at_end = step == tc.max_steps;
     }
     // A scheduler's signal: save here (the run may be killed before the next step) and stop.
-    const int signal = step < tc.max_steps ? preemption.agreed_signal(job) : 0;
+    const int signal = step < tc.max_steps ? preemption.agreed_signal(job, step) : 0;
     if ((tc.save_steps > 0 && step % tc.save_steps == 0) || step == tc.max_steps || signal != 0)
       save(step);
     if (signal != 0) {
