@@ -1,8 +1,8 @@
 // Stopping a run on a scheduler's word without losing it. SLURM (or genesis launch, which passes
 // its own signals on) sends SIGTERM before it kills a job, or the signal chosen with
 // `sbatch --signal`; SIGUSR1 and SIGUSR2 are the usual choices. While training runs, these only
-// raise a flag; at the next step boundary every rank agrees that some rank saw one, the run saves
-// a checkpoint there and stops, and `--resume auto` continues from it.
+// raise a flag; at a step boundary where the ranks compare flags, every rank learns that some rank
+// saw one, the run saves a checkpoint there and stops, and `--resume auto` continues from it.
 #pragma once
 
 #include <cstdint>
