@@ -110,7 +110,7 @@ void run_emitted_script(const LocalSlurm& slurm, const fs::path& dir, int nnodes
   const fs::path out = dir / "sbatch";
   const CliResult emit = slurm.run(
       concat({GENESIS_TEST_BIN, "launch", "--nnodes", std::to_string(nnodes), "--nproc-per-node",
-              std::to_string(nproc), "--master-port", std::to_string(LocalSlurm::free_port()),
+              std::to_string(nproc), "--master-port", std::to_string(LocalSlurm::free_port_pair()),
               "--emit-sbatch", "job.sbatch"},
              train_args(out)),
       {}, dir);

@@ -155,6 +155,16 @@ class LocalSlurm {
     return text;
   }
 
+  static bool bindable(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    if (fd >= 0) ::close(fd);
+    return ok;
+  }
+
   // Free TCP ports, all held open until every one is chosen so no two are the same.
   static std::vector<int> free_ports(int count) {
     std::vector<int> fds, ports;
@@ -173,7 +183,17 @@ class LocalSlurm {
     return ports;
   }
 
-  static int free_port() { return free_ports(1).front(); }
+  // A MASTER_PORT for several nodes: genesis's store listens on PORT+1, so both must be free.
+  // Taken below the kernel's ephemeral range (32768 and up by default), where no outgoing
+  // connection of a concurrent test can be handed PORT+1 between this check and the bind.
+  static int free_port_pair() {
+    std::mt19937 pick(std::random_device{}());
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int port = std::uniform_int_distribution<int>(20000, 32000)(pick);
+      if (bindable(port) && bindable(port + 1)) return port;
+    }
+    throw std::runtime_error("cannot find two free ports in a row");
+  }
 
  private:
   LocalSlurm() = default;
