@@ -25,7 +25,7 @@ namespace {
 
 const char* const kContract[] = {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                                  "GENESIS_RUN_ID", "GENESIS_STORE_TOKEN",
-                                 "GENESIS_RESTART_COUNT"};
+                                 "GENESIS_RESTART_COUNT", "GENESIS_ATTEMPT"};
 
 using Env = std::map<std::string, std::string>;
 

@@ -75,7 +75,7 @@ RunOptions clean_env(std::vector<std::pair<std::string, std::optional<std::strin
   RunOptions options;
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-        "MASTER_PORT", "GENESIS_RESTART_COUNT", "GENESIS_MAX_RESTARTS", "GENESIS_RUN_ID",
+        "MASTER_PORT", "GENESIS_RESTART_COUNT", "GENESIS_ATTEMPT", "GENESIS_MAX_RESTARTS", "GENESIS_RUN_ID",
         "GENESIS_STORE_TOKEN", "GENESIS_STORE_PORT", "GENESIS_TIMEOUT_S", "SLURM_JOB_ID",
         "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST",
         "OMP_NUM_THREADS"})

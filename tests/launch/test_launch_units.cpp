@@ -91,7 +91,8 @@ TEST_CASE("worker_env follows the torchrun contract", "[launch]") {
   o.master_addr = "10.0.0.1";
   o.max_restarts = 2;
   o.timeout_s = 60;
-  JobIdentity job{29501, 29502, "run7", "secret", 1};
+  // Attempt 3: one restart after a failure and one to take a node back in.
+  JobIdentity job{29501, 29502, "run7", "secret", 2, 1};
   const EnvVars env = worker_env(o, job, 3, 16, false);
   CHECK(value_of(env, "RANK") == "11");
   CHECK(value_of(env, "LOCAL_RANK") == "3");
@@ -101,6 +102,8 @@ TEST_CASE("worker_env follows the torchrun contract", "[launch]") {
   CHECK(value_of(env, "MASTER_ADDR") == "10.0.0.1");
   CHECK(value_of(env, "MASTER_PORT") == "29501");
   CHECK(value_of(env, "GENESIS_RESTART_COUNT") == "1");
+  CHECK(value_of(env, "TORCHELASTIC_RESTART_COUNT") == "1");
+  CHECK(value_of(env, "GENESIS_ATTEMPT") == "2");
   CHECK(value_of(env, "GENESIS_MAX_RESTARTS") == "2");
   CHECK(value_of(env, "GENESIS_RUN_ID") == "run7");
   CHECK(value_of(env, "GENESIS_STORE_TOKEN") == "secret");

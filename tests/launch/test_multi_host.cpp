@@ -81,11 +81,66 @@ json summary_of(const std::filesystem::path& run) {
   return json::parse(in);
 }
 
+// An elastic job of one or two hosts that notices a lost one within 3 s, and restarts once.
+const std::vector<std::string> kElasticFlags = {"--nnodes", "1:2", "--heartbeat-timeout", "3",
+                                                "--max-restarts", "1"};
+
+// Every step logged, a checkpoint every 5.
+std::vector<std::string> elastic_schedule(int steps) {
+  return {"--set", "training.max_steps=" + std::to_string(steps), "--set",
+          "training.logging_steps=1", "--set", "training.save_steps=5"};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// Waits (at most a minute) until `file` has `lines` lines.
+void wait_for_lines(const std::filesystem::path& file, long lines) {
+  for (int i = 0; i < 3000; ++i) {
+    std::ifstream in(file);
+    if (std::count(std::istreambuf_iterator<char>(in), {}, '\n') >= lines) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Waits (at most a minute) until the run has a checkpoint saved by a world of `world` ranks.
+void wait_for_checkpoint_of(const std::filesystem::path& run, int world) {
+  for (int i = 0; i < 3000; ++i) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(run / "checkpoints", ec)) {
+      std::ifstream in(entry.path() / "manifest.json");
+      const json manifest = json::parse(in, nullptr, false);
+      if (manifest.is_object() && manifest.value("world_size", 0) == world) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Every process on the host killed, its launcher too: the host is lost.
+void kill_host(const SimulatedHosts& hosts, int host) {
+  run_process({"sh", "-c", "ip netns pids " + hosts.name(host) + " | xargs -r kill -9"});
+}
+
 std::vector<std::string> gpt_tiny(const std::filesystem::path& out) {
   return {"train", "--preset", "gpt-tiny", "-o", out.string(), "--name", "job",
           "--set", "training.max_steps=6", "--set", "training.logging_steps=2",
           "--set", "training.per_device_train_batch_size=4", "--set", "data.num_samples=400",
           "--set", "training.eval_steps=0", "--set", "training.eval_batches=1"};
+}
+
+// Trains the gpt-tiny job by hand under `out` (`command`: the genesis binary, and a launcher if
+// any; `settings` after train's arguments) and checks it ends with `summary`'s losses (1e-5).
+void check_same_end(const json& summary, const std::vector<std::string>& command,
+                    const std::filesystem::path& out, const std::vector<std::string>& settings) {
+  const CliResult reference =
+      run_process(with(with(command, gpt_tiny(out)), settings), {{{"OMP_NUM_THREADS", "1"}}, {}});
+  INFO("by hand: " << reference.err);
+  REQUIRE(reference.exit_code == 0);
+  const json expected = summary_of(out / "job");
+  CHECK(std::abs(summary["final_loss"].get<double>() - expected["final_loss"].get<double>()) <= 1e-5);
+  CHECK(std::abs(summary["eval_loss"].get<double>() - expected["eval_loss"].get<double>()) <= 1e-5);
 }
 
 }  // namespace
@@ -288,33 +343,14 @@ TEST_CASE("an elastic job that loses a host for good finishes on the survivors",
   auto hosts = hosts_or_skip();
   if (!hosts) return;
   TempDir dir;
-  const std::vector<std::string> schedule = {"--set", "training.max_steps=120",
-                                             "--set", "training.logging_steps=1",
-                                             "--set", "training.save_steps=5"};
-  std::vector<std::string> args = gpt_tiny(dir.path() / "elastic");
-  args.insert(args.end(), schedule.begin(), schedule.end());
+  const std::vector<std::string> schedule = elastic_schedule(120);
+  const std::vector<std::string> args = with(gpt_tiny(dir.path() / "elastic"), schedule);
   const std::filesystem::path run = dir.path() / "elastic" / "job";
-  CliResult returned;
-  const auto runs = launch_on_both(
-      *hosts, 1, args, {"--nnodes", "1:2", "--heartbeat-timeout", "3", "--max-restarts", "1"}, [&] {
-        // Once step 12 is logged, host 1 is gone for good: every process on it killed.
-        for (int i = 0; i < 1200; ++i) {
-          std::ifstream in(run / "metrics.jsonl");
-          if (std::count(std::istreambuf_iterator<char>(in), {}, '\n') >= 12) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        run_process({"sh", "-c", "ip netns pids " + hosts->name(1) + " | xargs -r kill -9"});
-        // The host comes back while the job goes on: it is told it is not taken back in.
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        std::vector<std::string> again = {GENESIS_TEST_BIN, "launch", "--nnodes", "1:2",
-                                          "--node-rank", "1", "--master-addr", hosts->address(0),
-                                          "--master-port", std::to_string(kMasterPort)};
-        again.insert(again.end(), args.begin(), args.end());
-        returned = run_process(hosts->on(1, again), {{{"OMP_NUM_THREADS", "1"}}, {}});
-      });
-  INFO("the host that came back: " << returned.err);
-  CHECK(returned.exit_code == 1);
-  CHECK_THAT(returned.err, Catch::Contains("the job formed without this node"));
+  const auto runs = launch_on_both(*hosts, 1, args, kElasticFlags, [&] {
+    // Once step 12 is logged, host 1 is gone for good: every process on it killed.
+    wait_for_lines(run / "metrics.jsonl", 12);
+    kill_host(*hosts, 1);
+  });
   INFO("host 0 stdout:\n" << runs[0].result.out << "\nstderr:\n" << runs[0].result.err);
   REQUIRE(runs[0].result.exit_code == 0);
   CHECK_THAT(runs[0].result.err, Catch::Contains("going on with 1 of 2 nodes") &&
@@ -332,17 +368,66 @@ TEST_CASE("an elastic job that loses a host for good finishes on the survivors",
   REQUIRE(run_process({GENESIS_TEST_BIN, "ckpt", "reshard",
                        (run / "checkpoints" / ("step-" + std::to_string(step))).string(),
                        "--world-size", "1", "-o", resharded}).exit_code == 0);
-  std::vector<std::string> by_hand = {GENESIS_TEST_BIN};
-  const auto plain = gpt_tiny(dir.path() / "by-hand");
-  by_hand.insert(by_hand.end(), plain.begin(), plain.end());
-  by_hand.insert(by_hand.end(), schedule.begin(), schedule.end());
-  by_hand.insert(by_hand.end(), {"--set", "training.gradient_accumulation_steps=2",
-                                 "--set", "training.resume_from_checkpoint=" + resharded});
-  const CliResult reference = run_process(by_hand, {{{"OMP_NUM_THREADS", "1"}}, {}});
-  INFO("by hand: " << reference.err);
-  REQUIRE(reference.exit_code == 0);
-  const json expected = summary_of(dir.path() / "by-hand" / "job");
-  CHECK(std::abs(elastic["final_loss"].get<double>() - expected["final_loss"].get<double>()) <= 1e-5);
-  CHECK(std::abs(elastic["eval_loss"].get<double>() - expected["eval_loss"].get<double>()) <= 1e-5);
+  check_same_end(elastic, {GENESIS_TEST_BIN}, dir.path() / "by-hand",
+                 with(schedule, {"--set", "training.gradient_accumulation_steps=2",
+                                 "--set", "training.resume_from_checkpoint=" + resharded}));
   WARN("host 1 lost after step " << step << "; host 0 finished alone after " << runs[0].seconds << " s");
+}
+
+TEST_CASE("a host that comes back joins the elastic job again at a restart", "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  TempDir dir;
+  // Long enough that host 0 still trains alone when host 1 is back.
+  const std::vector<std::string> schedule = elastic_schedule(400);
+  const std::vector<std::string> args = with(gpt_tiny(dir.path() / "elastic"), schedule);
+  const std::filesystem::path run = dir.path() / "elastic" / "job";
+  CliResult returned;
+  const auto runs = launch_on_both(*hosts, 1, args, kElasticFlags, [&] {
+    wait_for_lines(run / "metrics.jsonl", 12);
+    kill_host(*hosts, 1);
+    // Host 0 restarts alone (its one --max-restarts) and saves; then host 1 is back.
+    wait_for_checkpoint_of(run, 1);
+    std::vector<std::string> again = {GENESIS_TEST_BIN, "launch", "--nnodes", "1:2",
+                                      "--node-rank", "1", "--master-addr", hosts->address(0),
+                                      "--master-port", std::to_string(kMasterPort),
+                                      "--heartbeat-timeout", "3"};
+    again = with(again, args);
+    returned = run_process(hosts->on(1, again), {{{"OMP_NUM_THREADS", "1"}}, {}});
+  });
+  INFO("the host that came back: " << returned.err);
+  CHECK(returned.exit_code == 0);
+  CHECK_THAT(returned.err, Catch::Contains("the job runs without this node; it waits to be taken "
+                                           "in at attempt 3") &&
+                               Catch::Contains("attempt 3 runs on 2 of 2 nodes"));
+  INFO("host 0 stdout:\n" << runs[0].result.out << "\nstderr:\n" << runs[0].result.err);
+  REQUIRE(runs[0].result.exit_code == 0);
+  CHECK_THAT(runs[0].result.err,
+             Catch::Contains("attempt 2 runs on 1 of 2 nodes") &&
+                 Catch::Contains("node 1 (" + hosts->hostname(1) + ")") &&
+                 Catch::Contains("came back: stopping this node's ranks") &&
+                 Catch::Contains("(not counted against --max-restarts)"));
+  CHECK_THAT(runs[0].result.out, Catch::Contains("world 2 -> 1: gradient_accumulation_steps 1 -> 2") &&
+                                     Catch::Contains("world 1 -> 2: gradient_accumulation_steps 1 "
+                                                     "keeps the global batch of 8"));
+  const json summary = summary_of(run);
+  CHECK(summary["steps"] == 400);
+  CHECK(summary["world_size"] == 2);
+  REQUIRE(summary.contains("world_size_changes"));
+  const json& changes = summary["world_size_changes"];
+  REQUIRE(changes.size() == 2);
+  CHECK(changes[0]["from"] == 2);
+  CHECK(changes[0]["to"] == 1);
+  CHECK(changes[1]["from"] == 1);
+  CHECK(changes[1]["to"] == 2);
+  const int back_at = changes[1]["step"];
+  CHECK(back_at > changes[0]["step"].get<int>());
+
+  // From the checkpoint the job took host 1 back at, 2 ranks on one host by hand end the same.
+  const auto back_checkpoint = run / "checkpoints" / ("step-" + std::to_string(back_at));
+  check_same_end(summary, {GENESIS_TEST_BIN, "launch", "--nproc", "2"}, dir.path() / "by-hand",
+                 with(schedule, {"--set", "training.resume_from_checkpoint=" +
+                                              back_checkpoint.string()}));
+  WARN("host 1 lost after step " << changes[0]["step"] << " and taken back in at step " << back_at
+                                 << "; the job finished after " << runs[0].seconds << " s");
 }

@@ -23,7 +23,10 @@ using nlohmann::json;
 // One OpenMP thread per rank and no re-exec for the wait policy: every run computes the same
 // floating-point sums in the same order, and starts fast.
 inline RunOptions quiet_env() {
-  return {{{"OMP_NUM_THREADS", "1"}, {"OMP_WAIT_POLICY", "passive"}, {"GENESIS_RESTART_COUNT", std::nullopt}},
+  return {{{"OMP_NUM_THREADS", "1"},
+           {"OMP_WAIT_POLICY", "passive"},
+           {"GENESIS_RESTART_COUNT", std::nullopt},
+           {"GENESIS_ATTEMPT", std::nullopt}},
           {}};
 }
 

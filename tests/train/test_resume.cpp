@@ -255,7 +255,7 @@ TEST_CASE("resume: \"auto\" refuses to start over when every checkpoint is damag
   SECTION("in an attempt genesis launch restarted, even with --overwrite on its command line") {
     RunOptions restarted = quiet_env();
     for (auto& [name, value] : restarted.env)
-      if (name == "GENESIS_RESTART_COUNT") value = "1";  // as the launcher sets it
+      if (name == "GENESIS_RESTART_COUNT" || name == "GENESIS_ATTEMPT") value = "1";  // as launch sets them
     std::vector<std::string> args = train_args(out, "run", "mlp", sets);
     args.push_back("--overwrite");
     const CliResult r = run_genesis(args, restarted);

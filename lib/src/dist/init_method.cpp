@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "genesis/core/error.hpp"
+#include "genesis/dist/distributed.hpp"
 #include "genesis/dist/file_store.hpp"
 
 namespace genesis::dist::detail {
@@ -116,9 +117,7 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
                     std::to_string(world_size));
   rv.rank = rank;
   rv.world_size = world_size;
-  auto restart = env("GENESIS_RESTART_COUNT");
-  rv.key_prefix = "attempt_" + std::to_string(restart ? parse_int(*restart, "GENESIS_RESTART_COUNT")
-                                                      : 0);
+  rv.key_prefix = "attempt_" + std::to_string(launch_attempt());
 
   const std::string kEnv = "env://", kTcp = "tcp://", kFile = "file://";
   if (init_method.rfind(kFile, 0) == 0) {
@@ -166,3 +165,16 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
 }
 
 }  // namespace genesis::dist::detail
+
+namespace genesis::dist {
+
+int launch_attempt() {
+  using detail::env;
+  if (auto attempt = env("GENESIS_ATTEMPT")) return detail::parse_int(*attempt, "GENESIS_ATTEMPT");
+  // A launcher that predates GENESIS_ATTEMPT counted every restart here.
+  if (auto restart = env("GENESIS_RESTART_COUNT"))
+    return detail::parse_int(*restart, "GENESIS_RESTART_COUNT");
+  return 0;
+}
+
+}  // namespace genesis::dist

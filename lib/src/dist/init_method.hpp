@@ -16,7 +16,7 @@ struct Rendezvous {
   std::shared_ptr<Store> store;
   std::unique_ptr<TCPStoreServer> server;  // set when this rank hosts the store (no launcher)
   std::string bind_host = "127.0.0.1";     // the local address peers reach this rank on
-  std::string key_prefix;                  // "attempt_<GENESIS_RESTART_COUNT>"
+  std::string key_prefix;                  // "attempt_<launch_attempt()>"
 };
 
 // world_size / rank of -1 read WORLD_SIZE / RANK. InvalidArgument names any bad or missing value.

@@ -287,7 +287,7 @@ CommOutcome run_job_comm_checks(const CommOptions& options, bool local_failed,
   if (auto base = dist::default_store()) {
     // Keys of this attempt only: the launcher's store outlives restarts.
     store = std::make_shared<dist::PrefixStore>(
-        "genesis_doctor/attempt_" + env("GENESIS_RESTART_COUNT").value_or("0"), base);
+        "genesis_doctor/attempt_" + std::to_string(dist::launch_attempt()), base);
   }
   out.checks = run_comm_checks(*group, store.get(), device, options, local_failed);
   if (out.world_size == 1)

@@ -28,6 +28,7 @@ constexpr IntVar kIntVars[] = {
     {"GROUP_RANK", 0, 1 << 30},
     {"MASTER_PORT", 1, 65535},
     {"GENESIS_RESTART_COUNT", 0, 1 << 30},
+    {"GENESIS_ATTEMPT", 0, 1 << 30},
     {"GENESIS_MAX_RESTARTS", 0, 1 << 30},
     {"GENESIS_STORE_PORT", 1, 65535},
     {"GENESIS_TIMEOUT_S", 1, 1 << 30},

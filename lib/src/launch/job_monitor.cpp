@@ -9,6 +9,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/supervisor.hpp"
+#include "membership.hpp"
 
 namespace genesis::launch {
 namespace {
@@ -38,12 +39,13 @@ struct JobMonitor::Session {
   bool acknowledged = false;  // this node said it has seen the attempt's end
 };
 
-JobMonitor::JobMonitor(const LaunchOptions& options, const JobIdentity& job)
+JobMonitor::JobMonitor(const LaunchOptions& options, const JobIdentity& job, int take_in_up_to)
     : options_(options),
-      prefix_("genesis/launch/attempt-" + std::to_string(job.restart_count) + "/"),
+      prefix_(attempt_prefix(job.attempt)),
       store_where_(options.master_addr + ":" + std::to_string(job.store_port)),
       job_(job),
       timeout_(static_cast<std::int64_t>(options.heartbeat_timeout_s * 1000)),
+      take_in_up_to_(take_in_up_to),
       thread_([this] { run(); }) {}
 
 JobMonitor::~JobMonitor() {
@@ -70,6 +72,11 @@ std::optional<std::string> JobMonitor::remote_failure() const {
     return "no answer from the job's store at " + store_where_ + " (node 0) for " +
            seconds_text(timeout_) + ": node 0's launcher died or the network to it is down";
   return std::nullopt;
+}
+
+std::optional<std::string> JobMonitor::regroup() const {
+  std::lock_guard lock(mutex_);
+  return regroup_;
 }
 
 void JobMonitor::finish(bool ok) {
@@ -156,6 +163,7 @@ void JobMonitor::watch_once(Session& session) {
     const auto newline = failed.find('\n');
     if (failed.substr(0, newline) != me) fail_remote(failed.substr(newline + 1));
   }
+  if (finish == Finish::running) watch_membership(session);
   if (finish != Finish::running && !session.acknowledged) {
     store.set(prefix_ + "done/" + me, finish == Finish::ok ? "ok" : "stopped");
     session.acknowledged = true;
@@ -168,6 +176,23 @@ void JobMonitor::watch_once(Session& session) {
     finish_complete_ = true;
     wake_.notify_all();
   }
+}
+
+// Node 0 asks for a restart when a node waits to be taken in; every node reads the request.
+void JobMonitor::watch_membership(Session& session) {
+  dist::TCPStore& store = *session.store;
+  {
+    std::lock_guard lock(mutex_);
+    if (regroup_) return;
+  }
+  if (options_.node_rank == 0 && take_in_up_to_ > options_.nnodes) {
+    const std::string back = waiting_nodes(store, take_in_up_to_, job_.attempt + 1);
+    if (!back.empty()) store.set(prefix_ + "regroup", back);
+  }
+  if (!store.check({prefix_ + "regroup"})) return;
+  const std::string back = store.get(prefix_ + "regroup");
+  std::lock_guard lock(mutex_);
+  regroup_ = back;
 }
 
 // Node 0: whether every other node is done with the attempt, declaring lost (and the attempt

@@ -5,7 +5,9 @@
 // host, declares a node lost whose heartbeat stops for the heartbeat timeout; every other node
 // declares node 0 lost when its store closes, or stays silent for as long. At the end of an
 // attempt every node says it is done (or has seen the failure), and node 0 keeps its store up
-// until all have, so none of them mistakes node 0's exit for a failure or misses one.
+// until all have, so none of them mistakes node 0's exit for a failure or misses one. In an
+// elastic job running on fewer nodes than it may, node 0 also watches for a node waiting to be
+// taken in (membership.hpp) and asks every node to restart the attempt with it under `regroup`.
 #pragma once
 
 #include <chrono>
@@ -22,8 +24,9 @@ namespace genesis::launch {
 
 class JobMonitor {
  public:
-  // Starts watching attempt job.restart_count of a job of options.nnodes > 1 nodes.
-  JobMonitor(const LaunchOptions& options, const JobIdentity& job);
+  // Starts watching attempt job.attempt, whose nodes `options` gives (renumbered in an elastic
+  // job). `take_in_up_to` > 0: node 0 takes in waiting nodes while the attempt has fewer.
+  JobMonitor(const LaunchOptions& options, const JobIdentity& job, int take_in_up_to = 0);
   ~JobMonitor();  // stops the thread
   JobMonitor(const JobMonitor&) = delete;
   JobMonitor& operator=(const JobMonitor&) = delete;
@@ -34,6 +37,8 @@ class JobMonitor {
   // Why this node must stop although its own ranks are fine: another node's failure, or a node
   // (node 0: any other; the others: node 0) that is gone. nullopt while all is well.
   std::optional<std::string> remote_failure() const;
+  // Which nodes came back ("node 1 (host-b)") when the attempt is to restart to take them in.
+  std::optional<std::string> regroup() const;
   // The attempt is over here (`ok`: every local rank succeeded). Waits, at most about the
   // heartbeat timeout, until this node's news is out and, on node 0, every node is done.
   void finish(bool ok);
@@ -45,12 +50,14 @@ class JobMonitor {
   void watch_once(Session& session);
   bool others_finished(Session& session);
   void fail_remote(const std::string& cause);
+  void watch_membership(Session& session);
 
   const LaunchOptions& options_;
   const std::string prefix_;  // the attempt's keys
   const std::string store_where_;
   const JobIdentity job_;
   const std::chrono::milliseconds timeout_;
+  const int take_in_up_to_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
@@ -59,6 +66,7 @@ class JobMonitor {
   bool contacted_ = false;        // the store answered once: silence from now on is news
   std::optional<std::string> local_failure_;
   std::optional<std::string> remote_failure_;
+  std::optional<std::string> regroup_;
   std::chrono::steady_clock::time_point last_contact_{};
   std::thread thread_;  // last: it starts in the constructor and reads every member above
 };

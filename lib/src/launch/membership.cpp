@@ -56,24 +56,74 @@ std::vector<int> admit(dist::Store& store, const LaunchOptions& options, const s
   return joined;
 }
 
+// Polls (no deadline: a node waiting to be taken back in may wait for as long as the job runs).
+void wait_until_set(dist::Store& store, const std::string& key) {
+  while (!store.check({key})) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+// Where node 0 says which attempt it forms or runs, so a launcher started late starts there.
+constexpr const char* kCurrentAttempt = "genesis/launch/current";
+
 }  // namespace
 
-Membership form_membership(const LaunchOptions& options, const JobIdentity& job, std::ostream& err) {
+std::string attempt_prefix(int attempt) {
+  return "genesis/launch/attempt-" + std::to_string(attempt) + "/";
+}
+
+Membership form_membership(const LaunchOptions& options, JobIdentity& job, std::ostream& err) {
   // As long as the job's store waits for anyone: a node may start long after the others.
   dist::TCPStore store(dist::TCPStoreOptions{options.master_addr, job.store_port, job.store_token,
                                              std::chrono::minutes(30)});
-  const std::string prefix = "genesis/launch/attempt-" + std::to_string(job.restart_count) + "/";
-  Membership m;
-  // A launcher started again after the job formed (its host came back) finds the list made: it
-  // is not taken back in (yet), rather than joining ranks that have long moved on.
-  if (options.node_rank != 0 && store.check({prefix + "members"})) return m;
-  store.set(prefix + "join/" + std::to_string(options.node_rank), host_name());
-  if (options.node_rank == 0) store.set(prefix + "members", list_text(admit(store, options, prefix, err)));
-  store.wait({prefix + "members"});
-  m.nodes = parse_list(store.get(prefix + "members"));
-  for (std::size_t i = 0; i < m.nodes.size(); ++i)
-    if (m.nodes[i] == options.node_rank) m.index = static_cast<int>(i);
-  return m;
+  const std::string me = std::to_string(options.node_rank);
+  if (options.node_rank == 0) {
+    const std::string prefix = attempt_prefix(job.attempt);
+    store.set(kCurrentAttempt, std::to_string(job.attempt));
+    store.set(prefix + "join/0", host_name());
+    const std::vector<int> nodes = admit(store, options, prefix, err);
+    store.set(prefix + "restarts", std::to_string(job.restart_count));
+    store.set(prefix + "members", list_text(nodes));
+    return {nodes, 0};
+  }
+  try {
+    if (job.attempt == 0 && store.check({kCurrentAttempt}))
+      job.attempt = std::stoi(store.get(kCurrentAttempt));
+    for (bool late = false;; late = true, ++job.attempt) {
+      const std::string prefix = attempt_prefix(job.attempt);
+      if (late) {
+        err << "genesis launch: the job runs without this node; it waits to be taken in at "
+            << "attempt " << job.attempt + 1 << "\n" << std::flush;
+        store.set(prefix + "join/" + me, host_name());
+        store.add(prefix + "waiting", 1);  // node 0 restarts the running attempt to take it in
+      } else if (!store.check({prefix + "members"})) {
+        store.set(prefix + "join/" + me, host_name());
+      } else {
+        continue;  // formed already, without this node
+      }
+      wait_until_set(store, prefix + "members");
+      Membership m{parse_list(store.get(prefix + "members")), -1};
+      for (std::size_t i = 0; i < m.nodes.size(); ++i)
+        if (m.nodes[i] == options.node_rank) m.index = static_cast<int>(i);
+      if (m.index < 0) continue;
+      job.restart_count = std::stoi(store.get(prefix + "restarts"));
+      return m;
+    }
+  } catch (const CommError& e) {
+    throw IoError(std::string(e.what()) + ": the job ended, or node 0 failed, before this node "
+                  "was taken in");
+  }
+}
+
+std::string waiting_nodes(dist::Store& store, int max_nodes, int next) {
+  const std::string prefix = attempt_prefix(next);
+  if (store.add(prefix + "waiting", 0) == 0) return "";
+  std::string nodes;
+  for (int node = 1; node < max_nodes; ++node) {
+    const std::string key = prefix + "join/" + std::to_string(node);
+    if (store.check({key}))
+      nodes += (nodes.empty() ? "node " : ", node ") + std::to_string(node) + " (" +
+               store.get(key) + ")";
+  }
+  return nodes;
 }
 
 }  // namespace genesis::launch

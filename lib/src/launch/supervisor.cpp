@@ -133,11 +133,20 @@ struct Worker {
   std::optional<ChildProcess> process;
 };
 
+// How one attempt runs: this node's place in it, and what the launchers watch across hosts.
+struct AttemptPlan {
+  LaunchOptions layout;  // the job's options, renumbered to the attempt's nodes in an elastic job
+  bool spans_hosts = false;  // the job may have several nodes: the launchers watch each other
+  int take_in_up_to = 0;     // elastic: the most nodes; a node that comes back is taken in
+};
+
 struct AttemptResult {
-  std::optional<std::size_t> failed;  // index of the first worker that failed
-  std::optional<std::string> remote;  // why another node stopped the job, when it did
-  int interrupt_signal = 0;           // SIGINT/SIGTERM the launcher received, 0 when none
+  std::optional<std::size_t> failed;   // index of the first worker that failed
+  std::optional<std::string> remote;   // why another node stopped the job, when it did
+  std::optional<std::string> regroup;  // the nodes that came back, when the job restarts for them
+  int interrupt_signal = 0;            // SIGINT/SIGTERM the launcher received, 0 when none
   bool stopped() const { return failed || remote; }
+  bool ending() const { return stopped() || regroup || interrupt_signal != 0; }
 };
 
 // "rank 3 (local rank 1) exited with code 1", naming the host ("... on host-b exited ...") when
@@ -193,14 +202,15 @@ bool pump(int fd, OutputRelay& relay) {
   return false;
 }
 
-AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
+AttemptResult run_attempt(const AttemptPlan& plan, const JobIdentity& job,
                           const std::filesystem::path& log_dir, const LaunchStreams& streams,
                           std::vector<Worker>& workers) {
+  const LaunchOptions& options = plan.layout;
   const int cores = usable_cores();
   const bool user_set_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
   std::filesystem::path attempt_dir;
   if (!log_dir.empty()) {
-    attempt_dir = log_dir / ("attempt_" + std::to_string(job.restart_count));
+    attempt_dir = log_dir / ("attempt_" + std::to_string(job.attempt));
     std::error_code ec;
     std::filesystem::create_directories(attempt_dir, ec);
     GENESIS_CHECK(!ec, IoError, "cannot create log directory " + attempt_dir.string() + ": " + ec.message());
@@ -230,7 +240,7 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
 
   AttemptResult result;
   std::optional<JobMonitor> monitor;  // the other nodes' launchers, across hosts
-  if (options.nnodes > 1) monitor.emplace(options, job);
+  if (plan.spans_hosts) monitor.emplace(options, job, plan.take_in_up_to);
   std::optional<Clock::time_point> kill_at, drain_until;
   bool killed = false;
   // A signal from outside (a scheduler, Ctrl-C) gives the ranks the whole grace period to save
@@ -286,17 +296,24 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
       const bool was_running = !workers[i].process->exit_status().has_value();
       const auto status = workers[i].process->poll_exit();
       if (!was_running || !status) continue;
-      if (!status->success() && !result.stopped() && result.interrupt_signal == 0) {
+      if (!status->success() && !result.ending()) {
         result.failed = i;
         if (monitor) monitor->report_failure(failure_cause(options, workers[i]));
         tear_down(SIGTERM, failure_grace_s);
       }
     }
-    if (monitor && !result.stopped() && result.interrupt_signal == 0) {
+    if (monitor && !result.ending()) {
       if (auto why = monitor->remote_failure()) {
         result.remote = *why;
         streams.err << "genesis launch: stopping this node's ranks: " << *why << "\n" << std::flush;
         tear_down(SIGTERM, failure_grace_s);
+      } else if (auto back = monitor->regroup()) {
+        // The whole grace period, as for a scheduler's signal: genesis train saves first.
+        result.regroup = *back;
+        streams.err << "genesis launch: " << *back << " came back: stopping this node's ranks "
+                    << "(genesis train saves a checkpoint first) to restart the job with it\n"
+                    << std::flush;
+        tear_down(SIGTERM, options.grace_period_s);
       }
     }
     if (kill_at && !killed && Clock::now() >= *kill_at) {
@@ -308,7 +325,7 @@ AttemptResult run_attempt(const LaunchOptions& options, const JobIdentity& job,
     w.out_relay->flush();
     w.err_relay->flush();
   }
-  if (monitor) monitor->finish(!result.stopped() && result.interrupt_signal == 0);
+  if (monitor) monitor->finish(!result.ending());
   return result;
 }
 
@@ -343,27 +360,26 @@ void print_summary(const LaunchOptions& options, const std::vector<Worker>& work
   err << std::flush;
 }
 
-// The layout of one attempt: the job's own, or in an elastic job the nodes admitted to this
-// attempt, renumbered 0..n-1 (this node's ranks follow its place). nullopt when this node was
-// left out.
-std::optional<LaunchOptions> attempt_layout(const LaunchOptions& options, const JobIdentity& job,
-                                            std::ostream& err) {
-  if (options.min_nnodes == 0 || options.nnodes == 1) return options;
+// How the next attempt runs: as the job's options say, or in an elastic job on the nodes
+// admitted to it, renumbered 0..n-1 (this node's ranks follow its place). A node the job runs
+// without waits here until an attempt takes it in (job.attempt moves on to that one).
+AttemptPlan attempt_plan(const LaunchOptions& options, JobIdentity& job, std::ostream& err) {
+  AttemptPlan plan{options, options.nnodes > 1, 0};
+  if (options.min_nnodes == 0 || options.nnodes == 1) return plan;
   const Membership members = form_membership(options, job, err);
-  if (members.index < 0) {
-    err << "genesis launch: the job formed without this node (it came too late, or came back "
-        << "after the job had gone on without it); an elastic job does not take a node back "
-        << "in yet\n";
-    return std::nullopt;
-  }
-  LaunchOptions attempt = options;
-  attempt.nnodes = static_cast<int>(members.nodes.size());
-  attempt.node_rank = members.index;
-  if (attempt.nnodes != options.nnodes)
-    err << "genesis launch: attempt " << job.restart_count + 1 << " runs on " << attempt.nnodes
-        << " of " << options.nnodes << " nodes: " << attempt.nnodes * options.nproc_per_node
-        << " ranks; this node is node " << attempt.node_rank << "\n" << std::flush;
-  return attempt;
+  plan.layout.nnodes = static_cast<int>(members.nodes.size());
+  plan.layout.node_rank = members.index;
+  plan.take_in_up_to = options.nnodes;
+  if (plan.layout.nnodes != options.nnodes || job.attempt > 0)
+    err << "genesis launch: attempt " << job.attempt + 1 << " runs on " << plan.layout.nnodes
+        << " of " << options.nnodes << " nodes: " << plan.layout.nnodes * options.nproc_per_node
+        << " ranks; this node is node " << plan.layout.node_rank << "\n" << std::flush;
+  return plan;
+}
+
+bool all_succeeded(const std::vector<Worker>& workers) {
+  return std::all_of(workers.begin(), workers.end(),
+                     [](const Worker& w) { return w.process->exit_status()->success(); });
 }
 
 }  // namespace
@@ -407,18 +423,24 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
     streams.err << "genesis launch: writing each rank's output under " << log_dir.string() << "\n";
   SignalCapture signals;
   std::vector<Worker> workers;
-  for (job.restart_count = 0;; ++job.restart_count) {
-    const std::optional<LaunchOptions> attempt = attempt_layout(options, job, streams.err);
-    if (!attempt) return 1;
-    const AttemptResult result = run_attempt(*attempt, job, log_dir, streams, workers);
+  for (;; ++job.attempt) {
+    const AttemptPlan plan = attempt_plan(options, job, streams.err);
+    const AttemptResult result = run_attempt(plan, job, log_dir, streams, workers);
     if (result.interrupt_signal != 0) return 128 + result.interrupt_signal;
-    if (!result.stopped()) return 0;
-    print_summary(*attempt, workers, result, job.restart_count, streams.err);
+    if (!result.stopped() && (!result.regroup || all_succeeded(workers))) return 0;
+    if (!result.stopped()) {  // torchrun's rule too: a change of membership is not a restart
+      streams.err << "genesis launch: restarting all " << options.nproc_per_node
+                  << " local ranks to take in " << *result.regroup
+                  << " (not counted against --max-restarts)\n" << std::flush;
+      continue;
+    }
+    print_summary(plan.layout, workers, result, job.restart_count, streams.err);
     const int code =
         result.failed ? workers[*result.failed].process->exit_status()->shell_code() : 1;
     if (job.restart_count >= options.max_restarts) return code == 0 ? 1 : code;
+    ++job.restart_count;
     streams.err << "genesis launch: restarting all " << options.nproc_per_node
-                << " local ranks (restart " << job.restart_count + 1 << " of "
+                << " local ranks (restart " << job.restart_count << " of "
                 << options.max_restarts << ")\n" << std::flush;
   }
 }

@@ -44,6 +44,7 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", nccl_errors != nullptr ? nccl_errors : "1"},
       {"GENESIS_RESTART_COUNT", std::to_string(job.restart_count)},
+      {"GENESIS_ATTEMPT", std::to_string(job.attempt)},
       {"GENESIS_MAX_RESTARTS", std::to_string(options.max_restarts)},
       {"GENESIS_RUN_ID", job.run_id},
       {"GENESIS_STORE_TOKEN", job.store_token},

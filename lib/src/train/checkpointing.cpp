@@ -15,6 +15,7 @@
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/rewrite.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/dist/distributed.hpp"
 #include "genesis/dist/string_collectives.hpp"
 
 namespace genesis::train {
@@ -26,10 +27,7 @@ using nlohmann::json;
 constexpr const char* kErrorTag = "error:";
 constexpr const char* kConfigErrorTag = "config-error:";
 
-bool restarted_by_launcher() {
-  const char* count = std::getenv("GENESIS_RESTART_COUNT");
-  return count != nullptr && std::atoi(count) > 0;
-}
+bool restarted_by_launcher() { return dist::launch_attempt() > 0; }
 
 // What rank 0 found looking for a checkpoint to resume from.
 struct Search {

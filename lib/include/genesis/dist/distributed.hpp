@@ -44,6 +44,11 @@ std::shared_ptr<Store> default_store();
 // `ranks` is its rank in the new group; ranks outside get nullptr.
 std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
 
+// Which attempt of a `genesis launch` job this process belongs to, 0 first: GENESIS_ATTEMPT
+// (every restart counts, a change of membership too), else GENESIS_RESTART_COUNT, else 0. Keys a
+// job's processes put in the launcher's store, which outlives attempts, are namespaced by it.
+int launch_attempt();
+
 // Blocking collectives on the default group.
 void barrier();
 void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM);

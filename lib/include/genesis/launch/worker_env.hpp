@@ -22,7 +22,12 @@ struct JobIdentity {
   int store_port = 0;       // after the store server picked it
   std::string run_id;
   std::string store_token;  // secret shared by the job's store clients
-  int restart_count = 0;    // attempt number, 0 first
+  // Attempt number, 0 first: every restart counts, after a failure or to take in a node that
+  // came back. It namespaces the attempt's store keys (GENESIS_ATTEMPT).
+  int attempt = 0;
+  // The restarts after a failure only, which --max-restarts bounds (torchrun's
+  // TORCHELASTIC_RESTART_COUNT): a change of membership is not counted.
+  int restart_count = 0;
 };
 
 // The variables worker `local_rank` gets. OMP_NUM_THREADS is added (max(1, cores / local ranks))
