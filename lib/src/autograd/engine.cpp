@@ -34,6 +34,7 @@ struct LaterFirst {
 // outermost list too: DDP's "all gradients are ready" callback must wait for the user's whole
 // backward, not for the end of one block's recompute.
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+thread_local std::vector<std::function<void()>>* current_cleanups = nullptr;
 
 void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
   if (slots.size() <= index) slots.resize(index + 1);
@@ -48,21 +49,64 @@ void queue_callback(std::function<void()> callback) {
   current_callbacks->push_back(std::move(callback));
 }
 
+void on_backward_failure(std::function<void()> cleanup) {
+  GENESIS_CHECK(current_cleanups != nullptr, InvalidArgument,
+                "autograd::on_backward_failure outside a backward pass");
+  current_cleanups->push_back(std::move(cleanup));
+}
+
+namespace {
+
+void run_cleanups(std::vector<std::function<void()>>& cleanups) noexcept {
+  for (std::size_t i = 0; i < cleanups.size(); ++i) {
+    try {
+      cleanups[i]();
+    } catch (...) {  // the error that ended the pass is the one to report
+    }
+  }
+}
+
+void run_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads);
+
+}  // namespace
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   NoGradGuard no_grad;
   // Backward formulas call matmul and friends on f32 gradients, which a caller's autocast would
   // round to 16 bits too. Where gradients are rounded is fixed by the forward's casts (their
   // backward casts the gradient back); as in PyTorch, backward itself runs outside autocast.
   amp::AutocastGuard autocast_off(std::nullopt);
-  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>> callbacks, cleanups;
   const bool outermost = current_callbacks == nullptr;
   struct CallbackScope {
     std::vector<std::function<void()>>* saved;
-    explicit CallbackScope(std::vector<std::function<void()>>* mine) : saved(current_callbacks) {
+    std::vector<std::function<void()>>* saved_cleanups;
+    CallbackScope(std::vector<std::function<void()>>* mine,
+                  std::vector<std::function<void()>>* mine_cleanups)
+        : saved(current_callbacks), saved_cleanups(current_cleanups) {
       current_callbacks = mine;
+      current_cleanups = mine_cleanups;
     }
-    ~CallbackScope() { current_callbacks = saved; }
-  } scope(outermost ? &callbacks : current_callbacks);
+    ~CallbackScope() {
+      current_callbacks = saved;
+      current_cleanups = saved_cleanups;
+    }
+  } scope(outermost ? &callbacks : current_callbacks, outermost ? &cleanups : current_cleanups);
+  if (!outermost) return run_pass(roots, grads);
+  try {
+    run_pass(roots, grads);
+    // By index: a callback may queue another.
+    for (std::size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
+  } catch (...) {
+    run_cleanups(cleanups);
+    throw;
+  }
+}
+
+namespace {
+
+// One pass over the graph from `roots`: the nodes run, the leaves' gradients accumulate.
+void run_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
   std::unordered_map<Node*, Pending> pending;
   std::vector<std::shared_ptr<Node>> root_nodes;
 
@@ -137,9 +181,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (--next.dependencies == 0) ready.push(e.fn.get());
     }
   }
-  // By index: a callback may queue another.
-  if (outermost)
-    for (std::size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();
 }
 
+}  // namespace
 }  // namespace genesis::autograd

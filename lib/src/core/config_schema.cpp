@@ -110,7 +110,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"distributed.backend", "auto | gloo | nccl (auto: nccl on CUDA, gloo on CPU)",
        [](Config& c) -> Field { return &c.distributed.backend; }, Rule::any,
        {"auto", "gloo", "nccl"}},
-      {"distributed.bucket_cap_mb", "ddp: gradient bucket size in MiB",
+      {"distributed.bucket_cap_mb", "gradient bucket size in MiB, for every strategy (ddp's all-reduce, zero1/zero2's reduce-scatter)",
        [](Config& c) -> Field { return &c.distributed.bucket_cap_mb; }, Rule::positive},
       {"distributed.find_unused_parameters",
        "ddp: parameters without a gradient are marked ready instead of an error",

@@ -2,9 +2,9 @@
 //
 // Order of collectives. Every rank must submit the same collectives to a group in the same
 // order. Gathers are issued by forward hooks and by the backward node of each unit, at points
-// the (identical) graph fixes on every rank; reduce-scatters are launched in one fixed order,
-// reverse forward order with the root last, a unit waiting for the units before it even if its
-// gradients were ready earlier (the bucket rule of ddp_reducer.hpp).
+// the (identical) graph fixes on every rank; reduce-scatters are launched by the bucket engine
+// in one fixed order, reverse forward order with the root last, a unit waiting for the units
+// before it even if its gradients were ready earlier (bucket_engine.hpp).
 //
 // Gradients. A parameter's gradient, once final, is copied into its unit's full gradient buffer
 // and dropped from .grad; when the unit's last gradient arrives its gathered parameters are freed
@@ -56,10 +56,13 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
   if (!units_.empty() && is_root(units_.size() - 1)) reduce_order_.push_back(units_.size() - 1);
   reductions_.resize(units_.size());
 
+  std::vector<std::vector<std::size_t>> slots_of(units_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) {
     const FlatParams& flat = units_[u]->flat();
-    for (std::size_t i = 0; i < flat.params.size(); ++i)
-      slots_.push_back(ParamSlot{u, i, false, -1, flat.params[i].second});
+    for (std::size_t i = 0; i < flat.params.size(); ++i) {
+      slots_of[u].push_back(slots_.size());
+      slots_.push_back(ParamSlot{u, i, flat.params[i].second});
+    }
     if (nn::Module* m = units_[u]->module()) {
       module_hooks_.emplace_back(u, m->register_forward_pre_hook(
                                         [this, u](nn::Module&, const Tensor&) {
@@ -71,10 +74,6 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
           }));
     }
   }
-  for (std::size_t k = 0; k < slots_.size(); ++k)
-    slots_[k].hook_id =
-        slots_[k].param.register_grad_ready_hook([this, k](const Tensor&) { on_grad_ready(k); });
-
   if (options_.offload_optimizer) {
     // The optimizer's copy of each shard, and its state, live on the host; step() moves the
     // gradient shard there and the updated shard back. On a CPU build this is one more copy.
@@ -90,15 +89,22 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
   } else {
     optimizer_ = make_optimizer(shards());
   }
+  // The engine's buckets are the units in reduce order.
+  std::vector<Tensor> params_of_slots;
+  for (const ParamSlot& slot : slots_) params_of_slots.push_back(slot.param);
+  std::vector<std::vector<std::size_t>> buckets;
+  for (std::size_t u : reduce_order_) buckets.push_back(slots_of[u]);
+  engine_ = std::make_unique<BucketEngine>(name_, std::move(params_of_slots), std::move(buckets),
+                                           static_cast<BucketPolicy&>(*this));
   spdlog::debug("{}: {} units, {} parameters, shard group of {}, {} replicas", name_,
                 units_.size(), slots_.size(), shard_group_->size(),
                 replica_group_ ? replica_group_->size() : 1);
 }
 
 FullyShardedStrategy::~FullyShardedStrategy() {
+  engine_.reset();
   settle_all();
   for (auto& [u, id] : module_hooks_) units_[u]->module()->remove_hook(id);
-  for (ParamSlot& s : slots_) s.param.remove_grad_ready_hook(s.hook_id);
 }
 
 std::vector<Tensor> FullyShardedStrategy::shards() const {
@@ -120,23 +126,9 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
   trace_.clear();
   pinned_ = false;  // units gathered by gather_full_parameters() are used, then released
   if (training) {
-    // A backward that failed halfway leaves reductions in flight; they are of no use now.
-    for (Reduction& r : reductions_) {
-      if (r.work) {
-        try {
-          r.work->wait();
-        } catch (const std::exception& e) {
-          spdlog::debug("{}: discarding a failed reduction: {}", name_, e.what());
-        }
-      }
-      r = Reduction{};
-    }
-    for (std::size_t u = 0; u < units_.size(); ++u)
-      reductions_[u].pending = units_[u]->flat().params.size();
-    for (ParamSlot& s : slots_) s.ready = false;
-    next_reduce_ = 0;
-    in_backward_ = true;
-    finalize_queued_ = false;
+    // A backward that failed halfway leaves reductions in flight; arm() settles them.
+    engine_->arm();
+    for (Reduction& r : reductions_) r = Reduction{};
   }
   const bool has_root = !units_.empty() && is_root(units_.size() - 1);
   if (has_root && units_.back()->start_gather())
@@ -186,69 +178,54 @@ void FullyShardedStrategy::before_unit_backward(std::size_t u) {
   if (options_.prefetch && u > 0) prefetch(u - 1);
 }
 
-void FullyShardedStrategy::on_grad_ready(std::size_t slot) {
-  ParamSlot& s = slots_[slot];
-  GENESIS_CHECK(in_backward_, InvalidArgument,
-                name_ + ": a backward ran without a forward through the strategy before it; call "
-                        "forward again before each backward");
-  GENESIS_CHECK(!s.ready, InvalidArgument,
-                name_ + ": a parameter got its gradient twice in one backward; call forward "
-                        "again before each backward");
-  const FlatParams& flat = units_[s.unit]->flat();
-  Reduction& r = reductions_[s.unit];
+FullyShardedStrategy::Reduction& FullyShardedStrategy::gradient_buffer(std::size_t u) {
+  const FlatParams& flat = units_[u]->flat();
+  Reduction& r = reductions_[u];
   if (!r.grad.defined())
     r.grad = Tensor::zeros({flat.padded_numel()}, flat.flat.dtype(), flat.flat.device());
+  return r;
+}
+
+void FullyShardedStrategy::take_gradient(std::size_t slot, bool armed) {
+  GENESIS_CHECK(armed, InvalidArgument,
+                name_ + ": a backward ran without a forward through the strategy before it; call "
+                        "forward again before each backward");
+  const ParamSlot& s = slots_[slot];
+  Reduction& r = gradient_buffer(s.unit);
   {
     NoGradGuard no_grad;
-    flat.param_view(r.grad, s.index).copy_(s.param.grad());
+    units_[s.unit]->flat().param_view(r.grad, s.index).copy_(Tensor(s.param).grad());
   }
-  s.param.set_grad(Tensor());  // the full gradient lives only in the unit's buffer until reduced
-  if (!finalize_queued_) {
-    autograd::queue_callback([this] { finalize_backward(); });
-    finalize_queued_ = true;
-  }
-  mark_ready(slot);
+  Tensor(s.param).set_grad(Tensor());  // the full gradient lives only in the unit's buffer
 }
 
-void FullyShardedStrategy::mark_ready(std::size_t slot) {
-  ParamSlot& s = slots_[slot];
-  s.ready = true;
-  if (--reductions_[s.unit].pending == 0 && !is_root(s.unit)) units_[s.unit]->release();
-  launch_ready_reductions();
+void FullyShardedStrategy::missing_gradients(const std::vector<std::size_t>& slots) {
+  // They contribute zeros (a branch another rank took): the buffer starts zeroed.
+  for (std::size_t k : slots) gradient_buffer(slots_[k].unit);
 }
 
-void FullyShardedStrategy::launch_ready_reductions() {
-  while (next_reduce_ < reduce_order_.size() &&
-         reductions_[reduce_order_[next_reduce_]].pending == 0) {
-    const std::size_t u = reduce_order_[next_reduce_++];
-    const FlatParams& flat = units_[u]->flat();
-    Reduction& r = reductions_[u];
-    r.reduced = Tensor::empty({flat.shard_numel}, flat.flat.dtype(), flat.flat.device());
-    r.work = shard_group_->reduce_scatter_tensor(r.reduced, r.grad, {.op = dist::ReduceOp::AVG});
-    trace_.push_back({Zero3Event::Kind::reduce_scatter, units_[u]->name(), false});
-  }
+void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
+  const std::size_t u = reduce_order_[bucket];
+  if (!is_root(u)) units_[u]->release();  // no node left needs its gathered parameters
 }
 
-void FullyShardedStrategy::finalize_backward() {
-  in_backward_ = false;
+std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {
+  const std::size_t u = reduce_order_[bucket];
+  const FlatParams& flat = units_[u]->flat();
+  Reduction& r = reductions_[u];
+  r.reduced = Tensor::empty({flat.shard_numel}, flat.flat.dtype(), flat.flat.device());
+  trace_.push_back({Zero3Event::Kind::reduce_scatter, units_[u]->name(), false});
+  return shard_group_->reduce_scatter_tensor(r.reduced, r.grad, {.op = dist::ReduceOp::AVG});
+}
+
+void FullyShardedStrategy::bucket_reduced(std::size_t bucket) {
+  Reduction& r = reductions_[reduce_order_[bucket]];
+  r.grad = Tensor();  // free the full gradient
+  if (replica_group_) r.work = replica_group_->all_reduce(r.reduced, {.op = dist::ReduceOp::AVG});
+}
+
+void FullyShardedStrategy::finish() {
   NoGradGuard no_grad;
-  // Parameters without a gradient this pass contribute zeros (a branch another rank took).
-  for (std::size_t k = 0; k < slots_.size(); ++k) {
-    if (slots_[k].ready) continue;
-    Reduction& r = reductions_[slots_[k].unit];
-    const FlatParams& flat = units_[slots_[k].unit]->flat();
-    if (!r.grad.defined())
-      r.grad = Tensor::zeros({flat.padded_numel()}, flat.flat.dtype(), flat.flat.device());
-    mark_ready(k);
-  }
-  for (std::size_t u : reduce_order_) {
-    Reduction& r = reductions_[u];
-    std::shared_ptr<dist::Work> work = std::move(r.work);
-    work->wait();
-    r.grad = Tensor();  // free the full gradient
-    if (replica_group_)
-      r.work = replica_group_->all_reduce(r.reduced, {.op = dist::ReduceOp::AVG});
-  }
   for (std::size_t u : reduce_order_) {
     Reduction& r = reductions_[u];
     if (r.work) {
@@ -262,20 +239,16 @@ void FullyShardedStrategy::finalize_backward() {
   release_all();
 }
 
+void FullyShardedStrategy::settle() noexcept {
+  for (Reduction& r : reductions_) settle_work(r.work, name_);
+}
+
 void FullyShardedStrategy::release_all() {
   for (auto& unit : units_) unit->release();
 }
 
 void FullyShardedStrategy::settle_all() noexcept {
-  for (Reduction& r : reductions_) {
-    if (!r.work) continue;
-    try {
-      r.work->wait();
-    } catch (const std::exception& e) {
-      spdlog::debug("{}: discarding a failed reduction: {}", name_, e.what());
-    }
-    r.work.reset();
-  }
+  if (engine_) engine_->settle();  // the reductions, its own and the policy's
   for (auto& unit : units_)
     if (!unit->settle()) spdlog::debug("{}: discarding a failed gather of '{}'", name_, unit->name());
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bucket_engine.hpp"
 #include "genesis/parallel/strategy.hpp"
 #include "zero3_units.hpp"
 
@@ -25,7 +26,9 @@ struct Zero3Event {
   bool prefetch = false;  // gather: issued ahead of the unit's use
 };
 
-class FullyShardedStrategy : public Strategy {
+// Its units are the bucket engine's buckets (bucket_engine.hpp), launched in reverse forward
+// order with the root last.
+class FullyShardedStrategy : public Strategy, BucketPolicy {
  public:
   // shard_group: the ranks a unit is sharded over; replica_group: null for ZeRO-3, else the
   // ranks holding the same shard in the other shard groups (HSDP), whose gradient shards are
@@ -65,29 +68,30 @@ class FullyShardedStrategy : public Strategy {
   const std::vector<Zero3Event>& last_trace() const { return trace_; }
   std::vector<std::string> unit_names() const;
 
+  void take_gradient(std::size_t slot, bool armed) override;
+  void missing_gradients(const std::vector<std::size_t>& slots) override;
+  void bucket_complete(std::size_t bucket) override;
+  std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
+  void bucket_reduced(std::size_t bucket) override;
+  void finish() override;
+  void settle() noexcept override;
+
  private:
   struct ParamSlot {
     std::size_t unit = 0, index = 0;
-    bool ready = false;
-    int hook_id = -1;
     Tensor param;
   };
   struct Reduction {
     Tensor grad;     // the unit's full gradient, laid out like its flat buffer, until reduced
     Tensor reduced;  // reduce-scatter output (then replica all-reduce) of this backward
-    std::size_t pending = 0;
-    bool launched = false;
-    std::shared_ptr<dist::Work> work;
+    std::shared_ptr<dist::Work> work;  // HSDP: the replica all-reduce in flight
   };
 
   void before_unit_forward(std::size_t u);
   Tensor after_unit_forward(std::size_t u, const Tensor& output);
   void before_unit_backward(std::size_t u);
   void prefetch(std::size_t u);
-  void on_grad_ready(std::size_t slot);
-  void mark_ready(std::size_t slot);
-  void launch_ready_reductions();
-  void finalize_backward();
+  Reduction& gradient_buffer(std::size_t u);
   void settle_all() noexcept;
   void release_all();
   std::vector<Tensor> shards() const;
@@ -107,9 +111,8 @@ class FullyShardedStrategy : public Strategy {
   std::vector<Tensor> host_shards_;  // offload_optimizer: what the optimizer steps
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<Zero3Event> trace_;
-  bool in_backward_ = false, finalize_queued_ = false;
   bool pinned_ = false;  // gather_full_parameters() holds every unit until forward() or step()
-  std::size_t next_reduce_ = 0;
+  std::unique_ptr<BucketEngine> engine_;  // last: its hooks call into everything above
 };
 
 }  // namespace genesis::parallel::detail

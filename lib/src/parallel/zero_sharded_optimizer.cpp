@@ -4,11 +4,11 @@
 // rank steps the optimizer on its shard of the parameters, and an all-gather gives every rank the
 // updated parameters again.
 //
-// Buckets. As in DDP, parameters are grouped in reverse registration order into buckets of
-// bucket_cap_mb, each flattened into one buffer padded to a multiple of the world size
-// (flat_params.hpp); a bucket's reduce-scatter starts on the communication thread as soon as its
-// last gradient is ready, in bucket order on every rank (see ddp_reducer.hpp for why). Rank r
-// owns shard r of every bucket; the optimizer sees one flat tensor per bucket.
+// Buckets. As in DDP, parameters are grouped by the bucket engine's rule (bucket_engine.hpp:
+// reverse registration order, bucket_cap_mb, a smaller first bucket), each flattened into one
+// buffer padded to a multiple of the world size (flat_params.hpp); a bucket's reduce-scatter
+// starts on the communication thread as soon as its last gradient is ready, in bucket order on
+// every rank. Rank r owns shard r of every bucket; the optimizer sees one flat tensor per bucket.
 //
 // Stage 1 keeps a full gradient buffer per bucket: .grad of every parameter views it, micro-batches
 // of an accumulation window add into it locally, and only the last one reduces. Stage 2 keeps no
@@ -21,6 +21,7 @@
 // this rank's optimizer shard, so any saved layout loads into any world size.
 #include <spdlog/spdlog.h>
 
+#include "bucket_engine.hpp"
 #include "flat_params.hpp"
 #include "genesis/autograd/engine.hpp"
 #include "genesis/autograd/grad_mode.hpp"
@@ -34,13 +35,16 @@
 namespace genesis::parallel::detail {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-
-class ZeroStage12 : public Strategy {
+class ZeroStage12 : public Strategy, BucketPolicy {
  public:
   ZeroStage12(int stage, std::shared_ptr<nn::Module> model, const OptimizerFactory& make_optimizer,
               std::shared_ptr<dist::ProcessGroup> group, const ZeroOptions& options);
   ~ZeroStage12() override;
+
+  void take_gradient(std::size_t variable, bool armed) override;
+  void missing_gradients(const std::vector<std::size_t>& variables) override;
+  std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
+  void bucket_reduced(std::size_t bucket) override;
 
   std::string name() const override { return "zero" + std::to_string(stage_); }
   nn::Module& module() override { return *model_; }
@@ -62,22 +66,13 @@ class ZeroStage12 : public Strategy {
     Tensor shard_param; // this rank's shard of flat.flat: what the optimizer steps
     Tensor shard_grad;  // the reduced gradient of that shard
     Tensor reduced;     // reduce-scatter output of the backward in flight
-    std::size_t pending = 0;
-    std::shared_ptr<dist::Work> work;
   };
   struct Variable {
     std::size_t bucket = 0, index = 0;  // parameter `index` of bucket's FlatParams
-    bool ready = false;
-    int hook_id = -1;
     Tensor param;
   };
 
   Tensor grad_view(std::size_t v);
-  void on_grad_ready(std::size_t v);
-  void mark_ready(std::size_t v);
-  void launch_ready_buckets();
-  void finalize();
-  void wait_all() noexcept;
   std::vector<Tensor> shard_params() const;
   double sum_over_ranks(double local) const;
 
@@ -88,8 +83,7 @@ class ZeroStage12 : public Strategy {
   std::vector<Variable> variables_;
   nn::NamedTensors frozen_;  // parameters outside the buckets (no grad): whole on every rank
   std::unique_ptr<optim::Optimizer> optimizer_;
-  bool armed_ = false, finalize_queued_ = false;
-  std::size_t next_launch_ = 0;
+  std::unique_ptr<BucketEngine> engine_;  // last: its hooks call into everything above
 };
 
 ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
@@ -107,21 +101,14 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
     broadcast_from_rank0(model_->named_buffers(), *group_);
   }
 
-  // Reverse registration order into buckets of bucket_cap_mb, as DDP.
-  std::vector<nn::NamedTensors> groups;
-  double bytes = 0;
-  for (std::size_t k = params.size(); k-- > 0;) {
-    const double size = static_cast<double>(params[k].second.numel()) *
-                        static_cast<double>(dtype_size(params[k].second.dtype()));
-    if (groups.empty() || bytes >= options.bucket_cap_mb * kMiB) {
-      groups.emplace_back();
-      bytes = 0;
-    }
-    groups.back().push_back(params[k]);
-    bytes += size;
-  }
+  std::vector<Tensor> tensors;
+  for (const auto& [pname, p] : params) tensors.push_back(p);
+  const auto assignment =
+      assign_buckets(tensors, options.first_bucket_cap_mb, options.bucket_cap_mb);
   const int world = group_->size(), rank = group_->rank();
-  for (auto& g : groups) {
+  for (const auto& members : assignment) {
+    nn::NamedTensors g;
+    for (std::size_t k : members) g.push_back(params[k]);
     Bucket b;
     b.flat = flatten_parameters(std::move(g), world);
     b.shard_param = make_view(b.flat.flat, {b.flat.shard_numel}, {1},
@@ -133,24 +120,27 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
       b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
     buckets_.push_back(std::move(b));
   }
-  for (std::size_t bi = 0; bi < buckets_.size(); ++bi)
+  // The engine's variables in bucket order, so its buckets are the ones above.
+  std::vector<Tensor> in_buckets;
+  std::vector<std::vector<std::size_t>> members;
+  for (std::size_t bi = 0; bi < buckets_.size(); ++bi) {
+    members.emplace_back();
     for (std::size_t i = 0; i < buckets_[bi].flat.params.size(); ++i) {
-      Variable v{bi, i, false, -1, buckets_[bi].flat.params[i].second};
+      Variable v{bi, i, buckets_[bi].flat.params[i].second};
       if (stage_ == 1) v.param.set_grad(buckets_[bi].flat.param_view(buckets_[bi].grad, i));
+      members.back().push_back(variables_.size());
+      in_buckets.push_back(v.param);
       variables_.push_back(v);
     }
-  for (std::size_t k = 0; k < variables_.size(); ++k)
-    variables_[k].hook_id =
-        variables_[k].param.register_grad_ready_hook([this, k](const Tensor&) { on_grad_ready(k); });
+  }
   optimizer_ = make_optimizer(shard_params());
+  engine_ = std::make_unique<BucketEngine>(name(), std::move(in_buckets), std::move(members),
+                                           static_cast<BucketPolicy&>(*this));
   spdlog::debug("{}: {} parameters in {} buckets, {} ranks", name(), variables_.size(),
                 buckets_.size(), world);
 }
 
-ZeroStage12::~ZeroStage12() {
-  wait_all();
-  for (Variable& v : variables_) v.param.remove_grad_ready_hook(v.hook_id);
-}
+ZeroStage12::~ZeroStage12() { engine_.reset(); }
 
 std::vector<Tensor> ZeroStage12::shard_params() const {
   std::vector<Tensor> out;
@@ -160,13 +150,12 @@ std::vector<Tensor> ZeroStage12::shard_params() const {
 
 Tensor ZeroStage12::forward(const Tensor& input, bool sync_gradients) {
   if (model_->is_training() && autograd::grad_enabled()) {
-    wait_all();
     // Stage 2 reduces every micro-batch; stage 1 only the last of an accumulation window.
-    armed_ = stage_ == 2 || sync_gradients;
-    finalize_queued_ = false;
-    next_launch_ = 0;
-    for (Variable& v : variables_) v.ready = false;
-    for (Bucket& b : buckets_) b.pending = b.flat.params.size();
+    engine_->settle();
+    if (stage_ == 2 || sync_gradients)
+      engine_->arm();
+    else
+      engine_->disarm();
   }
   return model_->forward(input);
 }
@@ -178,7 +167,7 @@ Tensor ZeroStage12::grad_view(std::size_t v) {
   return b.flat.param_view(b.grad, variables_[v].index);
 }
 
-void ZeroStage12::on_grad_ready(std::size_t v) {
+void ZeroStage12::take_gradient(std::size_t v, bool /*armed*/) {
   Variable& var = variables_[v];
   Tensor view = grad_view(v);
   Tensor grad = var.param.grad();
@@ -192,63 +181,31 @@ void ZeroStage12::on_grad_ready(std::size_t v) {
     view.copy_(grad);
     var.param.set_grad(Tensor());  // the full gradient lives only in the bucket until reduced
   }
-  if (!armed_) return;
-  if (!finalize_queued_) {
-    autograd::queue_callback([this] { finalize(); });
-    finalize_queued_ = true;
-  }
-  GENESIS_CHECK(!var.ready, InvalidArgument,
-                name() + ": a parameter got its gradient twice in one backward; call forward "
-                         "again before each backward");
-  mark_ready(v);
 }
 
-void ZeroStage12::mark_ready(std::size_t v) {
-  variables_[v].ready = true;
-  --buckets_[variables_[v].bucket].pending;
-  launch_ready_buckets();
-}
-
-void ZeroStage12::launch_ready_buckets() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    Bucket& b = buckets_[next_launch_++];
-    b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
-    b.work = group_->reduce_scatter_tensor(b.reduced, b.grad, {.op = dist::ReduceOp::AVG});
+void ZeroStage12::missing_gradients(const std::vector<std::size_t>& variables) {
+  // They contribute zeros (a branch another rank took).
+  for (std::size_t v : variables) {
+    Tensor view = grad_view(v);
+    if (stage_ == 2) view.zero_();
   }
 }
 
-void ZeroStage12::finalize() {
-  armed_ = false;
-  // Parameters without a gradient this pass contribute zeros (a branch another rank took).
-  for (std::size_t v = 0; v < variables_.size(); ++v)
-    if (!variables_[v].ready) {
-      Tensor view = grad_view(v);
-      if (stage_ == 2) view.zero_();
-      mark_ready(v);
-    }
-  for (Bucket& b : buckets_) {
-    b.work->wait();
-    b.work.reset();
-    if (stage_ == 2) {
-      b.shard_grad.copy_(add(b.shard_grad, b.reduced));  // accumulation over micro-batches
-      b.grad = Tensor();  // free the full gradient
-    } else {
-      b.shard_grad.copy_(b.reduced);
-    }
-    b.reduced = Tensor();
-  }
+std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket) {
+  Bucket& b = buckets_[bucket];
+  b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
+  return group_->reduce_scatter_tensor(b.reduced, b.grad, {.op = dist::ReduceOp::AVG});
 }
 
-void ZeroStage12::wait_all() noexcept {
-  for (Bucket& b : buckets_) {
-    if (!b.work) continue;
-    try {
-      b.work->wait();
-    } catch (const std::exception& e) {
-      spdlog::debug("{}: discarding a failed reduce-scatter: {}", name(), e.what());
-    }
-    b.work.reset();
+void ZeroStage12::bucket_reduced(std::size_t bucket) {
+  Bucket& b = buckets_[bucket];
+  if (stage_ == 2) {
+    b.shard_grad.copy_(add(b.shard_grad, b.reduced));  // accumulation over micro-batches
+    b.grad = Tensor();  // free the full gradient
+  } else {
+    b.shard_grad.copy_(b.reduced);
   }
+  b.reduced = Tensor();
 }
 
 double ZeroStage12::sum_over_ranks(double local) const {
@@ -322,7 +279,7 @@ std::vector<StatePiece> ZeroStage12::state_pieces() {
 }
 
 void ZeroStage12::load_state(const StateSource& source) {
-  wait_all();
+  engine_->settle();
   NoGradGuard no_grad;
   nn::NamedTensors trainable;
   for (const Variable& v : variables_) trainable.push_back(buckets_[v.bucket].flat.params[v.index]);

@@ -20,4 +20,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 // Engine::queue_callback). Outside a backward pass: InvalidArgument.
 void queue_callback(std::function<void()> callback);
 
+// Called from inside a backward pass: `cleanup` runs if the outermost pass ends by an exception
+// (a node's, a hook's or a callback's), before it leaves backward(); an exception it throws is
+// dropped, so the first error is the one the caller sees. A gradient reducer settles the
+// collectives it started with it. Outside a backward pass: InvalidArgument.
+void on_backward_failure(std::function<void()> cleanup);
+
 }  // namespace genesis::autograd

@@ -2,8 +2,9 @@
 // the ranks of a process group, as torch.nn.parallel.DistributedDataParallel does. Gradients are
 // packed into buckets that start their all-reduce on the group's communication thread as soon as
 // their last gradient is ready, so communication overlaps the rest of backward; backward()
-// returns once every bucket is reduced and every .grad holds the average. Not here: sharded
-// strategies (ZeRO, later), the optimizer (plain optim::*, stepping the full parameters).
+// returns once every bucket is reduced and every .grad holds the average. Not here: the sharded
+// strategies (strategy.hpp's zero1/zero2/zero3/hsdp, on the same bucket engine), the optimizer
+// (plain optim::*, stepping the full parameters).
 #pragma once
 
 #include <chrono>

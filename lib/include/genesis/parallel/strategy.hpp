@@ -75,7 +75,8 @@ class Strategy {
 };
 
 struct ZeroOptions {
-  double bucket_cap_mb = 25;   // gradient buckets (stages 1 and 2), as DDP's
+  double bucket_cap_mb = 25;        // gradient buckets (stages 1 and 2): the rule DDP's follow
+  double first_bucket_cap_mb = 1;   // smaller, so the first reduce-scatter starts early
   int hsdp_shard_size = 0;     // hsdp: ranks per shard group; 0: LOCAL_WORLD_SIZE (one node)
   bool prefetch = true;        // zero3/hsdp: all-gather the next unit while this one computes
   bool offload_optimizer = false;  // optimizer state and update on the CPU (the CUDA path)
