@@ -75,6 +75,7 @@ void BucketEngine::arm() {
   for (Variable& v : variables_) v.ready = false;
   for (Bucket& b : buckets_) b.pending = b.variables.size();
   next_launch_ = 0;
+  next_reap_ = 0;
   grads_ready_ = 0;
   finish_queued_ = false;
   armed_ = true;
@@ -102,12 +103,23 @@ void BucketEngine::mark_ready(std::size_t variable) {
   ++grads_ready_;
   if (--buckets_[v.bucket].pending == 0) policy_.bucket_complete(v.bucket);
   launch_ready();
+  reap_finished();
 }
 
 void BucketEngine::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     const std::size_t b = next_launch_++;
     buckets_[b].work = policy_.launch(b);
+  }
+}
+
+// Buckets whose collective has finished, in launch order: the policy frees what it needed for them
+// now rather than at the end of backward, so they do not pile up while backward goes on.
+void BucketEngine::reap_finished() {
+  while (next_reap_ < next_launch_ && buckets_[next_reap_].work->is_completed()) {
+    std::shared_ptr<dist::Work> work = std::move(buckets_[next_reap_].work);
+    work->wait();  // rethrows a failed collective's error
+    policy_.bucket_reduced(next_reap_++);
   }
 }
 
@@ -120,10 +132,10 @@ void BucketEngine::finish_backward() {
     policy_.missing_gradients(missing);  // a refusal throws: on_backward_failure settles
     for (std::size_t k : missing) mark_ready(k);
   }
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    std::shared_ptr<dist::Work> work = std::move(buckets_[b].work);
+  for (; next_reap_ < buckets_.size(); ++next_reap_) {
+    std::shared_ptr<dist::Work> work = std::move(buckets_[next_reap_].work);
     work->wait();
-    policy_.bucket_reduced(b);
+    policy_.bucket_reduced(next_reap_);
   }
   policy_.finish();
 }

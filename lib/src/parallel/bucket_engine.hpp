@@ -21,8 +21,9 @@
 // One backward. arm() before it (a synchronised training forward); each parameter's grad-ready
 // hook hands the gradient to the policy and counts it; the autograd engine's end-of-backward
 // callback gives parameters without a gradient to the policy, launches what is left, waits for
-// every bucket in order and lets the policy finish. A backward that throws settles every
-// collective in flight before the exception leaves backward().
+// every bucket in order and lets the policy finish. A bucket whose collective is done is handed
+// back to the policy (in order) as soon as backward notices, so its buffers go early. A backward
+// that throws settles every collective in flight before the exception leaves backward().
 #pragma once
 
 #include <cstddef>
@@ -61,7 +62,8 @@ class BucketPolicy {
   virtual void bucket_complete(std::size_t /*bucket*/) {}
   // Bucket's turn: starts its collective and returns it.
   virtual std::shared_ptr<dist::Work> launch(std::size_t bucket) = 0;
-  // Bucket's collective finished (called in launch order at the end of backward).
+  // Bucket's collective finished (called in launch order: during backward once it is done, at
+  // the latest at its end).
   virtual void bucket_reduced(std::size_t /*bucket*/) {}
   // Every bucket is reduced: the last step of backward.
   virtual void finish() {}
@@ -111,6 +113,7 @@ class BucketEngine {
   void on_grad_ready(std::size_t variable);
   void mark_ready(std::size_t variable);
   void launch_ready();
+  void reap_finished();
   void finish_backward();
 
   std::string owner_;
@@ -120,6 +123,7 @@ class BucketEngine {
   bool armed_ = false;
   bool finish_queued_ = false;
   std::size_t next_launch_ = 0;
+  std::size_t next_reap_ = 0;  // buckets before it are reduced and handed back to the policy
   std::int64_t grads_ready_ = 0;
 };
 

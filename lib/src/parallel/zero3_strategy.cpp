@@ -219,23 +219,31 @@ std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {
 }
 
 void FullyShardedStrategy::bucket_reduced(std::size_t bucket) {
-  Reduction& r = reductions_[reduce_order_[bucket]];
+  const std::size_t u = reduce_order_[bucket];
+  Reduction& r = reductions_[u];
   r.grad = Tensor();  // free the full gradient
-  if (replica_group_) r.work = replica_group_->all_reduce(r.reduced, {.op = dist::ReduceOp::AVG});
+  if (replica_group_)
+    r.work = replica_group_->all_reduce(r.reduced, {.op = dist::ReduceOp::AVG});
+  else
+    accumulate(u);
+}
+
+// The reduced slice into the gradient shard: accumulation over micro-batches.
+void FullyShardedStrategy::accumulate(std::size_t u) {
+  NoGradGuard no_grad;
+  Reduction& r = reductions_[u];
+  const Tensor& grad_shard = units_[u]->grad_shard();
+  Tensor(grad_shard).copy_(add(grad_shard, r.reduced));
+  r.reduced = Tensor();
 }
 
 void FullyShardedStrategy::finish() {
-  NoGradGuard no_grad;
-  for (std::size_t u : reduce_order_) {
-    Reduction& r = reductions_[u];
-    if (r.work) {
-      std::shared_ptr<dist::Work> work = std::move(r.work);
+  if (replica_group_)
+    for (std::size_t u : reduce_order_) {
+      std::shared_ptr<dist::Work> work = std::move(reductions_[u].work);
       work->wait();
+      accumulate(u);
     }
-    const Tensor& grad_shard = units_[u]->grad_shard();
-    Tensor(grad_shard).copy_(add(grad_shard, r.reduced));  // accumulation over micro-batches
-    r.reduced = Tensor();
-  }
   release_all();
 }
 
