@@ -29,3 +29,34 @@ TEST_CASE("freed large blocks are reused for the same size", "[tensor][allocator
   host_allocator::empty_cache();
   REQUIRE(host_allocator::stats().cached_bytes == 0);
 }
+
+TEST_CASE("trimming keeps the blocks a step reused and frees the others", "[tensor][allocator]") {
+  host_allocator::empty_cache();
+  host_allocator::trim_cache();  // a period starts here
+  const std::size_t setup = 5 * 1024 * 1024, step = 2 * 1024 * 1024;
+  // Setting up frees a size that no step asks for again (the full parameters after sharding):
+  // the first step's trim gives it back.
+  host_allocator::release(host_allocator::allocate(setup), setup);
+  host_allocator::trim_cache();
+  REQUIRE(host_allocator::stats().cached_bytes == setup);
+
+  // Steps that hold two blocks of one size at once: both stay cached for the next step.
+  for (int i = 0; i < 2; ++i) {
+    void* a = host_allocator::allocate(step);
+    void* b = host_allocator::allocate(step);
+    host_allocator::release(a, step);
+    host_allocator::release(b, step);
+    host_allocator::trim_cache();
+    REQUIRE(host_allocator::stats().cached_bytes == 2 * step);
+  }
+  const auto before = host_allocator::stats();
+  void* c = host_allocator::allocate(step);
+  REQUIRE(host_allocator::stats().hits == before.hits + 1);
+  host_allocator::release(c, step);
+
+  // A step that needed only one of them: the other goes back to the system.
+  host_allocator::trim_cache();
+  REQUIRE(host_allocator::stats().cached_bytes == step);
+  host_allocator::trim_cache();  // a step that asked for nothing
+  REQUIRE(host_allocator::stats().cached_bytes == 0);
+}

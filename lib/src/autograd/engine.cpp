@@ -14,6 +14,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/ops.hpp"
 
 namespace genesis::autograd {
@@ -36,9 +37,24 @@ struct LaterFirst {
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 thread_local std::vector<std::function<void()>>* current_cleanups = nullptr;
 
+// Whether `sum` may take another gradient in place: nothing else holds it or views its memory.
+bool owned_alone(const Tensor& sum, const Tensor& grad) {
+  return sum.dtype() == DType::f32 && grad.dtype() == DType::f32 && sum.shape() == grad.shape() &&
+         sum.device() == grad.device() && sum.is_contiguous() &&
+         sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1;
+}
+
+// A second gradient for one input adds into the first where it can: a tied embedding's two
+// gradients are each the size of the vocabulary table, and a third for their sum would be too.
 void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
   if (slots.size() <= index) slots.resize(index + 1);
-  slots[index] = slots[index].defined() ? add(slots[index], grad) : std::move(grad);
+  Tensor& sum = slots[index];
+  if (!sum.defined())
+    sum = std::move(grad);
+  else if (owned_alone(sum, grad))
+    dispatch(OpId::add, {sum, grad}, {sum});  // the add kernel allows its output to alias an input
+  else
+    sum = add(sum, grad);
 }
 
 }  // namespace

@@ -176,6 +176,17 @@ void FullyShardedStrategy::before_unit_backward(std::size_t u) {
     trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
   units_[u]->wait_gathered();
   if (options_.prefetch && u > 0) prefetch(u - 1);
+  view_gradients(u);
+}
+
+// The unit's parameters take their gradients straight into its flat buffer (AccumulateGrad adds
+// in place), so no parameter-sized gradient waits beside the buffer to be copied in.
+void FullyShardedStrategy::view_gradients(std::size_t u) {
+  const Reduction& r = gradient_buffer(u);
+  const FlatParams& flat = units_[u]->flat();
+  for (std::size_t i = 0; i < flat.params.size(); ++i)
+    if (!Tensor(flat.params[i].second).grad().defined())
+      Tensor(flat.params[i].second).set_grad(flat.param_view(r.grad, i));
 }
 
 FullyShardedStrategy::Reduction& FullyShardedStrategy::gradient_buffer(std::size_t u) {
@@ -192,16 +203,20 @@ void FullyShardedStrategy::take_gradient(std::size_t slot, bool armed) {
                         "forward again before each backward");
   const ParamSlot& s = slots_[slot];
   Reduction& r = gradient_buffer(s.unit);
-  {
+  const Tensor view = units_[s.unit]->flat().param_view(r.grad, s.index);
+  if (!same_view(Tensor(s.param).grad(), view)) {
     NoGradGuard no_grad;
-    units_[s.unit]->flat().param_view(r.grad, s.index).copy_(Tensor(s.param).grad());
+    Tensor(view).copy_(Tensor(s.param).grad());
   }
   Tensor(s.param).set_grad(Tensor());  // the full gradient lives only in the unit's buffer
 }
 
 void FullyShardedStrategy::missing_gradients(const std::vector<std::size_t>& slots) {
   // They contribute zeros (a branch another rank took): the buffer starts zeroed.
-  for (std::size_t k : slots) gradient_buffer(slots_[k].unit);
+  for (std::size_t k : slots) {
+    gradient_buffer(slots_[k].unit);
+    Tensor(slots_[k].param).set_grad(Tensor());  // a view set up for a gradient that never came
+  }
 }
 
 void FullyShardedStrategy::bucket_complete(std::size_t bucket) {

@@ -92,6 +92,7 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   void before_unit_backward(std::size_t u);
   void prefetch(std::size_t u);
   Reduction& gradient_buffer(std::size_t u);
+  void view_gradients(std::size_t u);
   void accumulate(std::size_t u);
   void settle_all() noexcept;
   void release_all();

@@ -33,6 +33,7 @@
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/parallel/strategy.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
+#include "genesis/tensor/host_memory.hpp"
 #include "genesis/tensor/ops.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/train/task.hpp"
@@ -237,6 +238,7 @@ TrainResult dry_run(const Config& config, Task& task, const TrainOptions& option
 
 }  // namespace
 
+
 TrainResult run_training(const Config& config, const TrainOptions& options) {
   const TrainingConfig& tc = config.training;
   const auto wall_start = Clock::now();
@@ -402,6 +404,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       spdlog::info("step {} eval loss {:.4f} accuracy {:.4f}", step, last_eval.loss, last_eval.accuracy);
   };
 
+  host_allocator::empty_cache();  // nothing freed while setting up (the full model) is asked again
   Throughput throughput(first_step, tc.max_steps, device);
   const PreemptionWatch preemption;
   for (std::int64_t step = first_step; step <= tc.max_steps; ++step) {
@@ -436,6 +439,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
     }
     train_s += throughput.end_step(step, examples - examples_before);
     ++window_steps;
+    host_allocator::trim_cache();  // the cache keeps what this step reused, for the next one
 
     // The bar shows this rank's running figures; logged ones are reduced over ranks below.
     double loss = window_loss / static_cast<double>(window_steps);

@@ -145,12 +145,14 @@ Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   Tensor out = make_view(out2, out_shape, contiguous_strides(out_shape), 0);
 
   // dx = dy W, dW = dy^T x, db = column sums of dy: two sgemms on views and one reduction.
+  // Backward keeps the weight as it came in (a parameter, held anyway) and casts it again, not
+  // the cast copy: under autocast that copy would hold a second model until backward reached it.
   record("linear", {x, w, bvec}, {out},
-         [x2, ws = w.detach(), sx = x.shape(), N, O, kt](const Grads& g,
-                                                         const NeedsGrad& needs) -> Grads {
+         [x2, source = weight_in.detach(), wt = weight.dtype(), sx = x.shape(), N, O, kt](
+             const Grads& g, const NeedsGrad& needs) -> Grads {
            const Tensor dy = to_result(g[0], kt).reshape({N, O});
            Grads r(3);
-           if (needs[0]) r[0] = matmul(dy, ws).reshape(sx);
+           if (needs[0]) r[0] = matmul(dy, to_result(to_result(source, wt), kt)).reshape(sx);
            if (needs[1]) r[1] = matmul(dy.transpose(0, 1), x2);
            if (needs[2]) r[2] = sum(dy, {0});
            return r;
