@@ -201,9 +201,9 @@ CheckResult check_master_addr(const EnvLookup& env, std::chrono::milliseconds ti
   return r;
 }
 
-CheckResult check_master_port(const EnvLookup& env) {
-  const JobPosition position = job_position(env);
-  const auto given = env("MASTER_PORT");
+CheckResult check_master_port(const EnvLookup& lookup) {
+  const JobPosition position = job_position(lookup);
+  const auto given = lookup("MASTER_PORT");
   // Launchers always set MASTER_PORT, so "under a launcher or set explicitly" is "set"; the
   // unset default is only a warning.
   CheckResult r{"master-port", CheckStatus::ok, "", "", given.has_value()};
@@ -214,15 +214,14 @@ CheckResult check_master_port(const EnvLookup& env) {
   }
   int port = kDefaultMasterPort;
   if (given) {
-    const auto value = detail::parse_integer(*given);
-    if (!value || *value < 1 || *value > 65535) {  // the env check fails on it already
+    if (auto problem = env::int_problem(env::kMasterPort, *given)) {  // the env check fails too
       r.required = false;
       r.status = CheckStatus::warn;
-      r.detail = "MASTER_PORT='" + *given + "' is not a port number";
+      r.detail = *problem;
       r.hint = "set MASTER_PORT to a free TCP port, e.g. 29500";
       return r;
     }
-    port = static_cast<int>(*value);
+    port = std::stoi(*given);
   }
   const std::string label = "port " + std::to_string(port) +
                             (given ? "" : " (default; MASTER_PORT unset)");
