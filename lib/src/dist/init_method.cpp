@@ -12,6 +12,7 @@
 
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/file_store.hpp"
 
@@ -48,16 +49,15 @@ std::string local_address_towards(const std::string& host, int port) {
   GENESIS_CHECK(rc == 0 && found != nullptr, InvalidArgument,
                 "cannot resolve the master address '" + host + "': " + gai_strerror(rc));
   std::string address;
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+  const UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd && ::connect(fd.get(), found->ai_addr, found->ai_addrlen) == 0) {
     sockaddr_in local{};
     socklen_t len = sizeof(local);
     char text[INET_ADDRSTRLEN] = {};
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
         ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr)
       address = text;
   }
-  if (fd >= 0) ::close(fd);
   freeaddrinfo(found);
   if (!address.empty()) return address;
   char name[256] = {};
