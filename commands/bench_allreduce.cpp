@@ -63,7 +63,7 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
       ->capture_default_str();
   app.add_option("--collective", flags.collective, "Collective to time")
       ->type_name("NAME")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "broadcast"}))
+      ->check(CLI::IsMember(dist::bench_collective_names()))
       ->capture_default_str();
   app.add_option("--backend", flags.backend,
                  "Process group backend; auto is nccl when each local rank has a GPU, else gloo")

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands/command_table.hpp"
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/doctor/comm_check.hpp"
 #include "genesis/doctor/doctor.hpp"
@@ -60,7 +61,7 @@ bool stdout_color(const DoctorFlags& flags) {
 int run_doctor(const DoctorFlags& flags, const RunContext& context) {
   GENESIS_CHECK(flags.timeout_s > 0, InvalidArgument,
                 "--timeout must be positive, got " + std::to_string(flags.timeout_s));
-  const doctor::EnvLookup env = doctor::process_env();
+  const doctor::EnvLookup env = env::process_lookup();
   int rank = doctor::job_position(env).rank;
   std::vector<doctor::CheckResult> checks = doctor::run_local_checks({});
   if (flags.comm) {

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "commands/command_table.hpp"
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/launch/launch_options.hpp"
 #include "genesis/launch/slurm.hpp"
@@ -354,7 +355,7 @@ launch::LaunchOptions resolve_options(const LaunchFlags& flags) {
   if (!flags.ranks_filter.empty()) o.local_ranks_filter = launch::parse_rank_list(flags.ranks_filter);
   // Under srun with one task per node, SLURM says which node this is and where node 0 is;
   // --standalone has said so already.
-  const auto slurm = launch::map_slurm_env(launch::process_env_lookup());
+  const auto slurm = launch::map_slurm_env(env::process_lookup());
   if (slurm)
     launch::apply_slurm_layout(
         o, *slurm,

@@ -1,13 +1,13 @@
 // `genesis train`: resolve the config (preset, --config, --set), then either list presets,
 // print the config, or hand it to the trainer. Every decision about the config lives in
 // lib/src/core/config*.cpp; every decision about training in lib/src/train.
-#include <cstdlib>
 #include <memory>
 
 #include <spdlog/spdlog.h>
 
 #include "commands/command_table.hpp"
 #include "genesis/core/config.hpp"
+#include "genesis/core/env.hpp"
 #include "genesis/launch/slurm.hpp"
 #include "genesis/train/trainer.hpp"
 
@@ -83,12 +83,12 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
   launch::adopt_slurm_world();
   // Under a launcher only rank 0 reports; the others speak up for warnings and errors (and
   // for everything when the user asked for debug logs).
-  const char* rank = std::getenv("RANK");
-  if (rank != nullptr && std::string(rank) != "0" && spdlog::get_level() == spdlog::level::info)
+  const bool rank_zero = env::rank().value_or(0) == 0;
+  if (!rank_zero && spdlog::get_level() == spdlog::level::info)
     spdlog::set_level(spdlog::level::warn);
   train::TrainOptions options;
   options.interactive = context.interactive;
-  options.out = rank == nullptr || std::string(rank) == "0" ? &context.out : nullptr;
+  options.out = rank_zero ? &context.out : nullptr;
   options.dry_run = flags.dry_run;
   const train::TrainResult result = train::run_training(config, options);
   // Stopped by a scheduler's signal after saving: the status of a process that signal ended.

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/unique_fd.hpp"
 
 namespace genesis::ckpt::detail {
 namespace {
@@ -22,34 +23,23 @@ std::string failure(const std::string& what, const std::filesystem::path& path) 
 }  // namespace
 
 void write_file_synced(const std::filesystem::path& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GENESIS_CHECK(fd >= 0, IoError, failure("create", path));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  GENESIS_CHECK(fd, IoError, failure("create", path));
   std::size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string message = failure("write", path);
-      ::close(fd);
-      throw IoError(message);
-    }
+    GENESIS_CHECK(n > 0, IoError, failure("write", path));
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    const std::string message = failure("fsync", path);
-    ::close(fd);
-    throw IoError(message);
-  }
-  GENESIS_CHECK(::close(fd) == 0, IoError, failure("close", path));
+  GENESIS_CHECK(::fsync(fd.get()) == 0, IoError, failure("fsync", path));
+  GENESIS_CHECK(fd.close() == 0, IoError, failure("close", path));
 }
 
 void fsync_directory(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  GENESIS_CHECK(fd >= 0, IoError, failure("open directory", dir));
-  const int rc = ::fsync(fd);
-  const std::string message = rc == 0 ? "" : failure("fsync directory", dir);
-  ::close(fd);
-  GENESIS_CHECK(rc == 0, IoError, message);
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  GENESIS_CHECK(fd, IoError, failure("open directory", dir));
+  GENESIS_CHECK(::fsync(fd.get()) == 0, IoError, failure("fsync directory", dir));
 }
 
 void replace_file_atomically(const std::filesystem::path& path, const std::string& text) {

@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/unique_fd.hpp"
 
 namespace genesis::ckpt {
 namespace {
@@ -42,23 +43,6 @@ bool parse_st_dtype(const std::string& name, DType& out) {
     }
   return false;
 }
-
-// Closes the descriptor on every path out of save_safetensors; a close error on the success path
-// is reported by the explicit close() there instead.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 void write_all(int fd, const void* data, std::size_t size, const std::filesystem::path& path) {
   const char* p = static_cast<const char*>(data);
@@ -159,8 +143,8 @@ void save_safetensors(const std::filesystem::path& path, const NamedTensors& ten
   std::uint64_t n = text.size();
   std::memcpy(length, &n, 8);
 
-  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  GENESIS_CHECK(fd.get() >= 0, IoError, where(path) + "cannot open for writing: " + std::strerror(errno));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  GENESIS_CHECK(fd, IoError, where(path) + "cannot open for writing: " + std::strerror(errno));
   write_all(fd.get(), length, 8, path);
   write_all(fd.get(), text.data(), text.size(), path);
   // One host copy at a time (only for device or strided tensors), so saving a GPU model does not
@@ -173,7 +157,7 @@ void save_safetensors(const std::filesystem::path& path, const NamedTensors& ten
     if (nbytes > 0) write_all(fd.get(), t.raw_data(), nbytes, path);
   }
   GENESIS_CHECK(::fsync(fd.get()) == 0, IoError, where(path) + "fsync failed: " + std::strerror(errno));
-  GENESIS_CHECK(::close(fd.release()) == 0, IoError, where(path) + "close failed: " + std::strerror(errno));
+  GENESIS_CHECK(fd.close() == 0, IoError, where(path) + "close failed: " + std::strerror(errno));
 }
 
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis {
@@ -61,8 +62,7 @@ ColorMode parse_color_mode(std::string_view name) {
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 bool progress_on_terminal() {
-  const char* relayed = std::getenv("GENESIS_TERMINAL");
-  return stderr_is_terminal() || (relayed != nullptr && std::string_view(relayed) == "1");
+  return stderr_is_terminal() || env::terminal_relayed();
 }
 
 bool use_color(ColorMode mode) {

@@ -1,8 +1,8 @@
-// The collective benchmark: size sweep, parsers, busbw factors, the timed loop with its exact
-// check, and the nccl-tests style table text. Inputs are small integers (k(i) + d(r) with the d(r)
-// summing to zero, or powers of two for PROD), so every op's result is exact in every dtype and a
-// checked element either matches bit for bit or is wrong. Buffers live where the group wants its
-// tensors (the GPU for NCCL); results are checked on a host copy, outside the timed region.
+// The collective benchmark: size sweep, parsers, the timed loop with its exact check, and the
+// nccl-tests style table text. What differs between collectives (counts, busbw factor, the call,
+// the expected values) is one row of bench_collective_table.cpp. Inputs are exact in every dtype,
+// so a checked element either matches bit for bit or is wrong. Buffers live where the group wants
+// its tensors (the GPU for NCCL); results are checked on a host copy, outside the timed region.
 #include "genesis/dist/bench_collective.hpp"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench_collective_table.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis::dist {
@@ -50,32 +51,26 @@ std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max
 
 double bus_bandwidth_factor(BenchCollective collective, int world_size) {
   GENESIS_CHECK(world_size >= 1, InvalidArgument, "world size must be at least 1");
-  const double n = world_size;
-  switch (collective) {
-    case BenchCollective::all_reduce: return 2.0 * (n - 1) / n;
-    case BenchCollective::all_gather:
-    case BenchCollective::reduce_scatter: return (n - 1) / n;
-    case BenchCollective::broadcast: return 1.0;
-  }
-  return 1.0;
+  return bench::collective_row(collective).bus_factor(world_size);
+}
+
+std::vector<std::string> bench_collective_names() {
+  std::vector<std::string> names;
+  for (const auto& row : bench::collective_rows()) names.emplace_back(row.name);
+  return names;
 }
 
 BenchCollective parse_bench_collective(std::string_view name) {
-  for (auto c : {BenchCollective::all_reduce, BenchCollective::all_gather,
-                 BenchCollective::reduce_scatter, BenchCollective::broadcast})
-    if (bench_collective_name(c) == name) return c;
-  throw InvalidArgument("unknown collective '" + std::string(name) +
-                        "' (all_reduce, all_gather, reduce_scatter, broadcast)");
+  std::string known;
+  for (const auto& row : bench::collective_rows()) {
+    if (row.name == name) return row.collective;
+    known += (known.empty() ? "" : ", ") + std::string(row.name);
+  }
+  throw InvalidArgument("unknown collective '" + std::string(name) + "' (" + known + ")");
 }
 
 std::string_view bench_collective_name(BenchCollective collective) {
-  switch (collective) {
-    case BenchCollective::all_reduce: return "all_reduce";
-    case BenchCollective::all_gather: return "all_gather";
-    case BenchCollective::reduce_scatter: return "reduce_scatter";
-    case BenchCollective::broadcast: return "broadcast";
-  }
-  return "?";
+  return bench::collective_row(collective).name;
 }
 
 ReduceOp parse_bench_op(std::string_view name) {
@@ -112,28 +107,6 @@ std::string_view bench_dtype_name(DType dtype) {
 
 namespace {
 
-// Rank r's element i and the exact result over n ranks, both small integers every dtype holds.
-float input_value(ReduceOp op, std::uint64_t i, int r, int n) {
-  if (op == ReduceOp::PROD) return (i + static_cast<std::uint64_t>(r)) % 3 == 0 ? 2.0f : 1.0f;
-  return static_cast<float>(i % 4 + 1) + static_cast<float>(2 * r - (n - 1));
-}
-
-float expected_value(ReduceOp op, std::uint64_t i, int n) {
-  const float k = static_cast<float>(i % 4 + 1);
-  switch (op) {
-    case ReduceOp::SUM: return k * static_cast<float>(n);
-    case ReduceOp::AVG: return k;
-    case ReduceOp::MAX: return k + static_cast<float>(n - 1);
-    case ReduceOp::MIN: return k - static_cast<float>(n - 1);
-    case ReduceOp::PROD: {
-      float p = 1;
-      for (int r = 0; r < n; ++r) p *= input_value(op, i, r, n);
-      return p;
-    }
-  }
-  return 0;
-}
-
 // Counts elements of `result` (dtype `dtype`, on any device) that differ from `expected`.
 std::int64_t count_wrong(const Tensor& result, DType dtype, const std::vector<float>& expected,
                          std::vector<float>& scratch) {
@@ -144,10 +117,8 @@ std::int64_t count_wrong(const Tensor& result, DType dtype, const std::vector<fl
   return wrong;
 }
 
-// The buffers of one size, all on `device`: what each iteration starts from, what it runs in,
-// and the values the result must hold. Sizes are totals as nccl-tests counts them: the gathered
-// output of all_gather, the scattered input of reduce_scatter (n equal chunks, so the sweep
-// rounds to n elements).
+// The buffers of one size, all on `device`: what each iteration starts from, what it runs in
+// (and, for a split size, the separate output), and the values the result must hold.
 struct Buffers {
   Tensor input, work, output;
   std::vector<float> expected;
@@ -156,37 +127,22 @@ struct Buffers {
 Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank, int n,
                      Device device) {
   const DType dtype = options.dtype;
+  const bench::CollectiveRow& row = bench::collective_row(options.collective);
   const std::uint64_t chunk = count / static_cast<std::uint64_t>(n);
-  const bool gather = options.collective == BenchCollective::all_gather;
-  const bool scatter = options.collective == BenchCollective::reduce_scatter;
-  const std::uint64_t in_count = gather ? chunk : count;
-  const std::uint64_t out_count = scatter ? chunk : count;
-  // all_gather and broadcast move values unreduced: rank r's input is the SUM pattern of rank r.
-  const ReduceOp pattern = gather || options.collective == BenchCollective::broadcast
-                               ? ReduceOp::SUM : options.op;
-  std::vector<float> values(in_count);
+  const bench::Counts counts = row.counts(count, n);
+  const ReduceOp pattern = row.reduces ? options.op : ReduceOp::SUM;
+  std::vector<float> values(counts.in);
   Buffers b;
-  b.expected.resize(out_count);
-  for (std::uint64_t i = 0; i < in_count; ++i) values[i] = input_value(pattern, i, rank, n);
-  for (std::uint64_t i = 0; i < out_count; ++i) {
-    switch (options.collective) {
-      case BenchCollective::all_reduce: b.expected[i] = expected_value(options.op, i, n); break;
-      case BenchCollective::broadcast: b.expected[i] = input_value(pattern, i, 0, n); break;
-      case BenchCollective::all_gather:
-        b.expected[i] = input_value(pattern, i % chunk, static_cast<int>(i / chunk), n);
-        break;
-      case BenchCollective::reduce_scatter:
-        b.expected[i] = expected_value(options.op, static_cast<std::uint64_t>(rank) * chunk + i, n);
-        break;
-    }
-  }
-  Tensor host_input = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype);
-  convert_elements(values.data(), DType::f32, host_input.raw_data(), dtype, in_count);
+  b.expected.resize(counts.out);
+  for (std::uint64_t i = 0; i < counts.in; ++i) values[i] = bench::input_value(pattern, i, rank, n);
+  for (std::uint64_t i = 0; i < counts.out; ++i)
+    b.expected[i] = row.expected(options.op, i, chunk, rank, n);
+  Tensor host_input = Tensor::empty({static_cast<std::int64_t>(counts.in)}, dtype);
+  convert_elements(values.data(), DType::f32, host_input.raw_data(), dtype, counts.in);
   b.input = host_input.to(device);
-  b.work = Tensor::empty({static_cast<std::int64_t>(in_count)}, dtype, device);
-  b.output = gather || scatter
-                 ? Tensor::empty({static_cast<std::int64_t>(out_count)}, dtype, device)
-                 : b.work;
+  b.work = Tensor::empty({static_cast<std::int64_t>(counts.in)}, dtype, device);
+  b.output = row.split ? Tensor::empty({static_cast<std::int64_t>(counts.out)}, dtype, device)
+                       : b.work;
   return b;
 }
 
@@ -199,40 +155,29 @@ void refill(Buffers& b, std::size_t nbytes) {
     b.work.copy_(b.input);
 }
 
-void run_once(ProcessGroup& group, const BenchOptions& options, Buffers& b) {
-  switch (options.collective) {
-    case BenchCollective::all_reduce:
-      group.all_reduce(b.work, AllReduceOptions{options.op})->wait();
-      return;
-    case BenchCollective::broadcast: group.broadcast(b.work, BroadcastOptions{0})->wait(); return;
-    case BenchCollective::all_gather: group.all_gather_tensor(b.output, b.work)->wait(); return;
-    case BenchCollective::reduce_scatter:
-      group.reduce_scatter_tensor(b.output, b.work, ReduceScatterOptions{options.op})->wait();
-      return;
-  }
-}
-
 BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t bytes) {
   const int n = group.size();
   BenchRow row;
   row.bytes = bytes;
   row.count = bytes / dtype_size(options.dtype);
   const Device device = group.device();
+  const bench::CollectiveRow& collective = bench::collective_row(options.collective);
   Buffers b = make_buffers(options, row.count, group.rank(), n, device);
+  const auto run_once = [&] { collective.run(group, options.op, b.work, b.output); };
   std::vector<float> scratch(b.expected.size());
   const std::size_t in_bytes = static_cast<std::size_t>(b.input.numel()) * dtype_size(options.dtype);
 
-  // all_reduce and broadcast work in place, so each iteration starts from a fresh copy of the
-  // input; the copy and the check stay outside the timed region.
+  // A collective that works in place overwrites its input, so each iteration starts from a fresh
+  // copy of it; the copy and the check stay outside the timed region.
   for (int it = 0; it < options.warmup_iters; ++it) {
     refill(b, in_bytes);
-    run_once(group, options, b);
+    run_once();
   }
   std::chrono::steady_clock::duration total{};
   for (int it = 0; it < options.iters; ++it) {
     refill(b, in_bytes);
     const auto start = std::chrono::steady_clock::now();
-    run_once(group, options, b);
+    run_once();
     total += std::chrono::steady_clock::now() - start;
     if (options.check) row.wrong += count_wrong(b.output, options.dtype, b.expected, scratch);
   }
@@ -246,7 +191,7 @@ BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t
   row.time_us = time.item<float>();
   row.wrong = wrong.item<std::int64_t>();
   row.algbw_gbps = row.time_us > 0 ? static_cast<double>(bytes) / (row.time_us * 1e3) : 0.0;
-  row.busbw_gbps = row.algbw_gbps * bus_bandwidth_factor(options.collective, n);
+  row.busbw_gbps = row.algbw_gbps * collective.bus_factor(n);
   return row;
 }
 
@@ -269,10 +214,9 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& group, const BenchOptio
                                            const std::function<void(const BenchRow&)>& on_row) {
   validate_bench_options(options);
   std::vector<BenchRow> rows;
-  // all_gather and reduce_scatter split each size into one equal chunk per rank.
-  const bool chunked = options.collective == BenchCollective::all_gather ||
-                       options.collective == BenchCollective::reduce_scatter;
-  const std::size_t unit = dtype_size(options.dtype) * (chunked ? group.size() : 1);
+  // A split size is one equal chunk per rank.
+  const bool split = bench::collective_row(options.collective).split;
+  const std::size_t unit = dtype_size(options.dtype) * (split ? group.size() : 1);
   for (std::uint64_t bytes :
        size_sweep(options.min_bytes, options.max_bytes, options.step_factor, unit)) {
     rows.push_back(measure(group, options, bytes));
@@ -285,9 +229,7 @@ namespace {
 
 // The redop column: the lower-case op, or "none" for collectives that do not reduce (nccl-tests).
 std::string redop_column(const BenchOptions& options) {
-  if (options.collective == BenchCollective::all_gather ||
-      options.collective == BenchCollective::broadcast)
-    return "none";
+  if (!bench::collective_row(options.collective).reduces) return "none";
   std::string name(reduce_op_name(options.op));
   for (char& c : name) c = static_cast<char>(c - 'A' + 'a');
   return name;

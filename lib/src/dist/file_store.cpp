@@ -46,35 +46,22 @@ std::string encode_record(const std::string& key, const std::string& value) {
   return out;
 }
 
-// Closes the descriptor (and so drops its flock) on every path out.
-struct FdGuard {
-  int fd;
-  ~FdGuard() { close(fd); }
-};
-
 }  // namespace
 
 FileStore::FileStore(std::filesystem::path path, Milliseconds timeout) : path_(std::move(path)) {
   timeout_ = timeout;
-  FdGuard guard{open_locked(LOCK_SH)};
+  open_locked(LOCK_SH);  // creates the file; the lock is dropped at once
 }
 
-int FileStore::open_locked(int how) {
-  const int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  GENESIS_CHECK(fd >= 0, IoError,
+UniqueFd FileStore::open_locked(int how) {
+  UniqueFd fd(open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  GENESIS_CHECK(fd, IoError,
                 "cannot open the store file " + path_.string() + ": " + std::strerror(errno));
-  while (flock(fd, how) != 0) {
-    if (errno == EINTR) continue;
-    const int err = errno;
-    close(fd);
-    throw IoError("cannot lock the store file " + path_.string() + ": " + std::strerror(err));
+  while (flock(fd.get(), how) != 0) {
+    GENESIS_CHECK(errno == EINTR, IoError,
+                  "cannot lock the store file " + path_.string() + ": " + std::strerror(errno));
   }
-  try {
-    replay(fd);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
+  replay(fd.get());
   return fd;
 }
 
@@ -108,14 +95,14 @@ void FileStore::replay(int fd) {
 void FileStore::set(const std::string& key, const std::string& value) {
   const std::string record = encode_record(key, value);
   std::lock_guard lock(mutex_);
-  FdGuard guard{open_locked(LOCK_EX)};
-  append_record(guard.fd, record);
+  const UniqueFd fd = open_locked(LOCK_EX);
+  append_record(fd.get(), record);
   cache_[key] = value;
 }
 
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
   std::lock_guard lock(mutex_);
-  FdGuard guard{open_locked(LOCK_EX)};
+  const UniqueFd fd = open_locked(LOCK_EX);
   std::int64_t value = 0;
   if (auto it = cache_.find(key); it != cache_.end()) {
     const std::string& s = it->second;
@@ -127,7 +114,7 @@ std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
                 "adding to store key '" + key + "' overflows a 64-bit integer");
   const std::string text = std::to_string(value);
   const std::string record = encode_record(key, text);
-  append_record(guard.fd, record);
+  append_record(fd.get(), record);
   cache_[key] = text;
   return value;
 }
@@ -157,7 +144,7 @@ std::vector<std::string> FileStore::missing(const std::vector<std::string>& keys
 
 bool FileStore::check(const std::vector<std::string>& keys) {
   std::lock_guard lock(mutex_);
-  FdGuard guard{open_locked(LOCK_SH)};
+  const UniqueFd fd = open_locked(LOCK_SH);
   return missing(keys).empty();
 }
 
@@ -168,7 +155,7 @@ void FileStore::wait(const std::vector<std::string>& keys, Milliseconds timeout)
     std::vector<std::string> absent;
     {
       std::lock_guard lock(mutex_);
-      FdGuard guard{open_locked(LOCK_SH)};
+      const UniqueFd fd = open_locked(LOCK_SH);
       absent = missing(keys);
     }
     if (absent.empty()) return;

@@ -10,39 +10,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <optional>
-
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/file_store.hpp"
 
 namespace genesis::dist::detail {
 namespace {
 
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
-
-int parse_int(const std::string& text, const std::string& what) {
+// The port of a tcp:// init method (env:// reads its variables through core/env).
+int parse_port(const std::string& text, const std::string& what) {
   std::size_t used = 0;
-  int value = 0;
+  int port = 0;
   try {
-    value = std::stoi(text, &used);
+    port = std::stoi(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  GENESIS_CHECK(used == text.size() && !text.empty(), InvalidArgument,
-                what + " must be an integer, got '" + text + "'");
-  return value;
-}
-
-int parse_port(const std::string& text, const std::string& what) {
-  int port = parse_int(text, what);
-  GENESIS_CHECK(port > 0 && port < 65536, InvalidArgument,
-                what + " must be a port in 1..65535, got " + text);
+  GENESIS_CHECK(!text.empty() && used == text.size() && port > 0 && port < 65536,
+                InvalidArgument, what + " must be a port in 1..65535, got '" + text + "'");
   return port;
 }
 
@@ -62,16 +49,15 @@ std::string local_address_towards(const std::string& host, int port) {
   GENESIS_CHECK(rc == 0 && found != nullptr, InvalidArgument,
                 "cannot resolve the master address '" + host + "': " + gai_strerror(rc));
   std::string address;
-  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
-  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+  const UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (fd && ::connect(fd.get(), found->ai_addr, found->ai_addrlen) == 0) {
     sockaddr_in local{};
     socklen_t len = sizeof(local);
     char text[INET_ADDRSTRLEN] = {};
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
         ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr)
       address = text;
   }
-  if (fd >= 0) ::close(fd);
   freeaddrinfo(found);
   if (!address.empty()) return address;
   char name[256] = {};
@@ -81,7 +67,7 @@ std::string local_address_towards(const std::string& host, int port) {
 
 std::shared_ptr<Store> connect_tcp(Rendezvous& rv, const std::string& host, int port,
                                    bool host_server, Milliseconds timeout) {
-  std::string token = env("GENESIS_STORE_TOKEN").value_or("");
+  std::string token = env::store_token().value_or("");
   if (host_server)
     rv.server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{host, port, token});
   rv.bind_host = local_address_towards(host, port);
@@ -99,18 +85,13 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
   GENESIS_CHECK(rank >= -1, InvalidArgument,
                 "init_process_group rank must be >= 0 (or -1 to read RANK), got " +
                     std::to_string(rank));
-  if (world_size == -1) {
-    auto ws = env("WORLD_SIZE");
-    world_size = ws ? parse_int(*ws, "WORLD_SIZE") : 1;
-    GENESIS_CHECK(world_size >= 1, InvalidArgument,
-                  "WORLD_SIZE must be >= 1, got " + std::to_string(world_size));
-  }
+  if (world_size == -1) world_size = env::world_size().value_or(1);
   if (rank == -1) {
-    auto r = env("RANK");
+    auto r = env::rank();
     GENESIS_CHECK(r || world_size == 1, InvalidArgument,
                   "RANK is not set but the world size is " + std::to_string(world_size) +
                       "; set RANK (a launcher does) or pass rank to init_process_group");
-    rank = r ? parse_int(*r, "RANK") : 0;
+    rank = r.value_or(0);
   }
   GENESIS_CHECK(rank >= 0 && rank < world_size, InvalidArgument,
                 "rank " + std::to_string(rank) + " is outside world size " +
@@ -134,19 +115,17 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
     if (world_size == 1) {
       rv.store = std::make_shared<HashStore>();
     } else if (init_method == kEnv) {
-      auto addr = env("MASTER_ADDR");
-      auto port = env("MASTER_PORT");
+      auto addr = env::master_addr();
+      auto port = env::master_port();
       GENESIS_CHECK(addr && port, InvalidArgument,
                     std::string("env:// with world size ") + std::to_string(world_size) +
                         " needs MASTER_ADDR and MASTER_PORT; missing:" +
                         (addr ? "" : " MASTER_ADDR") + (port ? "" : " MASTER_PORT"));
       // Under `genesis launch` the launcher hosts the store on GENESIS_STORE_PORT (MASTER_PORT
       // stays free for programs that bind it); without a launcher rank 0 hosts it on MASTER_PORT.
-      auto store_port = env("GENESIS_STORE_PORT");
-      rv.store = store_port ? connect_tcp(rv, *addr, parse_port(*store_port, "GENESIS_STORE_PORT"),
-                                          false, timeout)
-                            : connect_tcp(rv, *addr, parse_port(*port, "MASTER_PORT"), rank == 0,
-                                          timeout);
+      auto store_port = env::store_port();
+      rv.store = store_port ? connect_tcp(rv, *addr, *store_port, false, timeout)
+                            : connect_tcp(rv, *addr, *port, rank == 0, timeout);
     } else {
       std::string rest = init_method.substr(kTcp.size());
       auto colon = rest.rfind(':');
@@ -168,13 +147,6 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
 
 namespace genesis::dist {
 
-int launch_attempt() {
-  using detail::env;
-  if (auto attempt = env("GENESIS_ATTEMPT")) return detail::parse_int(*attempt, "GENESIS_ATTEMPT");
-  // A launcher that predates GENESIS_ATTEMPT counted every restart here.
-  if (auto restart = env("GENESIS_RESTART_COUNT"))
-    return detail::parse_int(*restart, "GENESIS_RESTART_COUNT");
-  return 0;
-}
+int launch_attempt() { return env::launch_attempt(); }
 
 }  // namespace genesis::dist

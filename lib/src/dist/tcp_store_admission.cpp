@@ -37,9 +37,9 @@ void TCPStoreServer::Impl::accept_clients() {
   for (int tries = 0; tries < options.max_unauthenticated; ++tries) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
-    int fd =
-        accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(accept4(listen_fd.get(), reinterpret_cast<sockaddr*>(&addr), &len,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK) return;
       if (is_connection_error(err)) continue;
@@ -53,15 +53,17 @@ void TCPStoreServer::Impl::accept_clients() {
                                " ms");
     }
     const std::string peer = peer_name(addr);
-    if (fd >= budget.ceiling() && (fd = fit_in_budget(fd, budget, peer)) < 0) return;
+    if (fd.get() >= budget.ceiling() && !(fd = fit_in_budget(std::move(fd), budget, peer)))
+      return;
     const int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const int key = fd.get();
     Connection c;
-    c.fd = fd;
+    c.fd = std::move(fd);
     c.serial = next_serial++;
     c.accepted = Clock::now();
     c.peer = peer;
-    connections.emplace(fd, std::move(c));
+    connections.emplace(key, std::move(c));
     if (++unauthenticated > static_cast<std::size_t>(options.max_unauthenticated))
       evict_oldest_unauthenticated("more than " + std::to_string(options.max_unauthenticated) +
                                    " connections are waiting to present the job token and "
@@ -73,26 +75,22 @@ void TCPStoreServer::Impl::accept_clients() {
 // below the ceiling (the lowest free number is handed out next), and the newcomer moves there, so
 // under a flood the newest connections get their turn. With none to close, the newcomer is
 // refused and the listener rests until a connection closes.
-int TCPStoreServer::Impl::fit_in_budget(int fd, const DescriptorBudget& budget,
-                                        const std::string& peer) {
+UniqueFd TCPStoreServer::Impl::fit_in_budget(UniqueFd fd, const DescriptorBudget& budget,
+                                             const std::string& peer) {
   if (evict_oldest_unauthenticated("the store's descriptors are all in use (RLIMIT_NOFILE " +
                                    std::to_string(budget.limit) + " less a reserve of " +
                                    std::to_string(budget.reserve) + ") and this is the oldest "
                                    "unauthenticated connection")) {
-    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (moved >= 0 && moved < budget.ceiling()) {
-      close(fd);
-      return moved;
-    }
-    if (moved >= 0) close(moved);
+    UniqueFd moved(fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (moved && moved.get() < budget.ceiling()) return moved;  // `fd`, in the reserve, closes
   }
-  close(fd);
+  fd.reset();
   listen_resume = Clock::now() + kListenBackoff;
   warnings.warn(StoreWarning::descriptors,
                 "refused client " + peer + ": the store keeps " + std::to_string(budget.reserve) +
                     " of the process's " + std::to_string(budget.limit) +
                     " descriptors (RLIMIT_NOFILE) free and every other one is in use");
-  return -1;
+  return {};
 }
 
 bool TCPStoreServer::Impl::evict_oldest_unauthenticated(const std::string& why) {

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/tcp_store.hpp"
 #include "tcp_store_protocol.hpp"
 
@@ -63,13 +64,10 @@ struct Retry {
 struct TCPStore::Impl {
   TCPStoreOptions options;
   std::string where;
-  int fd = -1;
+  UniqueFd fd;
   bool broken = false;  // a reply went missing: the stream is out of step, refuse further requests
   std::mutex mutex;
 
-  ~Impl() {
-    if (fd >= 0) close(fd);
-  }
   void connect_with_retry();
   void try_connect(Clock::time_point deadline);
   void send_all(const std::string& frame, Clock::time_point deadline);
@@ -94,10 +92,7 @@ void TCPStore::Impl::connect_with_retry() {
     } catch (const Retry& r) {
       last_error = r.reason;
     }
-    if (fd >= 0) {
-      close(fd);
-      fd = -1;
-    }
+    fd.reset();
     const auto now = Clock::now();
     if (now >= deadline) break;
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
@@ -120,36 +115,35 @@ void TCPStore::Impl::try_connect(Clock::time_point deadline) {
   if (rc != 0) throw Retry{std::string("address lookup: ") + gai_strerror(rc)};
   std::string reason = "no address";
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int s =
-        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (s < 0) {
+    UniqueFd s(
+        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s) {
       reason = std::strerror(errno);
       continue;
     }
     int err = 0;
-    if (connect(s, a->ai_addr, a->ai_addrlen) < 0) {
+    if (connect(s.get(), a->ai_addr, a->ai_addrlen) < 0) {
       err = errno;
       if (err == EINPROGRESS) {
-        pollfd p{s, POLLOUT, 0};
+        pollfd p{s.get(), POLLOUT, 0};
         const int n = poll(&p, 1, ms_until(deadline));
         socklen_t len = sizeof(err);
         if (n <= 0)
           err = n == 0 ? ETIMEDOUT : errno;
         else
-          getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len);
+          getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len);
       }
     }
     if (err == 0) {
-      fd = s;
+      fd = std::move(s);
       break;
     }
     reason = std::strerror(err);
-    close(s);
   }
   freeaddrinfo(found);
-  if (fd < 0) throw Retry{reason};
+  if (!fd) throw Retry{reason};
   const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
   std::string body;
   try {
@@ -172,14 +166,14 @@ void TCPStore::Impl::try_connect(Clock::time_point deadline) {
 void TCPStore::Impl::send_all(const std::string& frame, Clock::time_point deadline) {
   std::size_t sent = 0;
   while (sent < frame.size()) {
-    const ssize_t n = send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    const ssize_t n = send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
+      pollfd p{fd.get(), POLLOUT, 0};
       if (poll(&p, 1, ms_until(deadline)) == 0 && Clock::now() >= deadline)
         throw Timeout("the store at " + where + " did not accept a request before the timeout");
       continue;
@@ -194,7 +188,7 @@ std::string TCPStore::Impl::read_frame(Clock::time_point deadline) {
   bool have_header = false;
   char chunk[64 * 1024];
   while (buf.size() < want) {
-    const ssize_t n = recv(fd, chunk, std::min(sizeof(chunk), want - buf.size()), 0);
+    const ssize_t n = recv(fd.get(), chunk, std::min(sizeof(chunk), want - buf.size()), 0);
     if (n > 0) {
       buf.append(chunk, static_cast<std::size_t>(n));
       if (!have_header && buf.size() >= wire::kHeaderBytes) {
@@ -212,7 +206,7 @@ std::string TCPStore::Impl::read_frame(Clock::time_point deadline) {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       throw CommError("lost the connection to the store at " + where + ": " + std::strerror(errno));
-    pollfd p{fd, POLLIN, 0};
+    pollfd p{fd.get(), POLLIN, 0};
     if (poll(&p, 1, ms_until(deadline)) == 0 && Clock::now() >= deadline)
       throw Timeout("no reply from the store at " + where + " before the timeout");
   }

@@ -69,30 +69,28 @@ void TCPStoreServer::Impl::bind_and_listen() {
       rc == 0, IoError,
       "cannot bind the store to " + where + ": address lookup failed: " + gai_strerror(rc));
   int last_errno = 0;
-  for (addrinfo* a = found; a != nullptr && listen_fd < 0; a = a->ai_next) {
-    const int fd =
-        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
+  for (addrinfo* a = found; a != nullptr && !listen_fd; a = a->ai_next) {
+    UniqueFd fd(
+        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd) {
       last_errno = errno;
       continue;
     }
     const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
-      listen_fd = fd;
-    } else {
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && listen(fd.get(), SOMAXCONN) == 0)
+      listen_fd = std::move(fd);
+    else
       last_errno = errno;
-      close(fd);
-    }
   }
   freeaddrinfo(found);
-  GENESIS_CHECK(listen_fd >= 0, IoError,
+  GENESIS_CHECK(listen_fd, IoError,
                 "cannot bind the store to " + where + ": " +
                     (last_errno == EADDRINUSE ? std::string("the port is already in use")
                                               : std::string(std::strerror(last_errno))));
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
-  getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  getsockname(listen_fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
   port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   where = wire::endpoint(options.host, port);
@@ -105,9 +103,9 @@ void TCPStoreServer::Impl::run() {
     fds.clear();
     order.clear();
     if (listen_resume && Clock::now() >= *listen_resume) listen_resume.reset();
-    fds.push_back({wake_fd, POLLIN, 0});
+    fds.push_back({wake_fd.get(), POLLIN, 0});
     // poll ignores a negative descriptor: a resting listener keeps its slot but is not watched.
-    fds.push_back({listen_resume ? -1 : listen_fd, POLLIN, 0});
+    fds.push_back({listen_resume ? -1 : listen_fd.get(), POLLIN, 0});
     for (auto& [fd, c] : connections) {
       short events = c.closing ? 0 : POLLIN;
       if (c.out_sent < c.out.size()) events |= POLLOUT;
@@ -152,7 +150,6 @@ void TCPStoreServer::Impl::run() {
       it = c.dead ? close_connection(it) : std::next(it);
     }
   }
-  for (auto& [fd, c] : connections) close(fd);
   connections.clear();
   warnings.flush_all();
 }
@@ -174,7 +171,6 @@ int TCPStoreServer::Impl::poll_timeout_ms() const {
 
 std::map<int, Connection>::iterator TCPStoreServer::Impl::close_connection(
     std::map<int, Connection>::iterator it) {
-  close(it->first);
   if (!it->second.authed) --unauthenticated;
   listen_resume.reset();  // a descriptor came free
   return connections.erase(it);
@@ -190,7 +186,7 @@ void TCPStoreServer::Impl::read_from(Connection& c) {
       if (c.in.size() >= kHelloCap) return;
       room = std::min(room, kHelloCap - c.in.size());
     }
-    const ssize_t n = recv(c.fd, chunk, room, 0);
+    const ssize_t n = recv(c.fd.get(), chunk, room, 0);
     if (n > 0) {
       c.in.append(chunk, static_cast<std::size_t>(n));
       // Clients wait for each reply, so more than one full frame of backlog means a misbehaving
@@ -216,7 +212,7 @@ void TCPStoreServer::Impl::read_from(Connection& c) {
 void TCPStoreServer::Impl::flush(Connection& c) {
   while (c.out_sent < c.out.size()) {
     const ssize_t n =
-        send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+        send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_sent += static_cast<std::size_t>(n);
       continue;
@@ -405,24 +401,19 @@ TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options) : impl_(std::make_
   impl_->where = wire::endpoint(impl_->options.host, impl_->options.port);
   impl_->bind_and_listen();
   impl_->warnings = WarningLimiter("store server " + impl_->where);
-  impl_->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl_->wake_fd < 0) {
-    const int err = errno;
-    close(impl_->listen_fd);
-    throw IoError("store server " + impl_->where + ": eventfd failed: " + std::strerror(err));
-  }
+  impl_->wake_fd.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  GENESIS_CHECK(impl_->wake_fd, IoError,
+                "store server " + impl_->where + ": eventfd failed: " + std::strerror(errno));
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
   spdlog::debug("store server listening on {}", impl_->where);
 }
 
 TCPStoreServer::~TCPStoreServer() {
   const std::uint64_t one = 1;
-  if (write(impl_->wake_fd, &one, sizeof(one)) < 0)
+  if (write(impl_->wake_fd.get(), &one, sizeof(one)) < 0)
     spdlog::error("store server {}: cannot wake the server thread: {}", impl_->where,
                   std::strerror(errno));
   if (impl_->thread.joinable()) impl_->thread.join();
-  close(impl_->wake_fd);
-  close(impl_->listen_fd);
 }
 
 int TCPStoreServer::port() const { return impl_->port; }

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/tcp_store.hpp"
 #include "tcp_store_limits.hpp"
 
@@ -34,7 +35,7 @@ struct Pending {
 };
 
 struct Connection {
-  int fd = -1;
+  UniqueFd fd;                  // erasing the connection closes it
   std::uint64_t serial = 0;     // accept order: the oldest unauthenticated one is evicted first
   Clock::time_point accepted;   // the auth timeout runs from here
   std::string peer;
@@ -61,8 +62,8 @@ using server::Pending;
 struct TCPStoreServer::Impl {
   TCPStoreServerOptions options;
   std::string where;  // "host:port" for messages
-  int listen_fd = -1;
-  int wake_fd = -1;
+  UniqueFd listen_fd;
+  UniqueFd wake_fd;  // an eventfd: written once to stop the server thread
   int port = 0;
   std::thread thread;
   // Touched only by the server thread.
@@ -78,7 +79,7 @@ struct TCPStoreServer::Impl {
   void bind_and_listen();
   void run();
   void accept_clients();
-  int fit_in_budget(int fd, const DescriptorBudget& budget, const std::string& peer);
+  UniqueFd fit_in_budget(UniqueFd fd, const DescriptorBudget& budget, const std::string& peer);
   bool evict_oldest_unauthenticated(const std::string& why);
   void expire_unauthenticated();
   std::map<int, Connection>::iterator close_connection(std::map<int, Connection>::iterator it);

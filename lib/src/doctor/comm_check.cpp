@@ -255,9 +255,9 @@ std::vector<CheckResult> run_comm_checks(dist::ProcessGroup& group, dist::Store*
 
 CommOutcome run_job_comm_checks(const CommOptions& options, bool local_failed,
                                 const EnvLookup& env_lookup) {
-  const EnvLookup env = env_lookup ? env_lookup : process_env();
+  const EnvLookup lookup = env_lookup ? env_lookup : env::process_lookup();
   CommOutcome out;
-  const JobPosition position = job_position(env);
+  const JobPosition position = job_position(lookup);
   out.rank = position.rank;
   const std::string backend = options.backend == "auto" ? "gloo" : options.backend;
   Device device = Device::cpu();

@@ -1,39 +1,16 @@
 // The environment-contract check (DESIGN.md, "Environment contract"): the torchrun variables and
 // genesis's own GENESIS_* ones must be numbers where numbers are meant and agree with each other,
 // or init_process_group fails later with a less helpful message (or ranks wait on each other for
-// the whole timeout). Every problem found is named with its values in one detail line.
+// the whole timeout). Every problem found is named with its values in one detail line. The
+// variables, their ranges and the texts of a bad value come from core/env.hpp, the one reader.
 #include <map>
+#include <string>
 #include <vector>
 
-#include "doctor_util.hpp"
 #include "genesis/doctor/doctor.hpp"
 
 namespace genesis::doctor {
 namespace {
-
-using detail::parse_integer;
-
-struct IntVar {
-  const char* name;
-  long long min;
-  long long max;
-};
-
-// The contract's numeric variables and the range each must be in.
-constexpr IntVar kIntVars[] = {
-    {"RANK", 0, 1 << 30},
-    {"LOCAL_RANK", 0, 1 << 30},
-    {"WORLD_SIZE", 1, 1 << 30},
-    {"LOCAL_WORLD_SIZE", 1, 1 << 30},
-    {"GROUP_RANK", 0, 1 << 30},
-    {"MASTER_PORT", 1, 65535},
-    {"GENESIS_RESTART_COUNT", 0, 1 << 30},
-    {"GENESIS_ATTEMPT", 0, 1 << 30},
-    {"GENESIS_MAX_RESTARTS", 0, 1 << 30},
-    {"GENESIS_STORE_PORT", 1, 65535},
-    {"GENESIS_TIMEOUT_S", 1, 1 << 30},
-};
-constexpr const char* kTextVars[] = {"MASTER_ADDR", "GENESIS_RUN_ID", "GENESIS_STORE_TOKEN"};
 
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;
@@ -43,29 +20,31 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
 
 }  // namespace
 
-CheckResult check_env_contract(const EnvLookup& env) {
+CheckResult check_env_contract(const EnvLookup& lookup) {
   CheckResult r{"env", CheckStatus::ok, "", "", true};
   std::vector<std::string> problems;
   std::map<std::string, long long> value;  // the well-formed numeric variables
   std::map<std::string, std::string> text;  // every contract variable that is set
-  for (const IntVar& var : kIntVars) {
-    auto raw = env(var.name);
-    if (!raw) continue;
-    text[var.name] = *raw;
-    auto number = parse_integer(*raw);
-    if (!number)
-      problems.push_back(std::string(var.name) + "='" + *raw + "' is not a number");
-    else if (*number < var.min || *number > var.max)
-      problems.push_back(std::string(var.name) + "=" + *raw + " is outside " +
-                         std::to_string(var.min) + ".." + std::to_string(var.max));
-    else
-      value[var.name] = *number;
-  }
-  for (const char* name : kTextVars) {
-    auto raw = env(name);
+  for (const env::IntVar& var : env::kContractInts) {
+    const std::string name(var.name);
+    auto raw = lookup(name);
     if (!raw) continue;
     text[name] = *raw;
-    if (raw->empty()) problems.push_back(std::string(name) + " is set but empty");
+    if (auto problem = env::int_problem(var, *raw))
+      problems.push_back(*problem);
+    else
+      value[name] = *env::read_int(var, lookup);
+  }
+  if (auto raw = lookup(std::string(env::kTimeoutVar))) {
+    text[std::string(env::kTimeoutVar)] = *raw;
+    if (auto problem = env::timeout_problem(*raw)) problems.push_back(*problem);
+  }
+  for (std::string_view view : env::kContractTexts) {
+    const std::string name(view);
+    auto raw = lookup(name);
+    if (!raw) continue;
+    text[name] = *raw;
+    if (raw->empty()) problems.push_back(name + " is set but empty");
   }
   if (text.empty()) {
     r.detail = "not under a launcher";

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "doctor_util.hpp"
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/doctor/doctor.hpp"
 
 namespace genesis::doctor {
@@ -33,28 +34,26 @@ constexpr const char* kDefaultMasterAddr = "127.0.0.1";
 // 0 when a socket of `family` binds `port` on the any-address, else the errno. SO_REUSEADDR as
 // PyTorch's and genesis's stores set it, so a port in TIME_WAIT counts as free.
 int try_bind(int family, int port) {
-  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return family == AF_INET6 ? 0 : errno;  // no IPv6 here: nothing can hold it there
+  const UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return family == AF_INET6 ? 0 : errno;  // no IPv6 here: nothing can hold it there
   int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   int rc = 0;
   if (family == AF_INET) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   } else {
-    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     sockaddr_in6 addr{};
     addr.sin6_family = AF_INET6;
     addr.sin6_addr = in6addr_any;
     addr.sin6_port = htons(static_cast<std::uint16_t>(port));
-    rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   }
-  const int error = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return error;
+  return rc == 0 ? 0 : errno;
 }
 
 int bind_error(int port) {
@@ -201,9 +200,9 @@ CheckResult check_master_addr(const EnvLookup& env, std::chrono::milliseconds ti
   return r;
 }
 
-CheckResult check_master_port(const EnvLookup& env) {
-  const JobPosition position = job_position(env);
-  const auto given = env("MASTER_PORT");
+CheckResult check_master_port(const EnvLookup& lookup) {
+  const JobPosition position = job_position(lookup);
+  const auto given = lookup("MASTER_PORT");
   // Launchers always set MASTER_PORT, so "under a launcher or set explicitly" is "set"; the
   // unset default is only a warning.
   CheckResult r{"master-port", CheckStatus::ok, "", "", given.has_value()};
@@ -214,15 +213,14 @@ CheckResult check_master_port(const EnvLookup& env) {
   }
   int port = kDefaultMasterPort;
   if (given) {
-    const auto value = detail::parse_integer(*given);
-    if (!value || *value < 1 || *value > 65535) {  // the env check fails on it already
+    if (auto problem = env::int_problem(env::kMasterPort, *given)) {  // the env check fails too
       r.required = false;
       r.status = CheckStatus::warn;
-      r.detail = "MASTER_PORT='" + *given + "' is not a port number";
+      r.detail = *problem;
       r.hint = "set MASTER_PORT to a free TCP port, e.g. 29500";
       return r;
     }
-    port = static_cast<int>(*value);
+    port = std::stoi(*given);
   }
   const std::string label = "port " + std::to_string(port) +
                             (given ? "" : " (default; MASTER_PORT unset)");

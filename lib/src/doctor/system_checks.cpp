@@ -42,29 +42,19 @@ unsigned long long cgroup_memory_limit() {
 
 }  // namespace
 
-EnvLookup process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
-}
-
-JobPosition job_position(const EnvLookup& env) {
+JobPosition job_position(const EnvLookup& lookup) {
   JobPosition position;
-  auto read = [&](const char* name) {
-    auto text = env(name);
-    auto value = text ? parse_integer(*text) : std::nullopt;
-    return value && *value >= 0 ? static_cast<int>(*value) : 0;
+  auto read = [&](const env::IntVar& var) {
+    return static_cast<int>(env::read_valid_int(var, lookup).value_or(0));
   };
-  if (env("RANK") || env("WORLD_SIZE") || env("LOCAL_RANK")) {
+  if (lookup("RANK") || lookup("WORLD_SIZE") || lookup("LOCAL_RANK")) {
     position.under_launcher = true;
-    position.rank = read("RANK");
-    position.local_rank = read("LOCAL_RANK");
-  } else if (env("SLURM_PROCID")) {  // srun started this process directly
+    position.rank = read(env::kRank);
+    position.local_rank = read(env::kLocalRank);
+  } else if (lookup("SLURM_PROCID")) {  // srun started this process directly
     position.under_launcher = true;
-    position.rank = read("SLURM_PROCID");
-    position.local_rank = read("SLURM_LOCALID");
+    position.rank = read({"SLURM_PROCID", 0, env::kMaxCount});
+    position.local_rank = read({"SLURM_LOCALID", 0, env::kMaxCount});
   }
   return position;
 }
@@ -173,15 +163,15 @@ CheckResult check_slurm(const EnvLookup& env) {
 }
 
 std::vector<CheckResult> run_local_checks(const DoctorOptions& options) {
-  const EnvLookup env = options.env ? options.env : process_env();
+  const EnvLookup lookup = options.env ? options.env : env::process_lookup();
   std::vector<CheckResult> checks{check_build(), check_cpu()};
   for (auto& c : check_cuda()) checks.push_back(std::move(c));
-  for (auto& c : check_nccl(job_position(env))) checks.push_back(std::move(c));
-  checks.push_back(check_env_contract(env));
-  checks.push_back(check_master_addr(env, options.network_timeout));
-  checks.push_back(check_master_port(env));
+  for (auto& c : check_nccl(job_position(lookup))) checks.push_back(std::move(c));
+  checks.push_back(check_env_contract(lookup));
+  checks.push_back(check_master_addr(lookup, options.network_timeout));
+  checks.push_back(check_master_port(lookup));
   checks.push_back(check_shm(options.shm_path));
-  checks.push_back(check_slurm(env));
+  checks.push_back(check_slurm(lookup));
   return checks;
 }
 

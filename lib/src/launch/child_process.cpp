@@ -27,6 +27,22 @@ std::string ExitStatus::describe() const {
   return signaled ? signal_name(signal) : std::to_string(code);
 }
 
+namespace {
+
+// Both ends of a new pipe, close-on-exec: a worker keeps only the ends dup2'd onto its stdout
+// and stderr, never its siblings' pipes.
+struct Pipe {
+  UniqueFd read, write;
+};
+
+Pipe open_pipe() {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0) throw IoError(std::string("pipe: ") + strerror(errno));
+  return {UniqueFd(ends[0]), UniqueFd(ends[1])};
+}
+
+}  // namespace
+
 ChildProcess::ChildProcess(const std::vector<std::string>& argv,
                            const std::vector<std::string>& environment) {
   GENESIS_CHECK(!argv.empty(), InvalidArgument, "ChildProcess needs a program to run");
@@ -37,19 +53,10 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   for (auto& e : env_copy) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw IoError(std::string("pipe: ") + strerror(errno));
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    throw IoError(std::string("pipe: ") + strerror(errno));
-  }
+  Pipe out = open_pipe(), err = open_pipe();
   const pid_t launcher = getpid();
   const pid_t pid = fork();
-  if (pid < 0) {
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
-    throw IoError(std::string("fork: ") + strerror(errno));
-  }
+  if (pid < 0) throw IoError(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
     // A launcher killed with SIGKILL cannot tear anything down; the kernel then kills the worker.
@@ -59,8 +66,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     signal(SIGPIPE, SIG_DFL);
     const int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
+    dup2(out.write.get(), STDOUT_FILENO);
+    dup2(err.write.get(), STDERR_FILENO);
     execvpe(args[0], args.data(), envp.data());
     const char* reason = strerror(errno);
     const char* head = "genesis launch: cannot execute ";
@@ -73,27 +80,25 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   }
   // Also from the parent, so the group exists before any signal_group() call races the child.
   setpgid(pid, pid);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
   pid_ = pid;
-  out_fd_ = out_pipe[0];
-  err_fd_ = err_pipe[0];
+  out_fd_ = std::move(out.read);  // the write ends close on return: only the worker keeps them
+  err_fd_ = std::move(err.read);
 }
 
 ChildProcess::~ChildProcess() { release(); }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
-      out_fd_(std::exchange(other.out_fd_, -1)),
-      err_fd_(std::exchange(other.err_fd_, -1)),
+      out_fd_(std::move(other.out_fd_)),
+      err_fd_(std::move(other.err_fd_)),
       status_(std::move(other.status_)) {}
 
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
     release();
     pid_ = std::exchange(other.pid_, -1);
-    out_fd_ = std::exchange(other.out_fd_, -1);
-    err_fd_ = std::exchange(other.err_fd_, -1);
+    out_fd_ = std::move(other.out_fd_);
+    err_fd_ = std::move(other.err_fd_);
     status_ = std::move(other.status_);
   }
   return *this;
@@ -117,15 +122,9 @@ void ChildProcess::release() noexcept {
   pid_ = -1;
 }
 
-void ChildProcess::close_stdout() {
-  if (out_fd_ >= 0) close(out_fd_);
-  out_fd_ = -1;
-}
+void ChildProcess::close_stdout() { out_fd_.reset(); }
 
-void ChildProcess::close_stderr() {
-  if (err_fd_ >= 0) close(err_fd_);
-  err_fd_ = -1;
-}
+void ChildProcess::close_stderr() { err_fd_.reset(); }
 
 std::optional<ExitStatus> ChildProcess::poll_exit() {
   if (status_ || pid_ <= 0) return status_;

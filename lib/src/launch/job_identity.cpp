@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
+#include "genesis/core/env.hpp"
 #include "genesis/launch/worker_env.hpp"
 
 namespace genesis::launch {
@@ -40,23 +40,18 @@ std::string shared_words(const LaunchOptions& options) {
          std::to_string(options.nnodes);
 }
 
-const char* non_empty_env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
 }  // namespace
 
 std::string resolved_run_id(const LaunchOptions& options) {
   if (!options.run_id.empty()) return options.run_id;
-  if (const char* job = non_empty_env("SLURM_JOB_ID")) return job;
+  if (auto job = env::read_text("SLURM_JOB_ID")) return *job;
   if (options.nnodes > 1) return derived_hex("run|" + shared_words(options), 1).substr(0, 12);
   return random_hex(6);
 }
 
 StoreToken resolved_store_token(const LaunchOptions& options, const std::string& run_id) {
   if (!options.store_token.empty()) return {options.store_token, TokenOrigin::given};
-  if (const char* token = non_empty_env("GENESIS_STORE_TOKEN")) return {token, TokenOrigin::given};
+  if (auto token = env::store_token()) return {*token, TokenOrigin::given};
   if (options.nnodes == 1) return {random_hex(16), TokenOrigin::random};
   return {derived_hex("token|" + run_id + "|" + shared_words(options), 2), TokenOrigin::derived};
 }

@@ -14,14 +14,15 @@
 namespace genesis::launch {
 namespace {
 
-int slurm_int(const EnvLookup& env, const std::string& name, int fallback) {
-  const auto text = env(name);
-  if (!text || text->empty()) return fallback;
-  int value = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-  if (ec != std::errc() || end != text->data() + text->size())
-    throw InvalidArgument(name + "='" + *text + "' is not a number");
-  return value;
+// SLURM's numeric variables, read with the env contract's rules.
+constexpr env::IntVar kProcId{"SLURM_PROCID", 0, env::kMaxCount};
+constexpr env::IntVar kLocalId{"SLURM_LOCALID", 0, env::kMaxCount};
+constexpr env::IntVar kNtasks{"SLURM_NTASKS", 1, env::kMaxCount};
+constexpr env::IntVar kNodeId{"SLURM_NODEID", 0, env::kMaxCount};
+constexpr env::IntVar kNnodes{"SLURM_NNODES", 1, env::kMaxCount};
+
+int slurm_int(const EnvLookup& lookup, const env::IntVar& var, int fallback) {
+  return static_cast<int>(env::read_int(var, lookup).value_or(fallback));
 }
 
 // Splits at the commas that are not inside brackets.
@@ -58,24 +59,16 @@ std::optional<std::string> run_scontrol_first_host(const std::string& list) {
 
 }  // namespace
 
-EnvLookup process_env_lookup() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
-  };
-}
-
 std::optional<SlurmMapping> map_slurm_env(const EnvLookup& env) {
   if (env("RANK") || !env("SLURM_PROCID")) return std::nullopt;
   SlurmMapping mapping;
-  mapping.rank = slurm_int(env, "SLURM_PROCID", 0);
-  mapping.local_rank = slurm_int(env, "SLURM_LOCALID", 0);
-  mapping.world_size = slurm_int(env, "SLURM_NTASKS", 1);
-  mapping.node_rank = slurm_int(env, "SLURM_NODEID", 0);
+  mapping.rank = slurm_int(env, kProcId, 0);
+  mapping.local_rank = slurm_int(env, kLocalId, 0);
+  mapping.world_size = slurm_int(env, kNtasks, 1);
+  mapping.node_rank = slurm_int(env, kNodeId, 0);
   const std::string nodelist = env("SLURM_JOB_NODELIST").value_or(env("SLURM_NODELIST").value_or(""));
   const int listed = nodelist.empty() ? 1 : static_cast<int>(expand_hostlist(nodelist).size());
-  mapping.nnodes = slurm_int(env, "SLURM_NNODES", listed);
+  mapping.nnodes = slurm_int(env, kNnodes, listed);
   mapping.master_addr = nodelist.empty() ? "127.0.0.1" : first_host(nodelist);
   mapping.job_id = env("SLURM_JOB_ID").value_or("");
   return mapping;

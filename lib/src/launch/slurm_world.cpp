@@ -63,7 +63,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
 }
 
 bool adopt_slurm_world() {
-  const auto world = slurm_world_env(process_env_lookup());
+  const auto world = slurm_world_env(env::process_lookup());
   if (!world) return false;
   for (const auto& [name, value] : *world) ::setenv(name.c_str(), value.c_str(), 1);
   return true;

@@ -27,6 +27,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/child_process.hpp"
 #include "genesis/launch/job_identity.hpp"
@@ -42,17 +43,17 @@ namespace {
 // Binds `host`:`port` for a moment and returns the port bound (the OS picks one for port 0):
 // how the launcher finds a free MASTER_PORT (torchrun's approach) and checks a requested one.
 int probe_port(const std::string& host, int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  GENESIS_CHECK(fd >= 0, IoError, "cannot create a socket to check a port");
+  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  GENESIS_CHECK(fd, IoError, "cannot create a socket to check a port");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = INADDR_ANY;
   socklen_t len = sizeof addr;
-  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  const bool bound = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   const int error = errno;
-  const bool named = bound && ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
+  const bool named =
+      bound && ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   if (!bound)
     throw IoError("cannot use " + host + ":" + std::to_string(port) + " as MASTER_PORT: " +
                   (error == EADDRINUSE ? std::string("the port is already in use")

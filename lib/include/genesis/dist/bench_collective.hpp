@@ -50,6 +50,8 @@ std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max
 // nccl-tests' factors: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n, broadcast 1.
 double bus_bandwidth_factor(BenchCollective collective, int world_size);
 
+// The collectives' names, in table order: all_reduce, all_gather, reduce_scatter, broadcast.
+std::vector<std::string> bench_collective_names();
 BenchCollective parse_bench_collective(std::string_view name);
 std::string_view bench_collective_name(BenchCollective collective);
 // sum, prod, max, min, avg.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/store.hpp"
 
 namespace genesis::dist {
@@ -29,8 +30,8 @@ class FileStore : public Store {
  private:
   // Reads the records appended since offset_ into cache_; `fd` is held under a lock already.
   void replay(int fd);
-  // Opens the file, takes flock(how), replays; returns the fd, whose close() drops the lock.
-  int open_locked(int how);
+  // Opens the file, takes flock(how), replays; closing the returned fd drops the lock.
+  UniqueFd open_locked(int how);
   // Appends one encoded record at the end of the file; the caller holds LOCK_EX and mutex_.
   void append_record(int fd, const std::string& record);
   std::vector<std::string> missing(const std::vector<std::string>& keys) const;

@@ -1,7 +1,8 @@
 // ProcessGroup: the collective-communication interface every backend implements (Gloo on CPU
-// tensors now, NCCL later). Every op works in place on contiguous tensors, takes an options struct
-// and returns a Work; ops of one group run in submission order, so every rank must submit the same
-// collectives in the same order. Not here: creating groups (distributed.hpp) or backend details.
+// tensors, NCCL on CUDA tensors). Every op works in place on contiguous tensors, takes an
+// options struct and returns a Work; ops of one group run in submission order, so every rank
+// must submit the same collectives in the same order. Not here: creating groups
+// (distributed.hpp) or backend details.
 #pragma once
 
 #include <memory>

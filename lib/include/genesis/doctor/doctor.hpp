@@ -6,10 +6,11 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "genesis/core/env.hpp"
 
 namespace genesis::doctor {
 
@@ -24,8 +25,7 @@ struct CheckResult {
 };
 
 // Reads one environment variable; nullopt when unset. Tests pass a map instead of getenv.
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-EnvLookup process_env();
+using EnvLookup = env::Lookup;
 
 struct DoctorOptions {
   EnvLookup env;                                     // empty: the process environment

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "genesis/core/unique_fd.hpp"
+
 namespace genesis::launch {
 
 // How a process ended: exited with a code, or killed by a signal.
@@ -43,8 +45,8 @@ class ChildProcess {
 
   pid_t pid() const { return pid_; }
   // Read ends of the worker's stdout/stderr pipes; -1 once close_output() closed them.
-  int stdout_fd() const { return out_fd_; }
-  int stderr_fd() const { return err_fd_; }
+  int stdout_fd() const { return out_fd_.get(); }
+  int stderr_fd() const { return err_fd_.get(); }
   void close_stdout();
   void close_stderr();
 
@@ -58,8 +60,8 @@ class ChildProcess {
   void release() noexcept;
 
   pid_t pid_ = -1;
-  int out_fd_ = -1;
-  int err_fd_ = -1;
+  UniqueFd out_fd_;
+  UniqueFd err_fd_;
   std::optional<ExitStatus> status_;
 };
 

@@ -4,18 +4,17 @@
 // launcher per node. Submitting or watching jobs is left to sbatch/squeue.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "genesis/core/env.hpp"
 #include "genesis/launch/launch_options.hpp"
 
 namespace genesis::launch {
 
 // Reads one environment variable; nullopt when unset. Tests pass a map instead of getenv.
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-EnvLookup process_env_lookup();
+using EnvLookup = env::Lookup;
 
 // The contract values SLURM provides for one task.
 struct SlurmMapping {
@@ -29,7 +28,7 @@ struct SlurmMapping {
 };
 
 // nullopt unless SLURM_PROCID is set and RANK is not (an explicit RANK wins). InvalidArgument
-// when a SLURM variable is not a number.
+// when a SLURM variable is not a number or out of its range (core/env.hpp's texts).
 std::optional<SlurmMapping> map_slurm_env(const EnvLookup& env);
 
 // Under srun without a launcher (SLURM_PROCID set, RANK not, a step of several tasks): the env

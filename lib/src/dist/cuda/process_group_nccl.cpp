@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "dist/collective_errors.hpp"
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "process_group_nccl_impl.hpp"
 #include "tensor/backends/cuda/cuda_check.hpp"
@@ -351,25 +352,13 @@ bool nccl_available() {
   // More local ranks than GPUs works only with a distinct NCCL_HOSTID per rank; without one,
   // NCCL would refuse the shared device, so auto stays on gloo. Ranks that genesis launch --gpus
   // gave a GPU each see one device apiece, but never the same one.
-  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
-  const char* host_id = std::getenv("NCCL_HOSTID");
-  const char* own_gpu = std::getenv("GENESIS_ONE_GPU_PER_RANK");
-  return local_world == nullptr || std::atoi(local_world) <= devices ||
-         (host_id != nullptr && *host_id != '\0') ||
-         (own_gpu != nullptr && std::string(own_gpu) == "1");
+  return env::local_world_size().value_or(0) <= devices || env::read_text("NCCL_HOSTID") ||
+         env::one_gpu_per_rank();
 }
 
 int nccl_device_for_rank(int rank) {
   require_nccl();
-  int local = rank;
-  if (const char* value = std::getenv("LOCAL_RANK"); value != nullptr && *value != '\0') {
-    char* end = nullptr;
-    const long parsed = std::strtol(value, &end, 10);
-    GENESIS_CHECK(*end == '\0' && parsed >= 0, InvalidArgument,
-                  "LOCAL_RANK must be a non-negative integer, got '" + std::string(value) + "'");
-    local = static_cast<int>(parsed);
-  }
-  return local % cuda_device_count();
+  return env::local_rank().value_or(rank) % cuda_device_count();
 }
 
 std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size,

@@ -61,6 +61,8 @@ Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args) {
           static_cast<float>(args.f[0])};
 }
 
+}  // namespace
+
 // q (B, H, T, D), k and v (B, H, Tk, D) -> out (B, H, T, D), lse (B, H, T). Work items are (pair, block), handed out
 // dynamically because causal blocks further down cost more.
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
@@ -182,13 +184,6 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
       }
     }
   }
-}
-
-}  // namespace
-
-void register_attention(KernelTable& t) {
-  t[static_cast<int>(OpId::attention)] = attention_kernel;
-  t[static_cast<int>(OpId::attention_backward)] = attention_backward_kernel;
 }
 
 }  // namespace genesis::cpu

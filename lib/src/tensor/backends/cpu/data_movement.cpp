@@ -36,6 +36,8 @@ void copy_bytes(const Tensor& src, Tensor& dst) {
   }
 }
 
+}  // namespace
+
 void copy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const Tensor& src = in[0];
   Tensor& dst = out[0];
@@ -54,6 +56,8 @@ void copy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs
   }
 }
 
+namespace {
+
 template <typename T>
 void fill_typed(Tensor& dst, T value) {
   T* d = static_cast<T*>(dst.raw_data());
@@ -64,6 +68,8 @@ void fill_typed(Tensor& dst, T value) {
                     for (std::int64_t i = 0; i < n; ++i) dp[i * st[0]] = value;
                   });
 }
+
+}  // namespace
 
 void fill_kernel(std::span<const Tensor>, std::span<Tensor> out, const OpArgs& args) {
   Tensor& dst = out[0];
@@ -93,14 +99,6 @@ void concat_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
     copy_kernel(src, dst_view, {});
     start += len;
   }
-}
-
-}  // namespace
-
-void register_data_movement(KernelTable& t) {
-  t[static_cast<int>(OpId::copy)] = copy_kernel;
-  t[static_cast<int>(OpId::fill)] = fill_kernel;
-  t[static_cast<int>(OpId::concat)] = concat_kernel;
 }
 
 }  // namespace genesis::cpu

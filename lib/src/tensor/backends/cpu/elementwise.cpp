@@ -122,6 +122,8 @@ void compare(std::span<const Tensor> in, std::span<Tensor> out, F f) {
   });
 }
 
+}  // namespace
+
 void add_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   arith<OpId::add>(in, out, [](float x, float y) { return x + y; });
 }
@@ -178,6 +180,8 @@ void where_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArg
                   });
 }
 
+namespace {
+
 // ---- maps over contiguous f32 (out may be the input itself)
 
 template <OpId Id, typename F>
@@ -213,6 +217,8 @@ void grad_kernel(std::span<const Tensor> in, std::span<Tensor> out, G g) {
     for (std::int64_t i = i0; i < i1; ++i) pdx[i] = g(pdy[i], px[i]);
   });
 }
+
+}  // namespace
 
 void add_scalar_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const float s = static_cast<float>(args.f[0]);
@@ -277,37 +283,6 @@ void gelu_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
 void silu_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   grad_kernel<OpId::silu_backward>(in, out,
                                    [](float dy, float x) { return dy * silu_grad_f32(x); });
-}
-
-}  // namespace
-
-void register_elementwise(KernelTable& t) {
-  auto set = [&t](OpId id, Kernel k) { t[static_cast<int>(id)] = k; };
-  set(OpId::add, add_kernel);
-  set(OpId::sub, sub_kernel);
-  set(OpId::mul, mul_kernel);
-  set(OpId::div, div_kernel);
-  set(OpId::maximum, maximum_kernel);
-  set(OpId::eq, eq_kernel);
-  set(OpId::gt, gt_kernel);
-  set(OpId::lt, lt_kernel);
-  set(OpId::where, where_kernel);
-  set(OpId::add_scalar, add_scalar_kernel);
-  set(OpId::mul_scalar, mul_scalar_kernel);
-  set(OpId::pow_scalar, pow_scalar_kernel);
-  set(OpId::neg, neg_kernel);
-  set(OpId::exp, exp_kernel);
-  set(OpId::log, log_kernel);
-  set(OpId::sqrt, sqrt_kernel);
-  set(OpId::abs, abs_kernel);
-  set(OpId::tanh, tanh_kernel);
-  set(OpId::sigmoid, sigmoid_kernel);
-  set(OpId::relu, relu_kernel);
-  set(OpId::gelu, gelu_kernel);
-  set(OpId::silu, silu_kernel);
-  set(OpId::relu_backward, relu_backward_kernel);
-  set(OpId::gelu_backward, gelu_backward_kernel);
-  set(OpId::silu_backward, silu_backward_kernel);
 }
 
 }  // namespace genesis::cpu

@@ -59,6 +59,8 @@ int as_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+}  // namespace
+
 void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const Tensor& a = in[0];
   const Tensor& b = in[1];
@@ -147,13 +149,6 @@ void linear_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(N, "N"), as_int(O, "O"),
               as_int(K, "K"), 1.0f, x.data<float>(), as_int(K, "K"), w.data<float>(),
               as_int(K, "K"), has_bias ? 1.0f : 0.0f, py, as_int(O, "O"));
-}
-
-}  // namespace
-
-void register_linalg(KernelTable& t) {
-  t[static_cast<int>(OpId::matmul)] = matmul_kernel;
-  t[static_cast<int>(OpId::linear)] = linear_kernel;
 }
 
 }  // namespace genesis::cpu

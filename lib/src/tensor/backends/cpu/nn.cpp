@@ -49,6 +49,8 @@ void check_indices(const char* op, const std::int64_t* idx, std::int64_t n, std:
   }
 }
 
+}  // namespace
+
 // ---- softmax family
 
 void softmax_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
@@ -120,6 +122,8 @@ void log_softmax_backward_kernel(std::span<const Tensor> in, std::span<Tensor> o
   }
 }
 
+namespace {
+
 // ---- cross entropy
 
 std::int64_t count_targets(const std::int64_t* target, std::int64_t n, std::int64_t ignore) {
@@ -127,6 +131,8 @@ std::int64_t count_targets(const std::int64_t* target, std::int64_t n, std::int6
   for (std::int64_t i = 0; i < n; ++i) count += target[i] != ignore;
   return count;
 }
+
+}  // namespace
 
 // logits (N, C), target (N) -> 0-d mean of lse(row) - row[target] over counted rows. Row losses
 // are summed serially in double so the loss does not depend on the thread count.
@@ -339,22 +345,6 @@ void dropout_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpA
 #pragma omp parallel for simd schedule(static) if (n >= kParallelElems)
   for (std::int64_t i = 0; i < n; ++i)
     y[i] = counter_uniform(seed, static_cast<std::uint64_t>(i)) >= p ? x[i] * scale : 0.0f;
-}
-
-}  // namespace
-
-void register_nn(KernelTable& t) {
-  t[static_cast<int>(OpId::softmax)] = softmax_kernel;
-  t[static_cast<int>(OpId::log_softmax)] = log_softmax_kernel;
-  t[static_cast<int>(OpId::softmax_backward)] = softmax_backward_kernel;
-  t[static_cast<int>(OpId::log_softmax_backward)] = log_softmax_backward_kernel;
-  t[static_cast<int>(OpId::cross_entropy)] = cross_entropy_kernel;
-  t[static_cast<int>(OpId::cross_entropy_backward)] = cross_entropy_backward_kernel;
-  t[static_cast<int>(OpId::layer_norm)] = layer_norm_kernel;
-  t[static_cast<int>(OpId::layer_norm_backward)] = layer_norm_backward_kernel;
-  t[static_cast<int>(OpId::embedding)] = embedding_kernel;
-  t[static_cast<int>(OpId::embedding_backward)] = embedding_backward_kernel;
-  t[static_cast<int>(OpId::dropout)] = dropout_kernel;
 }
 
 }  // namespace genesis::cpu

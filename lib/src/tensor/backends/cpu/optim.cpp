@@ -46,6 +46,8 @@ AdamLoop pick_loop(bool lerp_low) {
   return lerp_low ? adamw_loop<kL2, kShrink, true> : adamw_loop<kL2, kShrink, false>;
 }
 
+}  // namespace
+
 void adamw_step_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpArgs& args) {
   const detail::AdamStepArgs a = detail::adam_step_args(in, args);
   AdamLoop loop = a.l2_decay    ? pick_loop<true, false>(a.lerp_low)
@@ -53,9 +55,5 @@ void adamw_step_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpAr
                                 : pick_loop<false, false>(a.lerp_low);
   loop(in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), a);
 }
-
-}  // namespace
-
-void register_optim(KernelTable& t) { t[static_cast<int>(OpId::adamw_step)] = adamw_step_kernel; }
 
 }  // namespace genesis::cpu

@@ -92,6 +92,8 @@ void sum_columns(const float* x, float* y, const Geometry& g) {
   }
 }
 
+}  // namespace
+
 void sum_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Geometry g = geometry(OpId::sum_dim, in[0], out[0], args.i[0], DType::f32);
   const float* x = in[0].data<float>();
@@ -101,6 +103,8 @@ void sum_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpA
   else
     sum_columns(x, y, g);
 }
+
+namespace {
 
 // True when v should replace the running maximum m: larger, or the first NaN. Bitwise operators
 // keep it branch-free so the column scan vectorises.
@@ -166,6 +170,8 @@ void max_scan(const float* x, const Geometry& g, Finish finish) {
   }
 }
 
+}  // namespace
+
 void max_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Geometry g = geometry(OpId::max_dim, in[0], out[0], args.i[0], DType::f32);
   check_nonempty(OpId::max_dim, in[0], g);
@@ -180,14 +186,6 @@ void argmax_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
   std::int64_t* y = out[0].data<std::int64_t>();
   max_scan(in[0].data<float>(), g,
            [&](std::int64_t o, std::int64_t j, float, std::int64_t k) { y[o * g.inner + j] = k; });
-}
-
-}  // namespace
-
-void register_reduce(KernelTable& t) {
-  t[static_cast<int>(OpId::sum_dim)] = sum_dim_kernel;
-  t[static_cast<int>(OpId::max_dim)] = max_dim_kernel;
-  t[static_cast<int>(OpId::argmax_dim)] = argmax_dim_kernel;
 }
 
 }  // namespace genesis::cpu

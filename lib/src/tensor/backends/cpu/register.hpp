@@ -1,16 +1,18 @@
-// Each group of CPU kernels fills its rows of the CPU kernel table (cpu_kernels.cpp).
+// The CPU backend's kernel for every row of the op table, declared from op_list.inc: the kernel
+// of op `x` is genesis::cpu::x_kernel, defined by the group that implements it (elementwise.cpp,
+// nn.cpp, ...). cpu_kernels.cpp builds the table from the same list, so a row without its kernel
+// is an undefined symbol and the build fails at link time, naming the kernel.
 #pragma once
+
+#include <span>
 
 #include "genesis/tensor/op_table.hpp"
 
 namespace genesis::cpu {
 
-void register_data_movement(KernelTable& t);  // copy, fill, concat
-void register_elementwise(KernelTable& t);    // binary, scalar, unary maps and their backwards
-void register_reduce(KernelTable& t);         // sum_dim, max_dim, argmax_dim
-void register_linalg(KernelTable& t);         // matmul, linear
-void register_nn(KernelTable& t);             // softmax family, cross_entropy, layer_norm, embedding, dropout
-void register_attention(KernelTable& t);      // attention and its backward
-void register_optim(KernelTable& t);          // adamw_step
+#define GENESIS_OP(name, n_in, n_out, contract) \
+  void name##_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
+#include "genesis/tensor/op_list.inc"
+#undef GENESIS_OP
 
 }  // namespace genesis::cpu

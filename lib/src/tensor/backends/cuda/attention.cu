@@ -118,6 +118,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
+}  // namespace
+
 // q (B, H, T, D), k and v (B, H, Tk, D) -> out (B, H, T, D), lse (B, H, T).
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
@@ -196,8 +198,6 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
     launch_attention_backward_fma(a, dtype);
 }
 
-}  // namespace
-
 void reserve_shared_memory(const void* kernel, int bytes, std::atomic<std::uint64_t>& done,
                            const char* what) {
   int device = 0;
@@ -214,11 +214,6 @@ void reserve_shared_memory(const void* kernel, int bytes, std::atomic<std::uint6
   GENESIS_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   done.fetch_or(bit, std::memory_order_acq_rel);
-}
-
-void register_attention(KernelTable& t) {
-  t[static_cast<int>(OpId::attention)] = attention_kernel;
-  t[static_cast<int>(OpId::attention_backward)] = attention_backward_kernel;
 }
 
 }  // namespace genesis::cuda

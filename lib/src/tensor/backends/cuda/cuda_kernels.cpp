@@ -1,6 +1,6 @@
-// The CUDA row of the op table, assembled from the kernel groups, and the device facts the
-// kernels size their grids by. tests/tensor/test_op_table_cuda.cpp runs every row against the
-// CPU kernel on a GPU.
+// The CUDA row of the op table, generated from op_list.inc as the CPU's is (register.hpp), and
+// the device facts the kernels size their grids by. tests/tensor/test_op_table_cuda.cpp runs
+// every row against the CPU kernel on a GPU.
 #include <mutex>
 #include <vector>
 
@@ -10,17 +10,11 @@
 namespace genesis {
 
 const KernelTable* cuda_kernels() {
-  static const KernelTable table = [] {
-    KernelTable t{};
-    cuda::register_data_movement(t);
-    cuda::register_elementwise(t);
-    cuda::register_reduce(t);
-    cuda::register_linalg(t);
-    cuda::register_nn(t);
-    cuda::register_attention(t);
-    cuda::register_optim(t);
-    return t;
-  }();
+  static constexpr KernelTable table = {{
+#define GENESIS_OP(name, n_in, n_out, contract) &cuda::name##_kernel,
+#include "genesis/tensor/op_list.inc"
+#undef GENESIS_OP
+  }};
   return &table;
 }
 

@@ -277,6 +277,8 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   });
 }
 
+}  // namespace
+
 void copy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const Tensor& src = in[0];
   const Tensor& dst = out[0];
@@ -285,6 +287,8 @@ void copy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs
                 "copy: shapes " + shape_str(src.shape()) + " and " + shape_str(dst.shape()));
   copy_into(src, dst);
 }
+
+namespace {
 
 // The value's bits in dst's dtype, converted exactly as the CPU's fill_kernel does.
 std::uint64_t fill_bits(DType dtype, double value) {
@@ -325,6 +329,8 @@ void launch_fill(const Tensor& dst, std::uint64_t bits) {
                               compute_stream()>>>(ptr<U>(dst), pattern, packs, n, value);
   GENESIS_CUDA_LAUNCH_CHECK();
 }
+
+}  // namespace
 
 void fill_kernel(std::span<const Tensor>, std::span<Tensor> out, const OpArgs& args) {
   const Tensor& dst = out[0];
@@ -370,14 +376,6 @@ void concat_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
     copy_into(t, make_view(dst, t.shape(), strides, dst.offset() + start * strides[dim]));
     start += t.size(dim);
   }
-}
-
-}  // namespace
-
-void register_data_movement(KernelTable& t) {
-  t[static_cast<int>(OpId::copy)] = copy_kernel;
-  t[static_cast<int>(OpId::fill)] = fill_kernel;
-  t[static_cast<int>(OpId::concat)] = concat_kernel;
 }
 
 }  // namespace genesis::cuda

@@ -334,6 +334,8 @@ struct SiluBackward {
   }
 };
 
+}  // namespace
+
 // ---- kernels of the table
 
 void add_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
@@ -434,37 +436,6 @@ void gelu_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
 }
 void silu_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   grad(OpId::silu_backward, in, out, SiluBackward{});
-}
-
-}  // namespace
-
-void register_elementwise(KernelTable& t) {
-  auto set = [&t](OpId id, Kernel k) { t[static_cast<int>(id)] = k; };
-  set(OpId::add, add_kernel);
-  set(OpId::sub, sub_kernel);
-  set(OpId::mul, mul_kernel);
-  set(OpId::div, div_kernel);
-  set(OpId::maximum, maximum_kernel);
-  set(OpId::eq, eq_kernel);
-  set(OpId::gt, gt_kernel);
-  set(OpId::lt, lt_kernel);
-  set(OpId::where, where_kernel);
-  set(OpId::add_scalar, add_scalar_kernel);
-  set(OpId::mul_scalar, mul_scalar_kernel);
-  set(OpId::pow_scalar, pow_scalar_kernel);
-  set(OpId::neg, neg_kernel);
-  set(OpId::exp, exp_kernel);
-  set(OpId::log, log_kernel);
-  set(OpId::sqrt, sqrt_kernel);
-  set(OpId::abs, abs_kernel);
-  set(OpId::tanh, tanh_kernel);
-  set(OpId::sigmoid, sigmoid_kernel);
-  set(OpId::relu, relu_kernel);
-  set(OpId::gelu, gelu_kernel);
-  set(OpId::silu, silu_kernel);
-  set(OpId::relu_backward, relu_backward_kernel);
-  set(OpId::gelu_backward, gelu_backward_kernel);
-  set(OpId::silu_backward, silu_backward_kernel);
 }
 
 }  // namespace genesis::cuda

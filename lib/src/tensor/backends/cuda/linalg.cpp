@@ -126,6 +126,8 @@ bool run_matmul(cudaDataType_t type, std::int64_t B, std::int64_t M, std::int64_
   return true;
 }
 
+}  // namespace
+
 void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const Tensor& a = in[0];
   const Tensor& b = in[1];
@@ -169,6 +171,8 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
   if (!d.is_same(c)) dispatch(OpId::copy, {d}, {c});
 }
 
+namespace {
+
 // y (N, O) = x (N, K) w (O, K)^T [+ bias]: the bias rides the product's epilogue, or, when no
 // algorithm has that epilogue here, is written into y first and the product added onto it.
 bool run_linear(cudaDataType_t type, std::int64_t N, std::int64_t O, std::int64_t K,
@@ -185,6 +189,8 @@ bool run_linear(cudaDataType_t type, std::int64_t N, std::int64_t O, std::int64_
   dispatch(OpId::copy, {make_view(bias, {N, O}, {0, bias.strides()[0]}, bias.offset())}, {y});
   return run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), nullptr, true);
 }
+
+}  // namespace
 
 void linear_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const Tensor& x = in[0];
@@ -238,13 +244,6 @@ void linear_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
                     shape_str(w.shape()) + (has_bias ? " with bias" : "") + " in " +
                     std::string(dtype_name(x.dtype())) + ", even on contiguous copies");
   if (!fy.is_same(y)) dispatch(OpId::copy, {fy}, {y});
-}
-
-}  // namespace
-
-void register_linalg(KernelTable& t) {
-  t[static_cast<int>(OpId::matmul)] = matmul_kernel;
-  t[static_cast<int>(OpId::linear)] = linear_kernel;
 }
 
 }  // namespace genesis::cuda

@@ -175,6 +175,12 @@ void check_index(const char* op, const Tensor& index) {
                 InvalidArgument, std::string(op) + ": index must be a contiguous i64 tensor");
 }
 
+}  // namespace
+}  // namespace nn
+
+// The op-table kernels (register.hpp) live in genesis::cuda, built from nn's pieces above.
+using namespace nn;
+
 // weight (V, C), index (any shape) -> out (*index.shape, C).
 void embedding_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const char* op = "embedding";
@@ -316,23 +322,6 @@ void dropout_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpA
       run(dropout_map_kernel<T, kVecOf<T>>, std::max<std::int64_t>(1, n / kVecOf<T>));
     else run(dropout_map_kernel<T, 1>, n);
   });
-}
-
-}  // namespace
-}  // namespace nn
-
-void register_nn(KernelTable& t) {
-  t[static_cast<int>(OpId::softmax)] = nn::softmax_kernel;
-  t[static_cast<int>(OpId::log_softmax)] = nn::log_softmax_kernel;
-  t[static_cast<int>(OpId::softmax_backward)] = nn::softmax_backward_kernel;
-  t[static_cast<int>(OpId::log_softmax_backward)] = nn::log_softmax_backward_kernel;
-  t[static_cast<int>(OpId::cross_entropy)] = nn::cross_entropy_kernel;
-  t[static_cast<int>(OpId::cross_entropy_backward)] = nn::cross_entropy_backward_kernel;
-  t[static_cast<int>(OpId::layer_norm)] = nn::layer_norm_kernel;
-  t[static_cast<int>(OpId::layer_norm_backward)] = nn::layer_norm_backward_kernel;
-  t[static_cast<int>(OpId::embedding)] = nn::embedding_kernel;
-  t[static_cast<int>(OpId::embedding_backward)] = nn::embedding_backward_kernel;
-  t[static_cast<int>(OpId::dropout)] = nn::dropout_kernel;
 }
 
 }  // namespace genesis::cuda

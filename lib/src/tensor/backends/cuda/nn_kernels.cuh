@@ -1,6 +1,6 @@
-// Private to the nn*.cu files: the op-table kernels that nn_softmax.cu and nn_norm.cu define for
-// register_nn (in nn.cu), and the pieces they share: 16-byte packs of float elements, warp sums,
-// a batched row walk, and the host checks on operands. Only .cu files include this.
+// Private to the nn*.cu files: the pieces their op-table kernels share: 16-byte packs of float
+// elements, warp sums, a batched row walk, and the host checks on operands. Only .cu files
+// include this.
 // Not here: the kernels themselves, index error reporting (device_errors.cuh).
 #pragma once
 
@@ -13,22 +13,6 @@
 #include "kernel_support.cuh"
 
 namespace genesis::cuda::nn {
-
-// ---- op-table kernels defined in nn_softmax.cu
-void softmax_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
-void log_softmax_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
-void softmax_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
-                             const OpArgs& args);
-void log_softmax_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
-                                 const OpArgs& args);
-void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
-void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
-                                   const OpArgs& args);
-
-// ---- op-table kernels defined in nn_norm.cu
-void layer_norm_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
-void layer_norm_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
-                                const OpArgs& args);
 
 // ---- device pieces
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "nn_kernels.cuh"
+#include "register.hpp"
 
 namespace genesis::cuda::nn {
 namespace {
@@ -374,6 +375,11 @@ void check_param(const char* op, const char* role, const Tensor& t, DType dtype,
 }
 
 }  // namespace
+}  // namespace genesis::cuda::nn
+
+// The op-table kernels (register.hpp) live in genesis::cuda, built from nn's pieces above.
+namespace genesis::cuda {
+using namespace nn;
 
 // x (N, C), w (C), b (C); eps f[0] -> y (N, C), mean (N), rstd (N).
 void layer_norm_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
@@ -472,4 +478,4 @@ void layer_norm_backward_kernel(std::span<const Tensor> in, std::span<Tensor> ou
   });
 }
 
-}  // namespace genesis::cuda::nn
+}  // namespace genesis::cuda

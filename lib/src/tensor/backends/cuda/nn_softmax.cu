@@ -10,6 +10,7 @@
 
 #include "device_errors.cuh"
 #include "nn_kernels.cuh"
+#include "register.hpp"
 
 namespace genesis::cuda::nn {
 namespace {
@@ -403,6 +404,11 @@ void softmax_backward(std::span<const Tensor> in, std::span<Tensor> out, bool lo
 }
 
 }  // namespace
+}  // namespace genesis::cuda::nn
+
+// The op-table kernels (register.hpp) live in genesis::cuda, built from nn's pieces above.
+namespace genesis::cuda {
+using namespace nn;
 
 void softmax_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   softmax_forward(in, out, false);
@@ -494,4 +500,4 @@ void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor>
   launch_softmax_rows<RowMode::xent_grad>(logits, dlogits, target, ignore, ptr<float>(coef), op);
 }
 
-}  // namespace genesis::cuda::nn
+}  // namespace genesis::cuda

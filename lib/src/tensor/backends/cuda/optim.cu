@@ -93,6 +93,8 @@ bool aligned16(const Tensor& t) {
   return reinterpret_cast<std::uintptr_t>(t.raw_data()) % 16 == 0;
 }
 
+}  // namespace
+
 // In place on (param, grad, exp_avg, exp_avg_sq); f = lr, beta1, beta2, eps, weight_decay;
 // i[0] = step (>= 1); i[1] = 1 for decoupled (AdamW) decay, 0 for L2 (Adam).
 void adamw_step_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpArgs& args) {
@@ -108,9 +110,5 @@ void adamw_step_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpAr
   else if (s.decoupled) launch_adamw<false, true>(s.lerp_low, vec4, p, g, m, v, n, s);
   else launch_adamw<false, false>(s.lerp_low, vec4, p, g, m, v, n, s);
 }
-
-}  // namespace
-
-void register_optim(KernelTable& t) { t[static_cast<int>(OpId::adamw_step)] = adamw_step_kernel; }
 
 }  // namespace genesis::cuda

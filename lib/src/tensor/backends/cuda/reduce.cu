@@ -363,6 +363,8 @@ void reduce(const Tensor& x, const Tensor& out, const Geometry& g) {
   else reduce_columns<T, Out>(px, py, x, g);
 }
 
+}  // namespace
+
 void sum_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Geometry g = geometry(OpId::sum_dim, in[0], out[0], args.i[0], false);
   const Tensor& y = out[0];
@@ -397,14 +399,6 @@ void argmax_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
     using T = decltype(tag);
     reduce<T, ArgmaxOut>(in[0], out[0], g);
   });
-}
-
-}  // namespace
-
-void register_reduce(KernelTable& t) {
-  t[static_cast<int>(OpId::sum_dim)] = sum_dim_kernel;
-  t[static_cast<int>(OpId::max_dim)] = max_dim_kernel;
-  t[static_cast<int>(OpId::argmax_dim)] = argmax_dim_kernel;
 }
 
 }  // namespace genesis::cuda

@@ -1,17 +1,17 @@
-// Each group of CUDA kernels fills its rows of the CUDA kernel table (cuda_kernels.cpp), the
-// same groups as the CPU backend's (backends/cpu/register.hpp).
+// The CUDA backend's kernel for every row of the op table, declared from op_list.inc as the
+// CPU's are (backends/cpu/register.hpp): the kernel of op `x` is genesis::cuda::x_kernel, and a
+// row without one fails the build at link time, naming the kernel.
 #pragma once
+
+#include <span>
 
 #include "genesis/tensor/op_table.hpp"
 
 namespace genesis::cuda {
 
-void register_data_movement(KernelTable& t);  // copy, fill, concat
-void register_elementwise(KernelTable& t);    // binary, scalar, unary maps and their backwards
-void register_reduce(KernelTable& t);         // sum_dim, max_dim, argmax_dim
-void register_linalg(KernelTable& t);         // matmul, linear (cuBLASLt)
-void register_nn(KernelTable& t);             // softmax family, cross_entropy, layer_norm, embedding, dropout
-void register_attention(KernelTable& t);      // attention and its backward (fused)
-void register_optim(KernelTable& t);          // adamw_step (fused)
+#define GENESIS_OP(name, n_in, n_out, contract) \
+  void name##_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args);
+#include "genesis/tensor/op_list.inc"
+#undef GENESIS_OP
 
 }  // namespace genesis::cuda

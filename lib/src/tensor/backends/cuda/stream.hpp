@@ -1,6 +1,7 @@
 // RAII handles for CUDA streams and events (STYLE.md habit 6): move-only, created on a given
 // device, destroyed without throwing. The NCCL process group orders its stream against the
-// caller's with them; the CUDA op backend will reuse them. No pools or priorities yet.
+// compute stream with them; op kernels and copies all run on the compute stream (below), in
+// submission order, and need none. No pools or priorities.
 #pragma once
 
 #include <cuda_runtime_api.h>
