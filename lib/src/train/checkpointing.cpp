@@ -370,8 +370,9 @@ void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t
       .step = step,
       .strategy = strategy.name(),
       .config_toml = config_to_toml(config),
-      .info = {{"optimizer", {{"type", t.optimizer}, {"step_count", strategy.optimizer().step_count()}}},
-               {"scheduler", {{"type", t.lr_scheduler_type}, {"step", step}}}},
+      .info = {{"optimizer", {{"type", to_string(t.optimizer)},
+                              {"step_count", strategy.optimizer().step_count()}}},
+               {"scheduler", {{"type", to_string(t.lr_scheduler_type)}, {"step", step}}}},
       .keep_last = static_cast<int>(t.save_total_limit)};
   // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
   if (loss) options.info["loss"] = *loss;

@@ -28,12 +28,12 @@ dist::Milliseconds job_timeout(const DistributedConfig& config) {
 
 Job::Job(const DistributedConfig& config, Device device) : device_(device) {
   if (device.is_cpu())
-    GENESIS_CHECK(config.backend != "nccl", ConfigError,
+    GENESIS_CHECK(config.backend != BackendKind::nccl, ConfigError,
                   "distributed.backend = \"nccl\" reduces GPU tensors, but this run trains on "
                   "the CPU: set training.device = \"cuda\" on a machine with a GPU, or use "
                   "\"gloo\" or \"auto\"");
   else
-    GENESIS_CHECK(config.backend != "gloo", ConfigError,
+    GENESIS_CHECK(config.backend != BackendKind::gloo, ConfigError,
                   "distributed.backend = \"gloo\" reduces host tensors, but this run trains on " +
                       device.str() + ": use \"nccl\" or \"auto\", or set training.device = \"cpu\"");
   const std::string backend = device.is_cuda() ? "nccl" : "gloo";

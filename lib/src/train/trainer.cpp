@@ -66,15 +66,17 @@ double peak_rss_mb() {
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingConfig& t,
                                                  const std::vector<Tensor>& params) {
-  if (t.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(
-        params, optim::SGDOptions{.lr = t.learning_rate, .momentum = t.momentum,
-                                  .weight_decay = t.weight_decay});
-  optim::AdamOptions o{.lr = t.learning_rate, .beta1 = t.adam_beta1, .beta2 = t.adam_beta2,
-                       .eps = t.adam_epsilon, .weight_decay = t.weight_decay};
-  if (t.optimizer == "adam") return std::make_unique<optim::Adam>(params, o);
-  if (t.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, o);
-  throw ConfigError("unknown training.optimizer \"" + t.optimizer + "\" (expected adamw, adam or sgd)");
+  const optim::AdamOptions adam{.lr = t.learning_rate, .beta1 = t.adam_beta1, .beta2 = t.adam_beta2,
+                                .eps = t.adam_epsilon, .weight_decay = t.weight_decay};
+  switch (t.optimizer) {
+    case OptimizerKind::sgd:
+      return std::make_unique<optim::SGD>(
+          params, optim::SGDOptions{.lr = t.learning_rate, .momentum = t.momentum,
+                                    .weight_decay = t.weight_decay});
+    case OptimizerKind::adam: return std::make_unique<optim::Adam>(params, adam);
+    case OptimizerKind::adamw: return std::make_unique<optim::AdamW>(params, adam);
+  }
+  throw ConfigError("unknown training.optimizer");  // unreachable: the enum is covered
 }
 
 // A batch on the rank's device: the host dataset's rows are uploaded per step (token ids and
@@ -156,7 +158,7 @@ parallel::MemoryPlan plan_for(const Config& config, std::int64_t num_parameters,
                               Device device) {
   const TrainingConfig& t = config.training;
   const DistributedConfig& d = config.distributed;
-  const double state = t.optimizer == "sgd" ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
+  const double state = t.optimizer == OptimizerKind::sgd ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
   return parallel::plan_memory({.num_parameters = num_parameters,
                                 .world_size = world,
                                 .local_world_size = env_int("LOCAL_WORLD_SIZE", world),
@@ -218,13 +220,14 @@ std::unique_ptr<RunLock> lock_run_directory(const std::filesystem::path& run_dir
 TrainResult dry_run(const Config& config, Task& task, const TrainOptions& options) {
   const int world = env_int("WORLD_SIZE", 1);
   // The GPU a run would take, when one is visible; the dry run itself touches no device.
-  const Device device = config.training.device != "cpu" && cuda_status().state != GpuState::none
+  const Device device = config.training.device != DeviceKind::cpu && cuda_status().state != GpuState::none
                             ? training_device(config.training.device)
                             : Device::cpu();
   const parallel::MemoryPlan plan = plan_for(config, task.model->num_parameters(), world, device);
   if (options.out != nullptr) {
+    const StrategyKind kind = config.distributed.strategy;
     const std::string strategy =
-        config.distributed.strategy == "auto" ? plan.chosen + " (auto)" : config.distributed.strategy;
+        kind == StrategyKind::automatic ? plan.chosen + " (auto)" : std::string(to_string(kind));
     *options.out << "genesis train --dry-run: " << config.name << "\n"
                  << "  model      " << task.description << " (" << task.model->num_parameters()
                  << " parameters)\n"
@@ -257,15 +260,15 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   model.train();
   const DistributedConfig& dc = config.distributed;
   const parallel::MemoryPlan plan = plan_for(config, model.num_parameters(), world, device);
-  const bool automatic = dc.strategy == "auto";
-  parallel::StrategyOptions so{.name = automatic ? plan.chosen : dc.strategy,
+  const bool automatic = dc.strategy == StrategyKind::automatic;
+  parallel::StrategyOptions so{.name = automatic ? plan.chosen : std::string(to_string(dc.strategy)),
                                .ddp = {.bucket_cap_mb = dc.bucket_cap_mb,
                                        .find_unused_parameters = dc.find_unused_parameters,
                                        .gradient_as_bucket_view = dc.gradient_as_bucket_view,
                                        .broadcast_buffers = dc.broadcast_buffers},
                                .zero = {.bucket_cap_mb = dc.bucket_cap_mb,
                                         .hsdp_shard_size = static_cast<int>(dc.hsdp_shard_size),
-                                        .offload_optimizer = dc.offload_optimizer == "cpu",
+                                        .offload_optimizer = dc.offload_optimizer == OffloadKind::cpu,
                                         .store = nullptr}};
   auto strategy = parallel::make_strategy(
       so, task.model, [&](const std::vector<Tensor>& params) { return make_optimizer(tc, params); },
@@ -319,8 +322,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                  << "  batch      " << batch << " per device x " << world
                  << (world == 1 ? " process x " : " processes x ") << accum
                  << " accumulation = " << batch * world * accum << " examples per step\n"
-                 << "  optimizer  " << tc.optimizer << " lr " << tc.learning_rate << " ("
-                 << tc.lr_scheduler_type << ", " << warmup << " warmup steps), " << tc.max_steps
+                 << "  optimizer  " << to_string(tc.optimizer) << " lr " << tc.learning_rate
+                 << " (" << to_string(tc.lr_scheduler_type) << ", " << warmup << " warmup steps), " << tc.max_steps
                  << " steps\n"
                  << "  strategy   " << strategy->name() << (automatic ? " (auto)" : "") << " over "
                  << job.backend() << ", " << world << (world == 1 ? " rank" : " ranks") << "\n"
@@ -344,7 +347,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   const char* rate_unit = task.tokens_per_example > 1 ? "tok/s" : "samples/s";
   double train_s = 0, window_loss = 0, window_correct = 0, window_predictions = 0;
   std::int64_t window_steps = 0, examples = 0;
-  Precision precision = make_precision(config);
+  Precision precision = make_precision(tc.mixed_precision, config.loss_scale);
   auto forward = [&](const Tensor& inputs, bool sync) {
     amp::AutocastGuard autocast(precision.autocast);
     return strategy->forward(inputs, sync);
@@ -544,7 +547,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
       {"backend", job.backend()},
       {"strategy", strategy->name()},
       {"effective_batch_size", batch * world * accum},
-      {"mixed_precision", tc.mixed_precision},
+      {"mixed_precision", to_string(tc.mixed_precision)},
   };
   if (device.is_cuda()) {
     summary["device_name"] = cuda_device_info(device.index).name;
