@@ -34,7 +34,7 @@ inline Config fixture_config() {
   c.data.source = "synthetic:tokens";
   c.training.per_device_train_batch_size = 4;
   c.training.gradient_accumulation_steps = 3;
-  c.distributed.strategy = "zero2";
+  c.distributed.strategy = StrategyKind::zero2;
   return c;
 }
 

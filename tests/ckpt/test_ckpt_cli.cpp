@@ -15,6 +15,7 @@
 #include "ckpt/ckpt_fixture.hpp"
 #include "genesis/ckpt/inspect.hpp"
 #include "support/cli_run.hpp"
+#include "support/setting_text.hpp"
 
 namespace genesis {
 namespace {

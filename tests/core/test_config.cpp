@@ -14,6 +14,7 @@
 #include "genesis/core/error.hpp"
 #include "support/cli_run.hpp"
 #include "support/scoped_env.hpp"
+#include "support/setting_text.hpp"
 
 using namespace genesis;
 using genesis::testing::TempDir;
@@ -87,8 +88,8 @@ TEST_CASE("config_to_toml loads back to the same config", "[config]") {
   changed.data.eval_fraction = 0.2;
   changed.training.learning_rate = 3e-4;
   changed.training.adam_epsilon = 1e-12;
-  changed.training.optimizer = "sgd";
-  changed.training.lr_scheduler_type = "linear";
+  changed.training.optimizer = OptimizerKind::sgd;
+  changed.training.lr_scheduler_type = LrSchedulerKind::linear;
   changed.training.warmup_ratio = 1.0 / 3.0;
   changed.training.output_dir = "/tmp/some where";
 

@@ -204,3 +204,31 @@ TEST_CASE("train: the gpt-tiny preset logs ddp's losses under every strategy", "
   }
   require_same_curve(run("hsdp", 4, "distributed.hsdp_shard_size=2"), run("ddp", 4));
 }
+
+TEST_CASE("summary.json sets the measured peak beside the plan's estimate and --dry-run says it again",
+          "[train][zero]") {
+  TempDir dir;
+  std::vector<std::string> args{"launch", "--nproc", "2", "train"};
+  for (auto& a : small_run(dir, "zero3", 16, 2)) args.push_back(a);
+  args.insert(args.end(), {"--set", "distributed.strategy=zero3"});
+  auto r = run_genesis(args, kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(dir.path() / "zero3" / "summary.json");
+  const json summary = json::parse(in);
+  const double estimate = summary.at("memory_estimate_mb").get<double>();
+  const auto tensors = summary.at("peak_host_tensor_mb_per_rank").get<std::vector<double>>();
+  REQUIRE(tensors.size() == 2);
+  // The plan counts the model state alone; the peak in tensors holds it and the activations.
+  CHECK(estimate > 0);
+  CHECK(tensors[0] >= estimate);
+  CHECK(summary.at("peak_vs_estimate").get<double>() == Approx(std::max(tensors[0], tensors[1]) / estimate));
+
+  std::vector<std::string> dry{"train", "--dry-run"};
+  for (auto& a : small_run(dir, "zero3", 16, 2)) dry.push_back(a);
+  auto d = run_genesis(dry, {{{"WORLD_SIZE", "2"}}, {}});
+  INFO(d.out << d.err);
+  REQUIRE(d.exit_code == 0);
+  CHECK(d.out.find("last run   zero3 on 2 ranks peaked at ") != std::string::npos);
+  CHECK(d.out.find(" MiB estimated for its state") != std::string::npos);
+}

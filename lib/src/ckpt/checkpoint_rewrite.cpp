@@ -126,9 +126,9 @@ ReshardResult reshard_checkpoint(const Checkpoint& checkpoint, const ReshardOpti
   const int world = options.world_size;
   GENESIS_CHECK(world >= 1, InvalidArgument,
                 "--world-size must be at least 1, got " + std::to_string(world));
-  static const std::vector<std::string> kStrategies = {"ddp", "zero1", "zero2", "zero3", "hsdp"};
-  GENESIS_CHECK(options.strategy.empty() ||
-                    std::find(kStrategies.begin(), kStrategies.end(), options.strategy) != kStrategies.end(),
+  // A checkpoint records the strategy that saved it, never "auto".
+  const std::optional<StrategyKind> strategy = parse_setting<StrategyKind>(options.strategy);
+  GENESIS_CHECK(options.strategy.empty() || (strategy && *strategy != StrategyKind::automatic),
                 InvalidArgument,
                 "unknown strategy '" + options.strategy + "' (strategies: ddp, zero1, zero2, zero3, hsdp)");
   GENESIS_CHECK(!fs::exists(options.out), InvalidArgument,
@@ -155,7 +155,7 @@ ReshardResult reshard_checkpoint(const Checkpoint& checkpoint, const ReshardOpti
     t.gradient_accumulation_steps = per_rank / t.per_device_train_batch_size;
     result.per_device_train_batch_size = t.per_device_train_batch_size;
     result.gradient_accumulation_steps = t.gradient_accumulation_steps;
-    if (!options.strategy.empty()) config.distributed.strategy = options.strategy;
+    if (strategy) config.distributed.strategy = *strategy;
     header.config_toml = config_to_toml(config);
   }
   header.ranks = options.reshard_ranks(old.ranks, world);

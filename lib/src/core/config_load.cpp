@@ -106,7 +106,7 @@ void apply_override(Config& config, const std::string& text, Origins& origins) {
     holder = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
   }
-  const bool string_key = std::holds_alternative<std::string*>(key->field(config));
+  const bool string_key = takes_string(key->field(config));
   if (holder.size() != 1 || !holder.contains("v") || (string_key && !holder["v"].is_string())) {
     holder.clear();
     holder.insert("v", value);

@@ -55,8 +55,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"training.weight_decay", "decoupled (adamw) or L2 (adam, sgd) weight decay",
        [](Config& c) -> Field { return &c.training.weight_decay; }, Rule::non_negative},
       {"training.optimizer", "adamw | adam | sgd",
-       [](Config& c) -> Field { return &c.training.optimizer; }, Rule::any,
-       {"adamw", "adam", "sgd"}},
+       [](Config& c) -> Field { return &c.training.optimizer; }},
       {"training.adam_beta1", "adam/adamw: first-moment decay in [0, 1)",
        [](Config& c) -> Field { return &c.training.adam_beta1; }, Rule::probability},
       {"training.adam_beta2", "adam/adamw: second-moment decay in [0, 1)",
@@ -66,8 +65,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"training.momentum", "sgd: momentum in [0, 1)",
        [](Config& c) -> Field { return &c.training.momentum; }, Rule::probability},
       {"training.lr_scheduler_type", "constant | linear | cosine (after warmup)",
-       [](Config& c) -> Field { return &c.training.lr_scheduler_type; }, Rule::any,
-       {"constant", "linear", "cosine"}},
+       [](Config& c) -> Field { return &c.training.lr_scheduler_type; }},
       {"training.warmup_ratio", "linear warmup as a fraction of max_steps, in [0, 1)",
        [](Config& c) -> Field { return &c.training.warmup_ratio; }, Rule::probability},
       {"training.warmup_steps", "linear warmup steps; wins over warmup_ratio when > 0",
@@ -77,8 +75,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"training.mixed_precision",
        "no | bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 "
        "scales the loss ([loss_scale])",
-       [](Config& c) -> Field { return &c.training.mixed_precision; }, Rule::any,
-       {"no", "fp16", "bf16"}},
+       [](Config& c) -> Field { return &c.training.mixed_precision; }},
       {"training.gradient_checkpointing",
        "gpt: recompute each block's activations in backward (less memory, same gradients)",
        [](Config& c) -> Field { return &c.training.gradient_checkpointing; }},
@@ -88,8 +85,7 @@ const std::vector<ConfigKey>& config_schema() {
        [](Config& c) -> Field { return &c.training.eval_steps; }, Rule::non_negative},
       {"training.eval_batches", "batches per evaluation; 0: the whole eval split",
        [](Config& c) -> Field { return &c.training.eval_batches; }, Rule::non_negative},
-      {"training.device", "auto | cpu | cuda", [](Config& c) -> Field { return &c.training.device; },
-       Rule::any, {"auto", "cpu", "cuda"}},
+      {"training.device", "auto | cpu | cuda", [](Config& c) -> Field { return &c.training.device; }},
       {"training.output_dir", "parent of the run directory",
        [](Config& c) -> Field { return &c.training.output_dir; }, Rule::non_empty},
       {"training.save_steps", "checkpoint every this many steps; 0: only after the last step",
@@ -105,11 +101,9 @@ const std::vector<ConfigKey>& config_schema() {
        [](Config& c) -> Field { return &c.training.overwrite_output_dir; }},
 
       {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
-       [](Config& c) -> Field { return &c.distributed.strategy; }, Rule::any,
-       {"auto", "ddp", "zero1", "zero2", "zero3", "hsdp"}},
+       [](Config& c) -> Field { return &c.distributed.strategy; }},
       {"distributed.backend", "auto | gloo | nccl (auto: nccl on CUDA, gloo on CPU)",
-       [](Config& c) -> Field { return &c.distributed.backend; }, Rule::any,
-       {"auto", "gloo", "nccl"}},
+       [](Config& c) -> Field { return &c.distributed.backend; }},
       {"distributed.bucket_cap_mb", "gradient bucket size in MiB, for every strategy (ddp's all-reduce, zero1/zero2's reduce-scatter)",
        [](Config& c) -> Field { return &c.distributed.bucket_cap_mb; }, Rule::positive},
       {"distributed.find_unused_parameters",
@@ -124,8 +118,7 @@ const std::vector<ConfigKey>& config_schema() {
       {"distributed.hsdp_shard_size", "hsdp: ranks per shard group; 0: the ranks of one node",
        [](Config& c) -> Field { return &c.distributed.hsdp_shard_size; }, Rule::non_negative},
       {"distributed.offload_optimizer", "none | cpu: optimizer state and update on the host",
-       [](Config& c) -> Field { return &c.distributed.offload_optimizer; }, Rule::any,
-       {"none", "cpu"}},
+       [](Config& c) -> Field { return &c.distributed.offload_optimizer; }},
       {"distributed.memory_budget_gb",
        "auto: per-rank memory for model state, GiB; 0: device memory (GPU) or host memory / ranks",
        [](Config& c) -> Field { return &c.distributed.memory_budget_gb; }, Rule::non_negative},
@@ -165,6 +158,11 @@ std::vector<std::string> section_names() {
       sections.push_back(section);
   }
   return sections;
+}
+
+bool takes_string(const Field& field) {
+  return std::visit([]<typename T>(T*) { return std::is_same_v<T, std::string> || Setting<T>; },
+                    field);
 }
 
 bool is_section(std::string_view name) {

@@ -17,9 +17,14 @@
 
 namespace genesis::config_detail {
 
-// A pointer to the Config member a key sets; the alternative is the key's TOML type.
+// A pointer to the Config member a key sets; the alternative is the key's TOML type, or one of
+// the Setting enums, which TOML spells as a string (one of setting_names(E{})).
 using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*, bool*,
-                           std::vector<std::int64_t>*>;
+                           std::vector<std::int64_t>*, StrategyKind*, BackendKind*, OffloadKind*,
+                           DeviceKind*, MixedPrecision*, OptimizerKind*, LrSchedulerKind*>;
+
+// True for the keys whose TOML value is a string: text and Setting keys.
+bool takes_string(const Field& field);
 
 // What a value must satisfy beyond its type. Lists apply the rule to each element.
 enum class Rule {
@@ -37,7 +42,8 @@ struct ConfigKey {
   std::string_view help;  // one line, shown by --print-config and the man page
   Field (*field)(Config&);
   Rule rule = Rule::any;
-  std::vector<std::string_view> choices = {};  // non-empty: the value must be one of these
+  // Non-empty: the value must be one of these (Setting keys take theirs from setting_names).
+  std::vector<std::string_view> choices = {};
 };
 
 const std::vector<ConfigKey>& config_schema();

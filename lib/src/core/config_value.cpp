@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <sstream>
 
 #include "config_value.hpp"
@@ -25,10 +26,18 @@ struct Overloaded : Ts... { using Ts::operator()...; };
   fail(key, loc, std::string(": expected ") + expected + ", got " + describe_node(node));
 }
 
-std::string join(const std::vector<std::string_view>& items) {
+std::string join(std::span<const std::string_view> items) {
   std::string out;
   for (auto item : items) out += (out.empty() ? "" : ", ") + std::string(item);
   return out;
+}
+
+void check_choice(const ConfigKey& key, const Location& loc, const std::string& v,
+                  const toml::node& node, std::span<const std::string_view> choices) {
+  if (std::find(choices.begin(), choices.end(), v) != choices.end()) return;
+  const std::vector<std::string> names(choices.begin(), choices.end());
+  fail(key, loc, " must be one of " + join(choices) + "; got " + describe_node(node) +
+                     did_you_mean(v, names));
 }
 
 // in_list: the rule applies to each entry of a list (model.hidden_sizes) and says so.
@@ -66,12 +75,7 @@ void check_number(const ConfigKey& key, const Location& loc, double v, const tom
 
 void check_string(const ConfigKey& key, const Location& loc, const std::string& v,
                   const toml::node& node) {
-  if (!key.choices.empty() &&
-      std::find(key.choices.begin(), key.choices.end(), v) == key.choices.end()) {
-    std::vector<std::string> choices(key.choices.begin(), key.choices.end());
-    fail(key, loc, " must be one of " + join(key.choices) + "; got " + describe_node(node) +
-                       did_you_mean(v, choices));
-  }
+  if (!key.choices.empty()) check_choice(key, loc, v, node, key.choices);
   switch (key.rule) {
     case Rule::run_name:
       if (v.empty() || v == "." || v == ".." || v.find('/') != std::string::npos)
@@ -195,6 +199,12 @@ void set_value(Config& config, const ConfigKey& key, const toml::node& node, con
             }
             *field = std::move(values);
           },
+          [&]<Setting E>(E* field) {
+            const auto* v = node.as_string();
+            if (v == nullptr) fail_type(key, loc, "a string", node);
+            check_choice(key, loc, v->get(), node, setting_names(E{}));
+            *field = *parse_setting<E>(v->get());
+          },
       },
       key.field(config));
 }
@@ -225,6 +235,9 @@ std::unique_ptr<toml::node> value_node(const Config& config, const ConfigKey& ke
             auto array = std::make_unique<toml::array>();
             for (auto x : *v) array->push_back(x);
             return array;
+          },
+          []<Setting E>(E* v) -> std::unique_ptr<toml::node> {
+            return std::make_unique<toml::value<std::string>>(std::string(to_string(*v)));
           },
       },
       field);

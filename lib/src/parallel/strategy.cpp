@@ -5,6 +5,7 @@
 #include "genesis/parallel/strategy.hpp"
 
 #include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/optim/clip_grad.hpp"
 #include "state_pieces.hpp"
@@ -120,18 +121,25 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
                                         std::shared_ptr<nn::Module> model,
                                         const OptimizerFactory& make_optimizer,
                                         std::shared_ptr<dist::ProcessGroup> group) {
-  if (options.name == "ddp" || options.name == "auto")
-    return std::make_unique<DDPStrategy>(std::move(model), make_optimizer, std::move(group),
-                                         options.ddp);
-  if (options.name == "zero1" || options.name == "zero2")
-    return detail::make_zero_stage12(options.name == "zero1" ? 1 : 2, std::move(model),
-                                     make_optimizer, std::move(group), options.zero);
-  if (options.name == "zero3")
-    return detail::make_zero3(std::move(model), make_optimizer, std::move(group), options.zero);
-  if (options.name == "hsdp")
-    return detail::make_hsdp(std::move(model), make_optimizer, std::move(group), options.zero);
-  throw InvalidArgument("unknown strategy \"" + options.name +
-                        "\" (expected auto, ddp, zero1, zero2, zero3 or hsdp)");
+  const std::optional<StrategyKind> kind = parse_setting<StrategyKind>(options.name);
+  GENESIS_CHECK(kind.has_value(), InvalidArgument,
+                "unknown strategy \"" + options.name +
+                    "\" (expected auto, ddp, zero1, zero2, zero3 or hsdp)");
+  switch (*kind) {
+    case StrategyKind::automatic:
+    case StrategyKind::ddp:
+      return std::make_unique<DDPStrategy>(std::move(model), make_optimizer, std::move(group),
+                                           options.ddp);
+    case StrategyKind::zero1:
+    case StrategyKind::zero2:
+      return detail::make_zero_stage12(*kind == StrategyKind::zero1 ? 1 : 2, std::move(model),
+                                       make_optimizer, std::move(group), options.zero);
+    case StrategyKind::zero3:
+      return detail::make_zero3(std::move(model), make_optimizer, std::move(group), options.zero);
+    case StrategyKind::hsdp:
+      return detail::make_hsdp(std::move(model), make_optimizer, std::move(group), options.zero);
+  }
+  throw InvalidArgument("unknown strategy \"" + options.name + "\"");  // unreachable
 }
 
 }  // namespace genesis::parallel

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/prefix_store.hpp"
@@ -16,15 +17,6 @@
 
 namespace genesis::parallel::detail {
 namespace {
-
-// LOCAL_WORLD_SIZE when the launcher set it to a positive number, else 0.
-int local_world_size_from_env() {
-  const char* value = std::getenv("LOCAL_WORLD_SIZE");
-  if (value == nullptr || *value == '\0') return 0;
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  return *end == '\0' && n > 0 && n <= 1 << 20 ? static_cast<int>(n) : 0;
-}
 
 // Builds the groups in `layouts` (lists of ranks of `world`) that contain this rank, creating
 // every layout on every rank in order. Without a store, `world` must be the default group and
@@ -92,7 +84,7 @@ std::unique_ptr<Strategy> make_hsdp(std::shared_ptr<nn::Module> model,
   int shard_size = options.hsdp_shard_size;
   GENESIS_CHECK(shard_size >= 0, InvalidArgument,
                 "distributed.hsdp_shard_size must be >= 0, got " + std::to_string(shard_size));
-  if (shard_size == 0) shard_size = local_world_size_from_env();
+  if (shard_size == 0) shard_size = env::local_world_size().value_or(0);
   if (shard_size == 0) shard_size = world;
   GENESIS_CHECK(world % shard_size == 0, InvalidArgument,
                 "hsdp: the shard size " + std::to_string(shard_size) +

@@ -86,14 +86,14 @@ std::string refusal(const fs::path& run_dir, const Search& search, bool restarte
 // Rank 0, before a fresh start: the run directory's checkpoints belong to an earlier run, which
 // this one would mix with (save_total_limit would prune by step across both). They are deleted
 // when overwrite_output_dir says so; otherwise the start is refused, naming the ways on.
-void clear_earlier_run(const Config& config, const fs::path& run_dir) {
+void clear_earlier_run(const TrainingConfig& training, const fs::path& run_dir) {
   const fs::path root = ckpt::checkpoints_dir_of(run_dir);
   const std::vector<fs::path> earlier = ckpt::list_checkpoints(root);
   if (earlier.empty()) return;
   const std::string what = std::to_string(earlier.size()) +
                            (earlier.size() == 1 ? " checkpoint" : " checkpoints") + " (up to " +
                            earlier.back().filename().string() + ")";
-  GENESIS_CHECK(config.training.overwrite_output_dir, ConfigError,
+  GENESIS_CHECK(training.overwrite_output_dir, ConfigError,
                 root.string() + " holds " + what + " of an earlier run: continue it with --resume "
                 "auto, start over with --overwrite (deletes them), or pick another --name");
   spdlog::warn("--overwrite: deleting {} of an earlier run in {}", what, root.string());
@@ -104,8 +104,8 @@ void clear_earlier_run(const Config& config, const fs::path& run_dir) {
 // attempt continues from the run's own latest checkpoint whatever was asked for, so it neither
 // starts over nor goes back to an explicit checkpoint (which save_total_limit may have pruned);
 // only a run that saved nothing yet falls back to the explicit path.
-std::string choose_on_rank0(const Config& config, const fs::path& run_dir) {
-  const std::string& requested = config.training.resume_from_checkpoint;
+std::string choose_on_rank0(const TrainingConfig& training, const fs::path& run_dir) {
+  const std::string& requested = training.resume_from_checkpoint;
   const bool restarted = restarted_by_launcher();
   if (requested == "auto" || restarted) {
     if (restarted)
@@ -120,7 +120,7 @@ std::string choose_on_rank0(const Config& config, const fs::path& run_dir) {
     if (!search.rejected.empty()) {
       // --overwrite on a new command line is the user's word; inside a restart it was meant for
       // an earlier run's checkpoints, not for the ones this run saved before it failed.
-      GENESIS_CHECK(config.training.overwrite_output_dir && !restarted, IoError,
+      GENESIS_CHECK(training.overwrite_output_dir && !restarted, IoError,
                     refusal(run_dir, search, restarted));
       warn_rejected(search);
       spdlog::warn("--overwrite: no checkpoint of {} can be resumed from; deleting them and "
@@ -131,7 +131,7 @@ std::string choose_on_rank0(const Config& config, const fs::path& run_dir) {
     if (requested.empty() || requested == "auto") return "";
   }
   if (requested.empty()) {
-    if (!restarted) clear_earlier_run(config, run_dir);
+    if (!restarted) clear_earlier_run(training, run_dir);
     return "";
   }
   const fs::path dir = ckpt::resolve_checkpoint(requested);
@@ -256,10 +256,9 @@ std::int64_t accumulation_keeping(std::int64_t global, int saved_world, std::int
 // Rank 0: the plan as JSON (see ResumePlan). The global batch is the checkpoint's when the world
 // changes now or changed at an earlier resume: an elastic restart repeats the first command
 // line, whose accumulation was meant for the original world.
-json plan_on_rank0(const fs::path& dir, const Config& config, const fs::path& run_dir, int world) {
+json plan_on_rank0(const fs::path& dir, const TrainingConfig& t, const fs::path& run_dir, int world) {
   const ckpt::Checkpoint checkpoint(dir);
   const ckpt::Manifest& m = checkpoint.manifest();
-  const TrainingConfig& t = config.training;
   json changes = m.info.value("world_size_changes", json::array());
   std::int64_t accum = t.gradient_accumulation_steps;
   std::string notice;
@@ -304,17 +303,17 @@ json plan_on_rank0(const fs::path& dir, const Config& config, const fs::path& ru
 
 }  // namespace
 
-std::optional<fs::path> choose_resume_checkpoint(const Config& config, const fs::path& run_dir,
-                                                 const Job& job) {
-  const std::string choice = decide_on_rank0(job, [&] { return choose_on_rank0(config, run_dir); });
+std::optional<fs::path> choose_resume_checkpoint(const TrainingConfig& training,
+                                                 const fs::path& run_dir, const Job& job) {
+  const std::string choice = decide_on_rank0(job, [&] { return choose_on_rank0(training, run_dir); });
   if (choice.empty()) return std::nullopt;
   return fs::path(choice);
 }
 
-ResumePlan plan_resume(const fs::path& dir, const Config& config, const fs::path& run_dir,
+ResumePlan plan_resume(const fs::path& dir, const TrainingConfig& training, const fs::path& run_dir,
                        const Job& job) {
   const json plan = json::parse(decide_on_rank0(
-      job, [&] { return plan_on_rank0(dir, config, run_dir, job.world_size()).dump(); }));
+      job, [&] { return plan_on_rank0(dir, training, run_dir, job.world_size()).dump(); }));
   return {plan.at("load_dir").get<std::string>(), plan.at("resharded").get<bool>(),
           plan.at("accumulation").get<std::int64_t>(), plan.at("changes"),
           plan.at("notice").get<std::string>()};
@@ -359,6 +358,25 @@ Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Str
   return r;
 }
 
+RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Strategy& strategy,
+                   nn::Module& model, const Job& job) {
+  RunStart start{.config = config, .elastic = {}, .resumed_from = {}, .resumed = {}};
+  start.resumed_from = choose_resume_checkpoint(config.training, run_dir, job);
+  if (!start.resumed_from) return start;
+  const fs::path& dir = *start.resumed_from;
+  start.elastic = plan_resume(dir, config.training, run_dir, job);
+  start.config.training.gradient_accumulation_steps = start.elastic.gradient_accumulation_steps;
+  start.resumed = load_checkpoint(start.elastic.load_dir, start.config, strategy, model, job);
+  remove_resharded_copy(start.elastic, job);
+  const std::int64_t consumed = start.resumed->state.consumed;
+  GENESIS_CHECK(consumed % job.world_size() == 0, ConfigError,
+                "checkpoint '" + dir.string() + "' stopped " + std::to_string(consumed) +
+                    " examples into an epoch, which does not split over " +
+                    std::to_string(job.world_size()) +
+                    " ranks: keep per_device_train_batch_size x ranks x accumulation as it was");
+  return start;
+}
+
 void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t step,
                      parallel::Strategy& strategy, nn::Module& model, RankState state, std::optional<double> loss,
                      const json& world_size_changes, const Job& job) {
@@ -370,8 +388,9 @@ void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t
       .step = step,
       .strategy = strategy.name(),
       .config_toml = config_to_toml(config),
-      .info = {{"optimizer", {{"type", t.optimizer}, {"step_count", strategy.optimizer().step_count()}}},
-               {"scheduler", {{"type", t.lr_scheduler_type}, {"step", step}}}},
+      .info = {{"optimizer", {{"type", to_string(t.optimizer)},
+                              {"step_count", strategy.optimizer().step_count()}}},
+               {"scheduler", {{"type", to_string(t.lr_scheduler_type)}, {"step", step}}}},
       .keep_last = static_cast<int>(t.save_total_limit)};
   // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
   if (loss) options.info["loss"] = *loss;

@@ -25,7 +25,7 @@ namespace genesis::train {
 // checkpoints are all damaged is refused (IoError naming each and why) rather than restarted
 // from step 0, unless a new command line (not a restart) says --overwrite, which deletes them.
 // Rank 0 verifies every checksum and decides; every rank gets the answer or the same error.
-std::optional<std::filesystem::path> choose_resume_checkpoint(const Config& config,
+std::optional<std::filesystem::path> choose_resume_checkpoint(const TrainingConfig& training,
                                                               const std::filesystem::path& run_dir,
                                                               const Job& job);
 
@@ -46,7 +46,7 @@ struct ResumePlan {
 // Collective; rank 0 decides and reshards, every rank gets the plan or the same error. A global
 // batch this world cannot keep with the configured per_device_train_batch_size is a ConfigError
 // naming the settings (or world sizes) that would keep it.
-ResumePlan plan_resume(const std::filesystem::path& dir, const Config& config,
+ResumePlan plan_resume(const std::filesystem::path& dir, const TrainingConfig& training,
                        const std::filesystem::path& run_dir, const Job& job);
 
 // Collective: once every rank has loaded the plan's copy, rank 0 removes it.
@@ -64,6 +64,20 @@ struct Resumed {
 // differences that change the result are logged as warnings.
 Resumed load_checkpoint(const std::filesystem::path& dir, const Config& config,
                         parallel::Strategy& strategy, nn::Module& model, const Job& job);
+
+// Where a run starts: fresh, or from the checkpoint choose_resume_checkpoint picks, planned by
+// plan_resume, loaded into the strategy and the model's generators, and its resharded copy
+// removed. ConfigError when the checkpoint stopped mid-epoch at a place this world cannot split.
+struct RunStart {
+  // What the run saves with its checkpoints: `config` with the accumulation it trains with, so
+  // a resume onto another world size keeps the global batch.
+  Config config;
+  ResumePlan elastic;                                 // default when fresh
+  std::optional<std::filesystem::path> resumed_from;  // the chosen checkpoint
+  std::optional<Resumed> resumed;
+};
+RunStart start_run(const Config& config, const std::filesystem::path& run_dir,
+                   parallel::Strategy& strategy, nn::Module& model, const Job& job);
 
 // Collective: writes step-<step> under <run_dir>/checkpoints and prunes to save_total_limit.
 // world_size_changes (ResumePlan's) is kept in the manifest's info when not empty, so a later

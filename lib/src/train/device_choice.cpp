@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
 #include "genesis/tensor/tensor.hpp"
@@ -12,10 +13,7 @@
 namespace genesis::train {
 namespace {
 
-int local_rank() {
-  const char* value = std::getenv("LOCAL_RANK");
-  return value != nullptr && std::atoi(value) > 0 ? std::atoi(value) : 0;
-}
+int local_rank() { return env::local_rank().value_or(0); }
 
 struct Peak {
   std::string_view name_part;  // matched against the device name
@@ -32,22 +30,23 @@ constexpr Peak kPeaks[] = {
 
 }  // namespace
 
-Device training_device(const std::string& setting) {
-  if (setting == "cpu") return Device::cpu();
-  require_gpu_not_broken("training.device = \"" + setting + "\"");
+Device training_device(DeviceKind setting) {
+  if (setting == DeviceKind::cpu) return Device::cpu();
+  const std::string named = "training.device = \"" + std::string(to_string(setting)) + "\"";
+  require_gpu_not_broken(named);
   const int count = cuda_device_count();
   // auto takes the GPU only where the NCCL group can run too: ranks sharing a GPU need a
   // distinct NCCL_HOSTID each, and without one they train on the CPU over Gloo instead.
-  if (setting == "auto")
+  if (setting == DeviceKind::automatic)
     return dist::nccl_available() ? Device::cuda(local_rank() % count) : Device::cpu();
   if (count == 0) {
     // Device storage words why no GPU is visible (no driver, a build without CUDA, ...).
     try {
       Tensor::empty({0}, DType::f32, Device::cuda(0));
     } catch (const NotSupported& e) {
-      throw NotSupported("training.device = \"" + setting + "\": " + e.what());
+      throw NotSupported(named + ": " + e.what());
     }
-    throw NotSupported("training.device = \"" + setting + "\": no CUDA device is visible");
+    throw NotSupported(named + ": no CUDA device is visible");
   }
   return Device::cuda(local_rank() % count);
 }
@@ -61,7 +60,7 @@ std::string describe_device(Device device, int threads) {
   return device.str() + " (" + info.name + ", " + memory + ")";
 }
 
-std::optional<double> peak_flops(Device device, const std::string& mixed_precision) {
+std::optional<double> peak_flops(Device device, MixedPrecision mixed_precision) {
   if (!device.is_cuda()) return std::nullopt;
   if (const char* env = std::getenv("GENESIS_PEAK_TFLOPS"); env != nullptr && *env != '\0') {
     char* end = nullptr;
@@ -73,7 +72,7 @@ std::optional<double> peak_flops(Device device, const std::string& mixed_precisi
   const std::string name = cuda_device_info(device.index).name;
   for (const Peak& p : kPeaks)
     if (name.find(p.name_part) != std::string::npos)
-      return (mixed_precision == "no" ? p.f32_tflops : p.tensor_tflops) * 1e12;
+      return (mixed_precision == MixedPrecision::no ? p.f32_tflops : p.tensor_tflops) * 1e12;
   return std::nullopt;
 }
 

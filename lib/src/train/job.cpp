@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/dist/distributed.hpp"
 
@@ -13,14 +14,7 @@ namespace genesis::train {
 namespace {
 
 dist::Milliseconds job_timeout(const DistributedConfig& config) {
-  double seconds = config.timeout_s;
-  if (const char* env = std::getenv("GENESIS_TIMEOUT_S"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    seconds = std::strtod(env, &end);
-    GENESIS_CHECK(end != env && *end == '\0' && seconds > 0, InvalidArgument,
-                  "GENESIS_TIMEOUT_S must be a positive number of seconds, got '" +
-                      std::string(env) + "'");
-  }
+  const double seconds = env::timeout_s().value_or(config.timeout_s);
   return dist::Milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
@@ -28,12 +22,12 @@ dist::Milliseconds job_timeout(const DistributedConfig& config) {
 
 Job::Job(const DistributedConfig& config, Device device) : device_(device) {
   if (device.is_cpu())
-    GENESIS_CHECK(config.backend != "nccl", ConfigError,
+    GENESIS_CHECK(config.backend != BackendKind::nccl, ConfigError,
                   "distributed.backend = \"nccl\" reduces GPU tensors, but this run trains on "
                   "the CPU: set training.device = \"cuda\" on a machine with a GPU, or use "
                   "\"gloo\" or \"auto\"");
   else
-    GENESIS_CHECK(config.backend != "gloo", ConfigError,
+    GENESIS_CHECK(config.backend != BackendKind::gloo, ConfigError,
                   "distributed.backend = \"gloo\" reduces host tensors, but this run trains on " +
                       device.str() + ": use \"nccl\" or \"auto\", or set training.device = \"cpu\"");
   const std::string backend = device.is_cuda() ? "nccl" : "gloo";
@@ -41,8 +35,7 @@ Job::Job(const DistributedConfig& config, Device device) : device_(device) {
     group_ = dist::default_group();  // a program that called init_process_group itself
     return;
   }
-  const char* world = std::getenv("WORLD_SIZE");
-  if (world == nullptr || std::string(world) == "1") {
+  if (env::world_size().value_or(1) == 1) {
     group_ = dist::make_single_rank_group(backend, device);
     return;
   }

@@ -7,13 +7,11 @@
 
 namespace genesis::train {
 
-Precision make_precision(const Config& config) {
+Precision make_precision(MixedPrecision mode, const LossScaleConfig& s) {
   Precision p;
-  const std::string& mode = config.training.mixed_precision;
-  if (mode == "bf16") p.autocast = DType::bf16;
-  if (mode == "fp16") {
+  if (mode == MixedPrecision::bf16) p.autocast = DType::bf16;
+  if (mode == MixedPrecision::fp16) {
     p.autocast = DType::f16;
-    const LossScaleConfig& s = config.loss_scale;
     p.scaler.emplace(amp::GradScalerOptions{
         .initial_scale_power = static_cast<int>(s.initial_scale_power),
         .loss_scale_window = s.loss_scale_window,

@@ -13,11 +13,11 @@
 namespace genesis::train {
 
 struct Precision {
-  std::optional<DType> autocast;          // bf16 or f16; nullopt for "no"
+  std::optional<DType> autocast;          // bf16 or f16; nullopt for MixedPrecision::no
   std::optional<amp::GradScaler> scaler;  // fp16 only
 };
 
-Precision make_precision(const Config& config);
+Precision make_precision(MixedPrecision mode, const LossScaleConfig& loss_scale);
 
 // What backward is called on: the loss times the loss scale under fp16, the loss otherwise.
 Tensor scale_loss(const Precision& precision, const Tensor& loss);

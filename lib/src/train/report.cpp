@@ -1,12 +1,18 @@
+// summary.json is written by rank 0 once the run has finished (a run stopped by a signal writes
+// none); nlohmann sorts its keys.
 #include "report.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 
 #include "genesis/parallel/memory_plan.hpp"
 #include "progress.hpp"
 
 namespace genesis::train {
 namespace {
+
+using nlohmann::json;
 
 // Prompts end in a newline and may hold others: print them as one quoted line.
 std::string quoted(const std::string& text) {
@@ -21,14 +27,76 @@ std::string quoted(const std::string& text) {
 
 }  // namespace
 
-void add_generation_summary(const TrainResult& result, nlohmann::json& summary) {
-  if (result.eval_prompts == 0) return;
-  summary["eval_exact_match"] = result.eval_exact_match;
-  summary["eval_prompts"] = result.eval_prompts;
-  nlohmann::json samples = nlohmann::json::array();
-  for (const GeneratedSample& s : result.samples)
-    samples.push_back({{"prompt", s.prompt}, {"expected", s.expected}, {"generated", s.generated}});
-  summary["samples"] = samples;
+void write_summary(const TrainResult& result, const RunFacts& facts) {
+  const auto max = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+  };
+  json summary = {
+      {"name", facts.name},
+      {"model", facts.model},
+      {"num_parameters", facts.num_parameters},
+      {"steps", result.steps},
+      {"final_loss", result.final_loss},
+      {"samples_per_s", result.samples_per_s},
+      {"tokens_per_s", result.tokens_per_s},
+      {"timed_steps", facts.timed_steps},
+      {"flops_per_s", result.tokens_per_s * facts.flops_per_token},
+      {"train_s", facts.train_s},
+      {"wall_s", result.wall_s},
+      {"peak_rss_mb", max(facts.peak_rss_mb)},
+      {"peak_rss_mb_per_rank", facts.peak_rss_mb},
+      {"peak_host_tensor_mb_per_rank", facts.peak_host_tensor_mb},
+      {"memory_estimate_mb", facts.estimate_mb},
+      {"memory_per_rank_bytes",
+       {{"parameters", facts.memory.parameter_bytes},
+        {"gradients", facts.memory.gradient_bytes},
+        {"optimizer_state", facts.memory.optimizer_bytes}}},
+      {"device", facts.device},
+      {"threads", facts.threads},
+      {"world_size", facts.world_size},
+      {"backend", facts.backend},
+      {"strategy", facts.strategy},
+      {"effective_batch_size", facts.effective_batch_size},
+      {"mixed_precision", facts.mixed_precision},
+  };
+  // What the plan estimates is memory in tensors (on the GPU, or on the host for a CPU run);
+  // resident memory adds the process itself (libraries, the allocator's cache).
+  const double measured =
+      facts.peak_device_mb.empty() ? max(facts.peak_host_tensor_mb) : max(facts.peak_device_mb);
+  if (facts.estimate_mb > 0) summary["peak_vs_estimate"] = measured / facts.estimate_mb;
+  for (const auto& [name, value] : facts.eval.items()) summary["eval_" + name] = value;
+  if (!facts.peak_device_mb.empty()) {
+    summary["device_name"] = facts.device_name;
+    summary["peak_device_memory_mb_per_rank"] = facts.peak_device_mb;
+    summary["peak_device_reserved_mb_per_rank"] = facts.peak_reserved_mb;
+    summary["mfu"] = result.mfu ? json(*result.mfu) : json(nullptr);
+  }
+  if (!facts.world_size_changes.empty()) summary["world_size_changes"] = facts.world_size_changes;
+  if (!facts.loss_scale.is_null()) summary["loss_scale"] = facts.loss_scale;
+  // Objectives that generate: their answers, none when a resumed run had nothing left to evaluate.
+  if (result.eval_prompts > 0) {
+    json samples = json::array();
+    for (const GeneratedSample& s : result.samples)
+      samples.push_back({{"prompt", s.prompt}, {"expected", s.expected}, {"generated", s.generated}});
+    summary["samples"] = samples;
+  }
+  std::ofstream(result.summary_path) << summary.dump(2) << "\n";
+}
+
+std::optional<std::string> last_run_memory(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "summary.json");
+  const json summary = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object() || !summary.contains("peak_vs_estimate")) return std::nullopt;
+  const double ratio = summary.value("peak_vs_estimate", 0.0);
+  const double estimate = summary.value("memory_estimate_mb", 0.0);
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%s on %d rank%s peaked at %.0f MiB in tensors per rank (%.0f MiB resident), "
+                "%.2fx the %.1f MiB estimated for its state",
+                summary.value("strategy", std::string("?")).c_str(), summary.value("world_size", 1),
+                summary.value("world_size", 1) == 1 ? "" : "s",
+                ratio * estimate, summary.value("peak_rss_mb", 0.0), ratio, estimate);
+  return std::string(line);
 }
 
 void print_final_report(const TrainResult& result, const char* rate_unit, std::ostream& out) {

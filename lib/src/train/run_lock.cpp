@@ -12,6 +12,7 @@
 #include <ctime>
 #include <string>
 
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis::train {
@@ -23,9 +24,9 @@ std::string holder_text() {
   const std::time_t now = std::time(nullptr);
   char when[32] = {};
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  const char* run_id = std::getenv("GENESIS_RUN_ID");
+  const std::optional<std::string> run_id = env::run_id();
   return "pid " + std::to_string(::getpid()) + " on " + host + " since " + when +
-         (run_id != nullptr && *run_id != '\0' ? std::string(" (run id ") + run_id + ")" : "");
+         (run_id && !run_id->empty() ? " (run id " + *run_id + ")" : "");
 }
 
 std::string read_all(int fd) {
@@ -42,14 +43,13 @@ std::string read_all(int fd) {
 RunLock::RunLock(const std::filesystem::path& run_dir) {
   std::filesystem::create_directories(run_dir);
   const std::filesystem::path path = run_dir / ".lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  GENESIS_CHECK(fd_ >= 0, IoError,
+  fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  GENESIS_CHECK(fd_, IoError,
                 "cannot open " + path.string() + ": " + std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
-    const std::string holder = read_all(fd_);
-    ::close(fd_);
-    fd_ = -1;
+    const std::string holder = read_all(fd_.get());
+    fd_.reset();
     if (error != EWOULDBLOCK)
       throw IoError("cannot lock " + path.string() + ": " + std::strerror(error));
     throw IoError(run_dir.string() + " is in use by another job (" +
@@ -58,11 +58,7 @@ RunLock::RunLock(const std::filesystem::path& run_dir) {
   }
   // Best effort: the lock holds without it; only the note for whoever is refused would be missing.
   const std::string text = holder_text() + "\n";
-  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, text.data(), text.size(), 0);
-}
-
-RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing drops the flock
+  if (::ftruncate(fd_.get(), 0) == 0) (void)!::pwrite(fd_.get(), text.data(), text.size(), 0);
 }
 
 }  // namespace genesis::train

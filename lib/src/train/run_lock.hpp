@@ -7,6 +7,8 @@
 
 #include <filesystem>
 
+#include "genesis/core/unique_fd.hpp"
+
 namespace genesis::train {
 
 class RunLock {
@@ -14,12 +16,11 @@ class RunLock {
   // Creates run_dir if needed and takes the lock; IoError naming the holder (pid, host, since
   // when, run id) when another process has it.
   explicit RunLock(const std::filesystem::path& run_dir);
-  ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;  // closing it drops the flock
 };
 
 }  // namespace genesis::train

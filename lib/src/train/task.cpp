@@ -1,17 +1,17 @@
-// Model and data construction per model.kind; the config validator has already checked values.
-#include "genesis/train/task.hpp"
+// Model, data and objective per model.kind; the config validator has already checked values.
+#include "task.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include <spdlog/spdlog.h>
 
-#include "genesis/autograd/grad_mode.hpp"
+#include "classification_objective.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/synthetic.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "language_model_objective.hpp"
 
 namespace genesis::train {
 
@@ -38,9 +38,15 @@ std::filesystem::path data_file(const std::string& name) {
   return path;
 }
 
+// The rows of SFT data, and the held-out examples whose prompts evaluation completes.
+struct SftData {
+  data::TensorDataset train, eval;
+  std::vector<data::SftExample> prompts;
+};
+
 // SFT examples from data.source: "tasks:a,b" generates num_samples examples with the eval share
 // held out as distinct prompts; "jsonl:FILE" reads the file and holds out its last lines.
-void load_sft_data(const Config& config, Task& task) {
+SftData load_sft_data(const Config& config) {
   const DataConfig& d = config.data;
   const auto n_eval = static_cast<std::int64_t>(
       std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
@@ -71,74 +77,76 @@ void load_sft_data(const Config& config, Task& task) {
   if (encoded.truncated > 0)
     spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {}", encoded.truncated,
                  train.size(), config.model.block_size);
-  task.train = encoded.rows;
-  if (!eval.empty()) task.eval = data::encode_sft(eval, tokenizer, config.model.block_size).rows;
-  task.generation_eval = std::move(eval);
+  SftData out{.train = encoded.rows, .eval = {}, .prompts = {}};
+  if (!eval.empty()) out.eval = data::encode_sft(eval, tokenizer, config.model.block_size).rows;
+  out.prompts = std::move(eval);
+  return out;
+}
+
+// The mlp and its classification data.
+Task make_classifier(const Config& config, Generator& init) {
+  const ModelConfig& m = config.model;
+  const DataConfig& d = config.data;
+  GENESIS_CHECK(d.source == "synthetic:classification", ConfigError,
+                "model.kind = \"mlp\" trains on data.source = \"synthetic:classification\", got \"" +
+                    d.source + "\"");
+  Task task;
+  task.model = std::make_shared<nn::MLP>(m.input_size, m.hidden_sizes, m.num_classes, init);
+  auto [train, eval] = data::make_synthetic_classification(d.num_samples, m.input_size,
+                                                           m.num_classes, d.eval_fraction, config.seed + 1);
+  task.train = std::move(train);
+  task.eval_examples = eval.size();
+  task.objective = std::make_unique<ClassificationObjective>(std::move(eval));
+  task.flops_per_token = 6.0 * static_cast<double>(task.model->num_parameters());
+  task.description = "mlp " + std::to_string(m.input_size);
+  for (auto h : m.hidden_sizes) task.description += "-" + std::to_string(h);
+  task.description += "-" + std::to_string(m.num_classes);
+  return task;
+}
+
+// The gpt and its token or SFT data.
+Task make_language_model(const Config& config, Generator& init) {
+  const ModelConfig& m = config.model;
+  const DataConfig& d = config.data;
+  nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
+  auto gpt = std::make_shared<nn::GPT>(g, init);
+  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  Task task;
+  task.flops_per_token = gpt->flops_per_token(m.block_size);
+  task.model = gpt;
+  SftData rows;
+  const bool sft = d.source != "synthetic:tokens";
+  if (sft)
+    rows = load_sft_data(config);
+  else
+    std::tie(rows.train, rows.eval) = data::make_synthetic_tokens(
+        d.num_samples, m.block_size, m.vocab_size, d.eval_fraction, config.seed + 1);
+  task.train = std::move(rows.train);
+  task.eval_examples = rows.eval.size();
+  task.objective = std::make_unique<LanguageModelObjective>(std::move(rows.eval),
+                                                            std::move(rows.prompts), sft);
+  task.tokens_per_example = m.block_size;
+  task.description = "gpt n_layer=" + std::to_string(m.n_layer) +
+                     " n_head=" + std::to_string(m.n_head) + " n_embd=" + std::to_string(m.n_embd) +
+                     " block_size=" + std::to_string(m.block_size) +
+                     " vocab_size=" + std::to_string(m.vocab_size);
+  return task;
 }
 
 }  // namespace
 
 Task make_task(const Config& config) {
-  const ModelConfig& m = config.model;
-  const DataConfig& d = config.data;
   Generator init(config.seed);
   Task task;
-  if (m.kind == "mlp") {
-    GENESIS_CHECK(d.source == "synthetic:classification", ConfigError,
-                  "model.kind = \"mlp\" trains on data.source = \"synthetic:classification\", got \"" +
-                      d.source + "\"");
-    task.model = std::make_shared<nn::MLP>(m.input_size, m.hidden_sizes, m.num_classes, init);
-    std::tie(task.train, task.eval) = data::make_synthetic_classification(
-        d.num_samples, m.input_size, m.num_classes, d.eval_fraction, config.seed + 1);
-    task.flops_per_token = 6.0 * static_cast<double>(task.model->num_parameters());
-    task.description = "mlp " + std::to_string(m.input_size);
-    for (auto h : m.hidden_sizes) task.description += "-" + std::to_string(h);
-    task.description += "-" + std::to_string(m.num_classes);
-  } else if (m.kind == "gpt") {
-    nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
-    auto gpt = std::make_shared<nn::GPT>(g, init);
-    gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
-    task.flops_per_token = gpt->flops_per_token(m.block_size);
-    task.model = gpt;
-    if (d.source == "synthetic:tokens") {
-      std::tie(task.train, task.eval) = data::make_synthetic_tokens(
-          d.num_samples, m.block_size, m.vocab_size, d.eval_fraction, config.seed + 1);
-    } else {
-      load_sft_data(config, task);
-      task.masked_targets = true;
-    }
-    task.tokens_per_example = m.block_size;
-    task.description = "gpt n_layer=" + std::to_string(m.n_layer) +
-                       " n_head=" + std::to_string(m.n_head) + " n_embd=" + std::to_string(m.n_embd) +
-                       " block_size=" + std::to_string(m.block_size) +
-                       " vocab_size=" + std::to_string(m.vocab_size);
-  } else {
-    throw ConfigError("unknown model.kind \"" + m.kind + "\" (expected mlp or gpt)");
-  }
+  if (config.model.kind == "mlp")
+    task = make_classifier(config, init);
+  else if (config.model.kind == "gpt")
+    task = make_language_model(config, init);
+  else
+    throw ConfigError("unknown model.kind \"" + config.model.kind + "\" (expected mlp or gpt)");
   GENESIS_CHECK(task.train.size() > 0, ConfigError,
                 "the training split is empty: raise data.num_samples or lower data.eval_fraction");
   return task;
-}
-
-double scored_targets(const Tensor& host_targets) {
-  const Tensor t = host_targets.contiguous();
-  const std::int64_t* v = t.data<std::int64_t>();
-  return static_cast<double>(
-      std::count_if(v, v + t.numel(), [](std::int64_t x) { return x != data::kIgnoreIndex; }));
-}
-
-BatchScore score_logits(const Tensor& low_or_f32_logits, const Tensor& targets, double scored) {
-  // Under autocast the logits come out in bf16/fp16; the loss (and fp16's scaled loss, far past
-  // fp16's range) is computed from an f32 copy, as torch.autocast runs cross_entropy in f32.
-  const Tensor logits = low_or_f32_logits.dtype() == DType::f32 ? low_or_f32_logits
-                                                                : low_or_f32_logits.to(DType::f32);
-  BatchScore s;
-  s.loss = cross_entropy(logits, targets);
-  NoGradGuard no_grad;
-  Tensor hits = eq(argmax(logits, -1), targets);
-  s.correct = sum(hits).item<double>();  // ignored targets are never hit (argmax >= 0)
-  s.predictions = scored;
-  return s;
 }
 
 }  // namespace genesis::train

@@ -4,12 +4,59 @@
 // file, line and key, and suggests the closest valid key.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace genesis {
+
+// The keys with a fixed set of values hold them as these enums once the config layer has read and
+// checked them: code past that layer switches on values and never compares their text. The text
+// (TOML, --print-config, error messages, a checkpoint's saved config) is setting_names' below.
+enum class StrategyKind { automatic, ddp, zero1, zero2, zero3, hsdp };  // distributed.strategy
+enum class BackendKind { automatic, gloo, nccl };                        // distributed.backend
+enum class OffloadKind { none, cpu };                            // distributed.offload_optimizer
+enum class DeviceKind { automatic, cpu, cuda };                  // training.device
+enum class MixedPrecision { no, fp16, bf16 };                    // training.mixed_precision
+enum class OptimizerKind { adamw, adam, sgd };                   // training.optimizer
+enum class LrSchedulerKind { constant, linear, cosine };         // training.lr_scheduler_type
+
+// Each setting's spellings, in enum order, which is also the order error messages list them in.
+template <std::size_t N>
+using SettingNames = std::array<std::string_view, N>;
+constexpr SettingNames<6> setting_names(StrategyKind) {
+  return {"auto", "ddp", "zero1", "zero2", "zero3", "hsdp"};
+}
+constexpr SettingNames<3> setting_names(BackendKind) { return {"auto", "gloo", "nccl"}; }
+constexpr SettingNames<2> setting_names(OffloadKind) { return {"none", "cpu"}; }
+constexpr SettingNames<3> setting_names(DeviceKind) { return {"auto", "cpu", "cuda"}; }
+constexpr SettingNames<3> setting_names(MixedPrecision) { return {"no", "fp16", "bf16"}; }
+constexpr SettingNames<3> setting_names(OptimizerKind) { return {"adamw", "adam", "sgd"}; }
+constexpr SettingNames<3> setting_names(LrSchedulerKind) { return {"constant", "linear", "cosine"}; }
+
+template <typename E>
+concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
+
+// "zero3" for StrategyKind::zero3.
+template <Setting E>
+constexpr std::string_view to_string(E value) {
+  return setting_names(value)[static_cast<std::size_t>(value)];
+}
+
+// The value spelled `text`; nullopt when none is (the config layer's errors say which are).
+template <Setting E>
+constexpr std::optional<E> parse_setting(std::string_view text) {
+  constexpr auto names = setting_names(E{});
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<E>(i);
+  return std::nullopt;
+}
 
 struct ModelConfig {
   std::string kind = "mlp";  // "mlp" | "gpt"
@@ -39,23 +86,23 @@ struct TrainingConfig {
   std::int64_t max_steps = 500;
   double learning_rate = 1e-3;
   double weight_decay = 0.0;
-  std::string optimizer = "adamw";  // "adamw" | "adam" | "sgd"
+  OptimizerKind optimizer = OptimizerKind::adamw;
   double adam_beta1 = 0.9;
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double momentum = 0.9;                   // sgd
-  std::string lr_scheduler_type = "cosine";  // "constant" | "linear" | "cosine"
+  LrSchedulerKind lr_scheduler_type = LrSchedulerKind::cosine;
   double warmup_ratio = 0.0;                 // fraction of max_steps
   std::int64_t warmup_steps = 0;             // wins over warmup_ratio when > 0
   double max_grad_norm = 1.0;                // 0 disables clipping
-  // "no" | "bf16" | "fp16": matmuls and attention in reduced precision, fp32 master weights;
-  // fp16 scales the loss dynamically ([loss_scale]).
-  std::string mixed_precision = "no";
+  // bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 scales
+  // the loss dynamically ([loss_scale]).
+  MixedPrecision mixed_precision = MixedPrecision::no;
   bool gradient_checkpointing = false;       // gpt: recompute each block's activations in backward
   std::int64_t logging_steps = 50;
   std::int64_t eval_steps = 0;  // 0: evaluate only at the end
   std::int64_t eval_batches = 0;  // 0: the whole eval split
-  std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  DeviceKind device = DeviceKind::automatic;
   std::string output_dir = "runs";
   // Checkpoints under <output_dir>/<name>/checkpoints/: every save_steps steps (0: none on the
   // way) and always after the last step.
@@ -70,15 +117,15 @@ struct TrainingConfig {
 };
 
 struct DistributedConfig {
-  std::string strategy = "auto";  // "auto" | "ddp" | "zero1" | "zero2" | "zero3" | "hsdp"
-  std::string backend = "auto";   // "auto" | "gloo" | "nccl"
+  StrategyKind strategy = StrategyKind::automatic;
+  BackendKind backend = BackendKind::automatic;  // auto: nccl on a GPU, gloo on the CPU
   double bucket_cap_mb = 25;      // DDP gradient bucket size
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   bool gradient_as_bucket_view = false;
   double timeout_s = 1800;  // collectives and rendezvous
   std::int64_t hsdp_shard_size = 0;        // 0: the ranks of one node (LOCAL_WORLD_SIZE)
-  std::string offload_optimizer = "none";  // "none" | "cpu"
+  OffloadKind offload_optimizer = OffloadKind::none;
   double memory_budget_gb = 0;             // auto's per-rank budget; 0: device or host memory
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "genesis/core/config.hpp"
 #include "genesis/optim/optimizer.hpp"
 
 namespace genesis::optim {
@@ -17,7 +18,10 @@ const std::vector<std::string>& lr_scheduler_types();
 // The learning rate for the update made after `step` completed updates (step 0 is the first
 // update): base_lr * factor, where the factor ramps from 0 to 1 over warmup_steps and then stays
 // at 1 (constant), falls linearly to 0 at total_steps (linear), or follows a half cosine to 0 at
-// total_steps (cosine). Throws InvalidArgument for an unknown type or negative counts.
+// total_steps (cosine). Throws InvalidArgument for negative counts.
+double lr_at(LrSchedulerKind type, double base_lr, std::int64_t step, std::int64_t warmup_steps,
+             std::int64_t total_steps);
+// The same for the type as transformers spells it; InvalidArgument for an unknown one.
 double lr_at(const std::string& type, double base_lr, std::int64_t step, std::int64_t warmup_steps,
              std::int64_t total_steps);
 
@@ -36,7 +40,7 @@ class LRScheduler {
 
  private:
   Optimizer& optimizer_;
-  std::string type_;
+  LrSchedulerKind type_;
   double base_lr_;
   std::int64_t warmup_steps_;
   std::int64_t total_steps_;

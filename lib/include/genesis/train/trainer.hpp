@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <iosfwd>
 #include <string>
@@ -30,6 +31,9 @@ struct GeneratedSample {
 struct TrainResult {
   std::int64_t steps = 0;
   double final_loss = 0;      // mean training loss over the last logging window
+  // Every figure of the last evaluation by name ("loss", "accuracy", ...), as summary.json has
+  // them with an "eval_" prefix; the ones below are its usual entries.
+  std::map<std::string, double> eval;
   double eval_loss = 0;
   double eval_accuracy = 0;   // fraction of correct predictions (classes or next tokens)
   // SFT: the fraction of held-out prompts whose greedy generation is exactly the response, over

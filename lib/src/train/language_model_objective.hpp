@@ -1,0 +1,31 @@
+// Next-token prediction: a GPT's cross-entropy at every position (ClassificationObjective over the
+// vocabulary). On SFT data the prompt and padding targets are masked, so micro-batches of one size
+// score different numbers of tokens and are weighed by that count, and each evaluation also
+// completes held-out prompts by greedy generation and reports how many it answers exactly.
+#pragma once
+
+#include <vector>
+
+#include "classification_objective.hpp"
+#include "genesis/data/sft.hpp"
+
+namespace genesis::train {
+
+class LanguageModelObjective : public ClassificationObjective {
+ public:
+  // `eval`: held-out rows scored token by token. `prompts`: held-out SFT examples to complete
+  // (empty: none); `masked_targets`: the rows' targets hold the ignore index.
+  LanguageModelObjective(data::TensorDataset eval, std::vector<data::SftExample> prompts,
+                         bool masked_targets);
+
+  bool weighs_by_items() const override { return masked_targets_; }
+  // ClassificationObjective's "loss" and "accuracy", then "exact_match" and "prompts" when
+  // there are prompts: as many as the budget's batches hold (all when it has no limit).
+  Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) override;
+
+ private:
+  std::vector<data::SftExample> prompts_;
+  bool masked_targets_;
+};
+
+}  // namespace genesis::train

@@ -1,0 +1,89 @@
+// metrics.jsonl lines are JSON objects keyed by metric (nlohmann sorts the keys), flushed as they
+// are written, so a run killed mid-way has logged every step it finished.
+#include "metrics_recorder.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::train {
+namespace {
+
+using nlohmann::json;
+
+// The lines of an earlier metrics.jsonl up to `last_step`.
+std::vector<std::string> lines_up_to(const std::filesystem::path& path, std::int64_t last_step) {
+  std::vector<std::string> kept;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const json entry = json::parse(line, nullptr, false);
+    if (!entry.is_discarded() && entry.value("step", std::int64_t{0}) <= last_step)
+      kept.push_back(line);
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::string metric_texts(const std::vector<Metric>& metrics, bool bar_only) {
+  std::string text;
+  for (const Metric& m : metrics)
+    if (!m.text.empty() && (m.on_bar || !bar_only)) text += (text.empty() ? "" : " ") + m.text;
+  return text;
+}
+
+double metric_value(const std::vector<Metric>& metrics, std::string_view key) {
+  for (const Metric& m : metrics)
+    if (m.key == key) return m.value.get<double>();
+  return 0.0;
+}
+
+MetricsRecorder::MetricsRecorder(const std::filesystem::path& run_dir, const Job& job,
+                                 std::int64_t first_step, std::int64_t max_steps, bool interactive)
+    : main_(job.is_main()),
+      interactive_(interactive && main_),
+      max_steps_(max_steps),
+      bar_(max_steps, interactive_, first_step) {
+  if (!main_) return;
+  std::filesystem::create_directories(run_dir);
+  const std::filesystem::path path = run_dir / "metrics.jsonl";
+  const std::vector<std::string> kept =
+      first_step > 1 ? lines_up_to(path, first_step - 1) : std::vector<std::string>{};
+  file_.open(path, std::ios::trunc);
+  GENESIS_CHECK(file_.good(), IoError, "cannot write " + path.string());
+  for (const std::string& line : kept) file_ << line << "\n";
+  file_.flush();
+}
+
+void MetricsRecorder::record_step(std::int64_t step, const std::vector<Metric>& metrics) {
+  if (!main_) return;
+  json line{{"step", step}};
+  for (const Metric& m : metrics)
+    if (m.in_file) line[m.key] = m.value;
+  file_ << line.dump() << "\n";
+  file_.flush();
+  if (!interactive_)
+    spdlog::info("step {}/{} {} ETA {}", step, max_steps_, metric_texts(metrics),
+                 format_duration(bar_.eta_seconds(step)));
+}
+
+void MetricsRecorder::record_eval(std::int64_t step, const std::vector<Metric>& metrics) {
+  if (!main_) return;
+  json line{{"step", step}};
+  for (const Metric& m : metrics)
+    if (m.in_file) line["eval_" + m.key] = m.value;
+  file_ << line.dump() << "\n";
+  file_.flush();
+  bar_.clear();
+  spdlog::info("step {} eval {}", step, metric_texts(metrics));
+}
+
+void MetricsRecorder::show_progress(std::int64_t step, const std::vector<Metric>& metrics) {
+  bar_.update(step, metric_texts(metrics, true));
+}
+
+void MetricsRecorder::clear_bar() { bar_.clear(); }
+
+void MetricsRecorder::finish_bar() { bar_.finish(); }
+
+}  // namespace genesis::train

@@ -1,0 +1,101 @@
+// What a training objective decides, apart from the loop that runs it (training_loop.hpp): how a
+// micro-batch becomes the loss backward runs on and the sums its training figures are made of,
+// how the model is evaluated, and what state of its own a checkpoint keeps. The loop owns the rest
+// (steps, accumulation, clipping, precision, logging, checkpoints, resume) and never asks which
+// objective it runs. ClassificationObjective and LanguageModelObjective implement it; objectives
+// over pairs or rollouts (reward model, DPO, GRPO, PPO) bring their own rows and frozen models.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/data/dataset.hpp"
+#include "genesis/parallel/strategy.hpp"
+#include "genesis/train/trainer.hpp"
+#include "job.hpp"
+#include "metrics_recorder.hpp"
+
+namespace genesis::train {
+
+// Named sums over a logging window: each micro-batch adds its own, and the logged figures add
+// them over the ranks. "loss" and "steps" are the loop's own and may not be used.
+using WindowSums = std::map<std::string, double>;
+
+struct MicroBatch {
+  data::TensorDataset rows;  // on the rank's device
+  double items = 0;          // Objective::count_items of the rows, counted on the host
+  bool last = true;          // the step's last: its backward reduces the step's gradients
+};
+
+struct BatchLoss {
+  Tensor loss;      // 0-d, differentiable: the mean over the micro-batch's items
+  WindowSums sums;  // e.g. {"correct": 9, "predictions": 32}
+};
+
+// A training figure of the objective: the ratio of two window sums over all ranks (0 while the
+// denominator is 0), on every log line, metrics.jsonl line and the progress bar.
+struct WindowMetric {
+  std::string key;                     // metrics.jsonl: "accuracy"
+  std::string label;                   // log line and progress bar: "acc"
+  std::string numerator, denominator;  // names in WindowSums
+  int decimals = 3;                    // on the log line
+};
+
+// How much of its eval data one evaluation covers.
+struct EvalBudget {
+  std::int64_t batch_size = 1;   // examples per forward
+  std::int64_t max_batches = 0;  // 0: all of it
+};
+
+struct Evaluation {
+  // Named without the "eval_" prefix metrics.jsonl and summary.json give them ("loss"); their
+  // text is what the log line shows after "step N eval".
+  std::vector<Metric> metrics;
+  std::vector<GeneratedSample> samples;  // generative objectives: a few answers to report
+};
+
+// What an objective computes with.
+struct ObjectiveContext {
+  parallel::Strategy& strategy;  // the model as this rank trains it; module() between steps
+  const Job& job;                // the ranks, for collective evaluation
+  Device device;                 // where batches go
+};
+
+class Objective {
+ public:
+  virtual ~Objective() = default;
+
+  // What `rows` (on the host) average their loss over: examples, scored targets, pairs. Counted
+  // before the upload, so that no device reduction waits for it.
+  virtual double count_items(const data::TensorDataset& rows) const = 0;
+  // True when batches of one size average over different numbers of items (masked targets):
+  // the loop then weighs each micro-batch by its share of the step's items on all ranks, so the
+  // step's gradient is that of the mean over every item; otherwise each weighs 1 / accumulation.
+  virtual bool weighs_by_items() const { return false; }
+  // The forward (through ctx.strategy, batch.last as its sync flag) and the loss, under the
+  // run's autocast.
+  virtual BatchLoss compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) = 0;
+  // The training figures made of the window sums, in log-line order.
+  virtual std::vector<WindowMetric> window_metrics() const = 0;
+
+  // Collective: every rank calls it with full parameters in ctx.strategy.module(); the figures
+  // are those of all the eval data, whatever the world size.
+  virtual Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) = 0;
+
+  // State of its own a checkpoint keeps for this rank (a running baseline, say); null: none.
+  virtual nlohmann::json state() const { return nullptr; }
+  virtual void load_state(const nlohmann::json& state) { (void)state; }
+};
+
+// `rows` on `device`: host datasets are uploaded batch by batch (token ids and labels are small
+// next to the activations they produce), from pinned memory so the copies queue behind the
+// running step instead of waiting for it.
+inline data::TensorDataset to_device(data::TensorDataset rows, Device device) {
+  if (device.is_cpu()) return rows;
+  return {rows.inputs.pin_memory().to(device), rows.targets.pin_memory().to(device)};
+}
+
+}  // namespace genesis::train

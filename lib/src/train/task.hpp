@@ -1,0 +1,33 @@
+// A Task is what the trainer trains: a model built from the config, the rows the loop draws
+// training batches from, and the objective that turns them into a loss and evaluates the model
+// on its held-out data. make_task picks the objective the model and data call for, so the loop
+// never branches on either.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "genesis/core/config.hpp"
+#include "genesis/data/dataset.hpp"
+#include "genesis/nn/module.hpp"
+#include "objective.hpp"
+
+namespace genesis::train {
+
+struct Task {
+  std::shared_ptr<nn::Module> model;
+  data::TensorDataset train;
+  std::int64_t eval_examples = 0;        // held out for the objective's evaluation
+  std::unique_ptr<Objective> objective;
+  std::int64_t tokens_per_example = 1;  // sequence length for language models
+  double flops_per_token = 0;           // training FLOPs per token (forward + backward)
+  std::string description;              // one line for the start-up banner
+};
+
+// Builds the model (initialised from config.seed) and generates the data (from config.seed + 1):
+// model.kind "mlp" trains a ClassificationObjective, "gpt" a LanguageModelObjective (with
+// masked targets and exact-match generation on SFT data).
+Task make_task(const Config& config);
+
+}  // namespace genesis::train

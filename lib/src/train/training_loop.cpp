@@ -1,0 +1,237 @@
+// Under a launcher every rank runs this loop on its shard of each global batch through the
+// strategy; the recorder writes on rank 0 only, and logged figures are reduced over ranks first.
+#include "training_loop.hpp"
+
+#include <numeric>
+
+#include <spdlog/spdlog.h>
+
+#include "genesis/amp/autocast.hpp"
+#include "genesis/optim/lr_scheduler.hpp"
+#include "genesis/parallel/memory_plan.hpp"
+#include "genesis/tensor/cuda_memory.hpp"
+#include "genesis/tensor/host_memory.hpp"
+#include "genesis/tensor/ops.hpp"
+#include "preemption.hpp"
+
+namespace genesis::train {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// "mem 3.10 GiB/4.00 GiB": this rank's GPU memory in tensors / held (cache included), for the
+// log line; not a metrics.jsonl figure.
+Metric device_memory(Device device) {
+  const std::int64_t allocated = cuda::memory_allocated(device.index);
+  return {"memory_allocated", allocated,
+          "mem " + parallel::format_bytes(allocated) + "/" +
+              parallel::format_bytes(cuda::memory_reserved(device.index)),
+          false};
+}
+
+}  // namespace
+
+std::int64_t warmup_steps_of(const TrainingConfig& c) {
+  return c.warmup_steps > 0 ? c.warmup_steps
+                            : static_cast<std::int64_t>(c.warmup_ratio * static_cast<double>(c.max_steps));
+}
+
+TrainingLoop::TrainingLoop(LoopParts parts, Precision precision, const std::optional<Resumed>& resumed)
+    : p_(std::move(parts)),
+      precision_(std::move(precision)),
+      window_metrics_(p_.task.objective->window_metrics()),
+      first_step_(resumed ? resumed->step + 1 : 1),
+      warmup_steps_(warmup_steps_of(p_.config)),
+      throughput_(first_step_, p_.config.max_steps, p_.device) {
+  if (!resumed) return;
+  state_ = resumed->state;
+  logged_loss_ = resumed->loss;
+  p_.sampler.set_position(state_.epoch, state_.consumed / p_.job.world_size());
+  if (precision_.scaler && !state_.loss_scale.is_null()) precision_.scaler->load_state(state_.loss_scale);
+  p_.task.objective->load_state(state_.objective);
+}
+
+LoopResult TrainingLoop::run() {
+  const TrainingConfig& c = p_.config;
+  // A run resumed from its final checkpoint has nothing left to train or evaluate; the loop
+  // evaluates its last step, so only a run of 0 steps evaluates after it.
+  bool evaluated_at_end = first_step_ > c.max_steps;
+  const PreemptionWatch preemption;
+  host_allocator::empty_cache();  // nothing freed while setting up (the full model) is asked again
+  for (std::int64_t step = first_step_; step <= c.max_steps; ++step) {
+    record_step(step, train_step(step));
+    // The last step is evaluated before it is saved, so its checkpoint holds the final eval
+    // figures that "auto" on the finished run reports again.
+    if ((c.eval_steps > 0 && step % c.eval_steps == 0) || step == c.max_steps) {
+      evaluate(step);
+      evaluated_at_end = step == c.max_steps;
+    }
+    // A scheduler's signal: save here (the run may be killed before the next step) and stop.
+    const int signal = step < c.max_steps ? preemption.agreed_signal(p_.job, step) : 0;
+    if ((c.save_steps > 0 && step % c.save_steps == 0) || step == c.max_steps || signal != 0)
+      save(step);
+    if (signal != 0) {
+      p_.recorder.finish_bar();
+      if (p_.job.is_main())
+        spdlog::warn("received {}: stopped after step {} with a checkpoint; continue with "
+                     "--resume auto", preemption_signal_name(signal), step);
+      return result(step, signal);
+    }
+  }
+  p_.recorder.finish_bar();
+  if (!evaluated_at_end) evaluate(c.max_steps);
+  return result(c.max_steps, 0);
+}
+
+LoopResult TrainingLoop::result(std::int64_t steps, int signal) const {
+  return {.steps = steps,
+          .stopped_by_signal = signal,
+          .logged_loss = logged_loss_,
+          .state = state_,
+          .samples = samples_,
+          .examples_per_s = throughput_.examples_per_s(),
+          .timed_steps = throughput_.timed_steps(),
+          .loss_scale = precision_.scaler
+                            ? nlohmann::json{{"final", precision_.scaler->scale()},
+                                             {"skipped_steps", precision_.scaler->skipped_steps()}}
+                            : nlohmann::json()};
+}
+
+TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
+  const TrainingConfig& c = p_.config;
+  Objective& objective = *p_.task.objective;
+  throughput_.begin_step();
+  const std::int64_t examples_before = state_.examples;
+  std::vector<data::TensorDataset> rows;
+  std::vector<double> items;
+  for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
+    rows.push_back(data::take_rows(p_.task.train, p_.sampler.next_batch()));
+    items.push_back(objective.count_items(rows.back()));
+  }
+  const std::vector<double> weights = loss_weights(items);
+  for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
+    const MicroBatch batch{to_device(std::move(rows[micro]), p_.device), items[micro],
+                           micro + 1 == p_.accumulation};
+    BatchLoss out;
+    {
+      amp::AutocastGuard autocast(precision_.autocast);
+      out = objective.compute_loss(batch, context());
+    }
+    const double weight = weights[micro];
+    state_.window_loss += out.loss.item<double>() * weight;
+    for (const auto& [name, sum] : out.sums) state_.window_sums[name] += sum;
+    state_.examples += batch.rows.size();
+    p_.strategy.backward(scale_loss(precision_, weight == 1.0 ? out.loss : out.loss * weight));
+  }
+  const GradientCheck check = finish_gradients(precision_, p_.strategy, c.max_grad_norm);
+  const double lr =
+      optim::lr_at(c.lr_scheduler_type, c.learning_rate, step - 1, warmup_steps_, c.max_steps);
+  if (!check.overflow) {
+    p_.strategy.step(lr);
+  } else if (p_.job.is_main()) {
+    p_.recorder.clear_bar();
+    spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}: step skipped, scale now {:g}",
+                 step, check.scale_before, check.scale_after);
+  }
+  state_.train_s += throughput_.end_step(step, state_.examples - examples_before);
+  ++state_.window_steps;
+  host_allocator::trim_cache();  // the cache keeps what this step reused, for the next one
+  return {lr, check.grad_norm};
+}
+
+// What each micro-batch's mean loss is multiplied by before backward, given the items each
+// scores. The step's gradient must be that of the mean loss over every item the step scores on
+// all ranks, so that N ranks with batch B (or accumulation) train exactly as one rank with the
+// whole batch: strategies average gradients over ranks, so micro-batch m of a rank weighs
+// items_m * world / (the step's count). Equal counts give every micro-batch 1/accumulation;
+// varying ones (masked SFT targets) need the count summed over ranks, as transformers'
+// num_items_in_batch.
+std::vector<double> TrainingLoop::loss_weights(const std::vector<double>& items) const {
+  std::vector<double> weights(items.size(), 1.0 / static_cast<double>(items.size()));
+  if (!p_.task.objective->weighs_by_items()) return weights;
+  std::vector<double> step{std::accumulate(items.begin(), items.end(), 0.0)};
+  p_.job.sum(step);  // f32 on the wire: exact up to 2^24 items a step
+  // A step with no item at all keeps the plain mean (its loss is undefined either way).
+  if (step[0] == 0) return weights;
+  for (std::size_t m = 0; m < items.size(); ++m)
+    weights[m] = items[m] * p_.job.world_size() / step[0];
+  return weights;
+}
+
+// The bar shows this rank's running figures every step; the logged ones are reduced over ranks.
+void TrainingLoop::record_step(std::int64_t step, const StepFigures& figures) {
+  p_.recorder.show_progress(step, step_metrics(figures, false));
+  if (step % p_.config.logging_steps != 0 && step != p_.config.max_steps) return;
+  const std::vector<Metric> metrics = step_metrics(figures, true);
+  p_.recorder.record_step(step, metrics);
+  logged_loss_ = metric_value(metrics, "loss");
+  state_.window_loss = 0;
+  state_.window_steps = 0;
+  for (auto& [name, sum] : state_.window_sums) sum = 0;  // kept: every checkpoint names them
+}
+
+// The figures of a training record, in log-line order. `reduced`: over every rank (collective).
+std::vector<Metric> TrainingLoop::step_metrics(const StepFigures& figures, bool reduced) const {
+  const int world = p_.job.world_size();
+  const auto steps = static_cast<double>(state_.window_steps);
+  double loss = state_.window_loss / steps;
+  WindowSums sums = state_.window_sums;
+  if (reduced && world > 1) {
+    std::vector<double> values{state_.window_loss};
+    for (const auto& [name, sum] : sums) values.push_back(sum);
+    p_.job.sum(values);
+    loss = values[0] / world / steps;
+    std::size_t i = 1;
+    for (auto& [name, sum] : sums) sum = values[i++];
+  }
+  std::vector<Metric> m{{"loss", loss, fmt::format("loss {:.4f}", loss), true, true}};
+  for (const WindowMetric& w : window_metrics_) {
+    const double value = sums[w.denominator] > 0 ? sums[w.numerator] / sums[w.denominator] : 0.0;
+    m.push_back({w.key, value, fmt::format("{} {:.{}f}", w.label, value, w.decimals), true, true});
+  }
+  // Every rank trains as many examples a step. A classifier's examples are not tokens.
+  const double samples_per_s = throughput_.examples_per_s() * world;
+  const double tokens_per_s = samples_per_s * static_cast<double>(p_.task.tokens_per_example);
+  const char* rate_unit = p_.task.tokens_per_example > 1 ? "tok/s" : "samples/s";
+  m.push_back({"lr", figures.lr, fmt::format("lr {:.2e}", figures.lr), true, true});
+  m.push_back({"grad_norm", figures.grad_norm, fmt::format("grad_norm {:.3f}", figures.grad_norm)});
+  m.push_back({"samples_per_s", samples_per_s, ""});
+  m.push_back({"tokens_per_s", tokens_per_s, fmt::format("{:.0f} {}", tokens_per_s, rate_unit),
+               true, true});
+  m.push_back({"elapsed_s", seconds_since(p_.started), ""});
+  if (precision_.scaler) m.push_back({"loss_scale", precision_.scaler->scale(), ""});
+  if (reduced && p_.device.is_cuda()) m.push_back(device_memory(p_.device));
+  return m;
+}
+
+void TrainingLoop::evaluate(std::int64_t step) {
+  p_.strategy.gather_full_parameters();  // ZeRO-3: full parameters on every rank until forward
+  Evaluation evaluation;
+  {
+    amp::AutocastGuard autocast(precision_.autocast);  // evaluated as it trains
+    evaluation = p_.task.objective->evaluate(
+        context(), {.batch_size = p_.config.per_device_train_batch_size,
+                    .max_batches = p_.config.eval_batches});
+  }
+  state_.eval = nlohmann::json::object();
+  for (const Metric& m : evaluation.metrics) state_.eval[m.key] = m.value;
+  samples_ = std::move(evaluation.samples);
+  p_.recorder.record_eval(step, evaluation.metrics);
+}
+
+void TrainingLoop::save(std::int64_t step) {
+  p_.recorder.clear_bar();
+  state_.epoch = p_.sampler.epoch();
+  state_.consumed = p_.sampler.position() * p_.job.world_size();
+  state_.loss_scale = precision_.scaler ? precision_.scaler->state() : nlohmann::json();
+  state_.objective = p_.task.objective->state();
+  p_.save(step, state_, logged_loss_);
+}
+
+ObjectiveContext TrainingLoop::context() const {
+  return {.strategy = p_.strategy, .job = p_.job, .device = p_.device};
+}
+
+}  // namespace genesis::train
