@@ -59,9 +59,9 @@ inline std::map<std::string, Tensor> fixture_state(std::uint64_t seed, std::int6
 }
 
 // Rank r's pieces: every third tensor whole on rank (i % 2), the others split in two ranges.
-inline std::vector<parallel::StatePiece> fixture_pieces(const std::map<std::string, Tensor>& state,
+inline std::vector<ckpt::StatePiece> fixture_pieces(const std::map<std::string, Tensor>& state,
                                                         int rank) {
-  std::vector<parallel::StatePiece> pieces;
+  std::vector<ckpt::StatePiece> pieces;
   int i = 0;
   for (const auto& [name, t] : state) {
     const std::int64_t n = t.numel();

@@ -19,7 +19,7 @@ namespace genesis {
 namespace {
 
 namespace fs = std::filesystem;
-using parallel::StatePiece;
+using ckpt::StatePiece;
 
 // "w" (3x4 f32 = 0..11) split 5 / 7 over the ranks, "b" whole on rank 1, "n" (i64 scalar) on 0.
 std::vector<StatePiece> pieces_of(int rank, std::int64_t step) {

@@ -35,8 +35,8 @@ ckpt::Manifest one_rank_header(std::int64_t step) {
 }
 
 // One rank holding every tensor of `state` whole.
-std::vector<std::vector<parallel::StatePiece>> whole(const std::map<std::string, Tensor>& state) {
-  std::vector<parallel::StatePiece> pieces;
+std::vector<std::vector<ckpt::StatePiece>> whole(const std::map<std::string, Tensor>& state) {
+  std::vector<ckpt::StatePiece> pieces;
   for (const auto& [name, t] : state) pieces.push_back({name, t.shape(), 0, t});
   return {pieces};
 }
@@ -69,7 +69,7 @@ TEST_CASE("write_checkpoint_directory commits a loadable checkpoint or nothing a
   // Overlapping pieces are refused, and neither the target nor the temporary directory remains.
   const Tensor w = state.at("model.wte.weight");
   const std::int64_t n = w.numel();
-  std::vector<std::vector<parallel::StatePiece>> overlap = {
+  std::vector<std::vector<ckpt::StatePiece>> overlap = {
       {{"model.wte.weight", w.shape(), 0, w.reshape({n}).slice(0, 0, n / 2 + 1)}},
       {{"model.wte.weight", w.shape(), n / 2, w.reshape({n}).slice(0, n / 2, n)}}};
   ckpt::Manifest two = one_rank_header(10);

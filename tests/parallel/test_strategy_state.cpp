@@ -15,8 +15,8 @@
 #include "parallel/strategy_harness.hpp"
 
 using namespace genesis::testing::strategy_harness;
-using genesis::parallel::StatePiece;
-using genesis::parallel::StateSource;
+using genesis::ckpt::StatePiece;
+using genesis::ckpt::StateSource;
 using Catch::Matchers::Contains;
 using StorePtr = std::shared_ptr<genesis::dist::Store>;
 

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // Adds one piece to `named` (the rank file's tensors) and its ShardRef to the manifest index.
-void add_piece(const parallel::StatePiece& p, const std::string& file, NamedTensors& named,
+void add_piece(const ckpt::StatePiece& p, const std::string& file, NamedTensors& named,
                Manifest& m) {
   const std::int64_t full = shape_numel(p.shape);
   const std::int64_t numel = p.data.numel();
@@ -75,7 +75,7 @@ std::int64_t entry_bytes(const TensorEntry& e) {
 }  // namespace
 
 Manifest write_checkpoint_directory(const fs::path& out, Manifest header,
-                                    const std::vector<std::vector<parallel::StatePiece>>& rank_pieces) {
+                                    const std::vector<std::vector<ckpt::StatePiece>>& rank_pieces) {
   GENESIS_CHECK(!rank_pieces.empty() && header.ranks.size() == rank_pieces.size(), InvalidArgument,
                 "a checkpoint needs one rank state per rank file: " +
                     std::to_string(header.ranks.size()) + " states for " +
@@ -97,7 +97,7 @@ Manifest write_checkpoint_directory(const fs::path& out, Manifest header,
     for (std::size_t r = 0; r < rank_pieces.size(); ++r) {
       const std::string file = detail::rank_file_name(r);
       NamedTensors named;
-      for (const parallel::StatePiece& p : rank_pieces[r]) add_piece(p, file, named, header);
+      for (const ckpt::StatePiece& p : rank_pieces[r]) add_piece(p, file, named, header);
       save_safetensors(tmp / file, named,
                        {{"format", "pt"}, {"genesis_step", std::to_string(header.step)},
                         {"genesis_rank", std::to_string(r)}});
@@ -174,7 +174,7 @@ ReshardResult reshard_checkpoint(const Checkpoint& checkpoint, const ReshardOpti
   std::stable_sort(by_size.begin(), by_size.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::int64_t> load(static_cast<std::size_t>(world), 0);
-  std::vector<std::vector<parallel::StatePiece>> pieces(static_cast<std::size_t>(world));
+  std::vector<std::vector<ckpt::StatePiece>> pieces(static_cast<std::size_t>(world));
   for (const auto& [bytes, name] : by_size) {
     const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     load[r] += bytes;

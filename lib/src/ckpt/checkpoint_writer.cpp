@@ -24,10 +24,10 @@ using nlohmann::json;
 
 // Writes this rank's pieces and returns its index: the file and, per piece, where it went.
 json write_rank_file(const fs::path& dir, int rank, std::int64_t step,
-                     const std::vector<parallel::StatePiece>& pieces) {
+                     const std::vector<ckpt::StatePiece>& pieces) {
   NamedTensors named;
   json index = json::array();
-  for (const parallel::StatePiece& p : pieces) {
+  for (const ckpt::StatePiece& p : pieces) {
     const std::int64_t full = shape_numel(p.shape);
     const std::int64_t numel = p.data.numel();
     GENESIS_CHECK(p.offset >= 0 && p.offset + numel <= full, InvalidArgument,
@@ -126,7 +126,7 @@ std::string error_of(const std::exception& e) { return e.what(); }
 }  // namespace
 
 std::filesystem::path save_checkpoint(const SaveOptions& options,
-                                      const std::vector<parallel::StatePiece>& pieces,
+                                      const std::vector<ckpt::StatePiece>& pieces,
                                       const nlohmann::json& rank_state, dist::ProcessGroup& group) {
   const std::string name = checkpoint_dir_name(options.step);
   const fs::path& root = options.checkpoints_dir;

@@ -2,6 +2,7 @@
 // warmup + iterations times on a small f32 tensor, each result compared exactly, each run timed.
 // Inputs change every iteration (a stale buffer cannot pass) and are small integers, so every sum
 // is exact in f32. Per-op failure counts are summed over the group at the end so all ranks agree.
+#include "genesis/core/format.hpp"
 #include "genesis/doctor/comm_check.hpp"
 
 #include <algorithm>
@@ -174,7 +175,7 @@ std::string timing_text(const OpRun& run, int world_size, std::int64_t bytes) {
   else
     std::snprintf(text, sizeof text, "median %.0f us", median);
   std::string out = std::to_string(world_size) + (world_size == 1 ? " rank, " : " ranks, ");
-  if (bytes > 0) out += detail::format_bytes(static_cast<unsigned long long>(bytes)) + ", ";
+  if (bytes > 0) out += format_bytes(static_cast<double>(bytes)) + ", ";
   return out + text + " over " + std::to_string(run.micros.size()) + " runs, results exact";
 }
 

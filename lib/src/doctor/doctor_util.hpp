@@ -13,19 +13,6 @@
 namespace genesis::doctor::detail {
 
 // 1536 -> "1.5 KiB"; whole bytes below 1 KiB.
-inline std::string format_bytes(unsigned long long bytes) {
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes) / 1024.0;
-  int unit = 0;
-  while (value >= 1024.0 && unit < 3) {
-    value /= 1024.0;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
-  return text;
-}
 
 // The whole text must be a decimal integer (no sign games, no trailing junk), as a launcher writes.
 inline std::optional<long long> parse_integer(const std::string& text) {

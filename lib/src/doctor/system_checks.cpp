@@ -9,13 +9,13 @@
 #include <sstream>
 
 #include "doctor_util.hpp"
+#include "genesis/core/format.hpp"
 #include "genesis/core/build_info.hpp"
 #include "genesis/doctor/doctor.hpp"
 
 namespace genesis::doctor {
 namespace {
 
-using detail::format_bytes;
 using detail::parse_integer;
 
 // "MemTotal:  24567896 kB" -> bytes; 0 when the field is missing.

@@ -1,4 +1,5 @@
 // The memory estimates behind strategy = "auto" and `train --dry-run` (see memory_plan.hpp).
+#include "genesis/core/format.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 
 #include <unistd.h>
@@ -98,19 +99,6 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   }
   plan.reason = line;
   return plan;
-}
-
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 4) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  else std::snprintf(buf, sizeof buf, bytes < 10 ? "%.2f %s" : bytes < 100 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
 }
 
 void print_memory_plan(const MemoryPlan& plan, std::ostream& out) {

@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "flat_params.hpp"
+#include "genesis/ckpt/state_piece.hpp"
 #include "genesis/optim/optimizer.hpp"
-#include "genesis/parallel/strategy_state.hpp"
 
 namespace genesis::parallel::detail {
+
+using ckpt::StatePiece;
+using ckpt::StateSource;
 
 std::string model_name(const std::string& tensor);  // "model.<tensor>"
 std::string optimizer_name(const std::string& param, const std::string& state);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "genesis/core/format.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "progress.hpp"
 
@@ -109,7 +110,7 @@ void print_final_report(const TrainResult& result, const char* rate_unit, std::o
                 result.tokens_per_s, rate_unit);
   out << line;
   if (result.peak_device_memory > 0) {
-    out << "gpu: peak memory " << parallel::format_bytes(result.peak_device_memory)
+    out << "gpu: peak memory " << format_bytes(result.peak_device_memory)
         << " in tensors per rank";
     if (result.mfu) {
       std::snprintf(line, sizeof line, ", MFU %.1f%%", *result.mfu * 100.0);

@@ -3,6 +3,7 @@
 // checkpoint it starts from; then the banner, the TrainingLoop, and summary.json with the final
 // report. What a batch's loss is belongs to the objective and how a step runs to the loop, so
 // nothing here depends on either. Rank 0 alone prints and writes files.
+#include "genesis/core/format.hpp"
 #include "genesis/train/trainer.hpp"
 
 #include <omp.h>
@@ -222,9 +223,9 @@ void print_banner(const Run& run, std::ostream& out) {
       << (world == 1 || run.device.is_cuda() ? "\n" : " per rank\n")
       << "  output     " << run.dir.string() << "\n";
   const parallel::StrategyEstimate& e = run.plan.estimate(name);
-  out << "  memory     per rank: parameters " << parallel::format_bytes(e.parameter_bytes)
-      << ", gradients " << parallel::format_bytes(e.gradient_bytes) << ", optimizer state "
-      << parallel::format_bytes(e.optimizer_bytes) << " (estimate)\n";
+  out << "  memory     per rank: parameters " << format_bytes(e.parameter_bytes)
+      << ", gradients " << format_bytes(e.gradient_bytes) << ", optimizer state "
+      << format_bytes(e.optimizer_bytes) << " (estimate)\n";
   if (automatic) out << "  auto       " << run.plan.reason << "\n";
   // In the flushed header: a run killed soon after (stdout piped to a file) still said it.
   if (run.start.resumed)

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "genesis/core/format.hpp"
 #include "genesis/amp/autocast.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
 #include "genesis/parallel/memory_plan.hpp"
@@ -26,8 +27,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 Metric device_memory(Device device) {
   const std::int64_t allocated = cuda::memory_allocated(device.index);
   return {"memory_allocated", allocated,
-          "mem " + parallel::format_bytes(allocated) + "/" +
-              parallel::format_bytes(cuda::memory_reserved(device.index)),
+          "mem " + format_bytes(allocated) + "/" +
+              format_bytes(cuda::memory_reserved(device.index)),
           false};
 }
 

@@ -19,7 +19,7 @@
 #include "genesis/ckpt/manifest.hpp"
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/dist/process_group.hpp"
-#include "genesis/parallel/strategy_state.hpp"
+#include "genesis/ckpt/state_piece.hpp"
 
 namespace genesis::ckpt {
 
@@ -39,13 +39,13 @@ struct SaveOptions {
 // permissions) throws the same IoError on every rank, and `latest` is untouched. Returns the
 // committed directory.
 std::filesystem::path save_checkpoint(const SaveOptions& options,
-                                      const std::vector<parallel::StatePiece>& pieces,
+                                      const std::vector<ckpt::StatePiece>& pieces,
                                       const nlohmann::json& rank_state, dist::ProcessGroup& group);
 
 // A committed checkpoint, opened for reading. Files are loaded on first use and every piece's
 // checksum is checked before its bytes are used, so a corrupt shard is an IoError naming the file,
 // never silently wrong weights.
-class Checkpoint : public parallel::StateSource {
+class Checkpoint : public ckpt::StateSource {
  public:
   // Reads and checks manifest.json; IoError (naming the path) if `dir` is not a checkpoint.
   explicit Checkpoint(std::filesystem::path dir);

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "genesis/core/format.hpp"
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/manifest.hpp"
-#include "genesis/parallel/memory_plan.hpp"
 
 namespace genesis::ckpt {
 
@@ -59,8 +59,6 @@ nlohmann::json checkpoint_info_json(const std::filesystem::path& dir, const Mani
 std::string verify_checkpoint(const Checkpoint& checkpoint);
 
 // 1234567 -> "1.18 MiB", as the rest of genesis prints sizes.
-inline std::string size_text(std::int64_t bytes) {
-  return parallel::format_bytes(static_cast<double>(bytes));
-}
+inline std::string size_text(std::int64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 
 }  // namespace genesis::ckpt

@@ -13,7 +13,7 @@
 
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/manifest.hpp"
-#include "genesis/parallel/strategy_state.hpp"
+#include "genesis/ckpt/state_piece.hpp"
 
 namespace genesis::ckpt {
 
@@ -22,7 +22,7 @@ namespace genesis::ckpt {
 // (world_size = rank_pieces.size() = header.ranks.size()); its files and tensors are filled in
 // here. Built in <parent>/.tmp-<name>/ and renamed only when complete; returns the manifest.
 Manifest write_checkpoint_directory(const std::filesystem::path& out, Manifest header,
-                                    const std::vector<std::vector<parallel::StatePiece>>& rank_pieces);
+                                    const std::vector<std::vector<ckpt::StatePiece>>& rank_pieces);
 
 struct ReshardOptions {
   std::filesystem::path out;

@@ -53,7 +53,5 @@ MemoryPlan plan_memory(const MemoryPlanInputs& inputs);
 // optimizer state and total per rank, a mark on the choice, and the reason.
 void print_memory_plan(const MemoryPlan& plan, std::ostream& out);
 
-// "1.50 GiB", "12.3 MiB", "640 B".
-std::string format_bytes(double bytes);
 
 }  // namespace genesis::parallel

@@ -13,9 +13,13 @@
 #include "genesis/nn/module.hpp"
 #include "genesis/optim/optimizer.hpp"
 #include "genesis/parallel/ddp.hpp"
-#include "genesis/parallel/strategy_state.hpp"
+#include "genesis/ckpt/state_piece.hpp"
 
 namespace genesis::parallel {
+
+// What a strategy saves and loads, in the checkpoint's words.
+using ckpt::StatePiece;
+using ckpt::StateSource;
 
 // Bytes this rank holds for the model's training state.
 struct MemoryReport {

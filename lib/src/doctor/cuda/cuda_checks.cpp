@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "doctor/doctor_util.hpp"
+#include "genesis/core/format.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/doctor/doctor.hpp"
 #include "genesis/tensor/device.hpp"
@@ -140,7 +141,7 @@ std::vector<CheckResult> check_cuda() {
       row.detail = "cannot read the device's properties";
       row.hint = "run nvidia-smi -q for this GPU's state";
     } else {
-      row.detail = std::string(prop.name) + ", " + detail::format_bytes(prop.totalGlobalMem) +
+      row.detail = std::string(prop.name) + ", " + format_bytes(static_cast<double>(prop.totalGlobalMem)) +
                    ", compute capability " + std::to_string(prop.major) + "." +
                    std::to_string(prop.minor);
     }

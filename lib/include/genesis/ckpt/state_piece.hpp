@@ -1,4 +1,4 @@
-// A strategy's training state in logical terms, so a checkpoint is independent of how the ranks
+// The checkpoint's vocabulary: a strategy's training state in logical terms, so a checkpoint is independent of how the ranks
 // split it. Every logical tensor has a name and a full shape; a rank saves pieces of it (element
 // ranges of its row-major flattening) and loads by asking for the ranges it needs. A run saved by
 // ZeRO-2 on 2 ranks therefore loads into DDP on 3, or into one process, with no conversion step.
@@ -17,7 +17,7 @@
 
 #include "genesis/tensor/tensor.hpp"
 
-namespace genesis::parallel {
+namespace genesis::ckpt {
 
 // Elements [offset, offset + data.numel()) of logical tensor `name`, whose full shape is `shape`.
 // data is a CPU or device tensor of the state's dtype: 1-D for a part, or the full shape for a
@@ -45,4 +45,4 @@ class StateSource {
   }
 };
 
-}  // namespace genesis::parallel
+}  // namespace genesis::ckpt
