@@ -18,7 +18,7 @@ using namespace genesis::testing::strategy_harness;
 using genesis::parallel::StatePiece;
 using genesis::parallel::StateSource;
 using Catch::Matchers::Contains;
-using StorePtr = std::shared_ptr<genesis::dist::Store>;
+using StorePtr = std::shared_ptr<genesis::rendezvous::Store>;
 
 namespace {
 

@@ -12,7 +12,7 @@
 namespace genesis::train {
 namespace {
 
-dist::Milliseconds job_timeout(const DistributedConfig& config) {
+Milliseconds job_timeout(const DistributedConfig& config) {
   double seconds = config.timeout_s;
   if (const char* env = std::getenv("GENESIS_TIMEOUT_S"); env != nullptr && *env != '\0') {
     char* end = nullptr;
@@ -21,7 +21,7 @@ dist::Milliseconds job_timeout(const DistributedConfig& config) {
                   "GENESIS_TIMEOUT_S must be a positive number of seconds, got '" +
                       std::string(env) + "'");
   }
-  return dist::Milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+  return Milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
 }  // namespace

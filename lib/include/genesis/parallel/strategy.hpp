@@ -14,6 +14,7 @@
 #include "genesis/optim/optimizer.hpp"
 #include "genesis/parallel/ddp.hpp"
 #include "genesis/parallel/strategy_state.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::parallel {
 
@@ -82,7 +83,7 @@ struct ZeroOptions {
   bool offload_optimizer = false;  // optimizer state and update on the CPU (the CUDA path)
   // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
   // default group (ranks as threads in tests); null: dist::new_group on the default group.
-  std::shared_ptr<dist::Store> store;
+  std::shared_ptr<rendezvous::Store> store;
 };
 
 struct StrategyOptions {
