@@ -95,7 +95,7 @@ inline std::filesystem::path save_fixture(const std::filesystem::path& run_dir,
                                           const std::map<std::string, Tensor>& state,
                                           std::int64_t step, double loss) {
   std::filesystem::path committed;
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = make_gloo_group(rank, 2, store);
     ckpt::SaveOptions options;
     options.checkpoints_dir = ckpt::checkpoints_dir_of(run_dir);

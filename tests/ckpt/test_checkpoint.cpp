@@ -39,7 +39,7 @@ std::vector<StatePiece> pieces_of(int rank, std::int64_t step) {
 }
 
 void save_2_ranks(const fs::path& root, std::int64_t step, int keep_last = 0) {
-  testing::run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = testing::make_gloo_group(rank, 2, store);
     ckpt::SaveOptions options{.checkpoints_dir = root, .step = step, .strategy = "zero2",
                               .config_toml = "name = \"t\"\n", .info = {{"loss", 0.25}},
@@ -112,7 +112,7 @@ TEST_CASE("a failure on one rank fails the save on every rank and keeps latest",
   save_2_ranks(dir.path(), 1);
   std::mutex mutex;
   std::vector<std::string> errors;
-  testing::run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = testing::make_gloo_group(rank, 2, store);
     auto pieces = pieces_of(rank, 2);
     if (rank == 1) pieces[0].offset = 9;  // 7 elements from 9 overrun the 12 of model.w
@@ -180,7 +180,7 @@ TEST_CASE("manifests whose shards do not cover a tensor exactly once are rejecte
 TEST_CASE("strings of different lengths are gathered and broadcast intact", "[ckpt]") {
   std::vector<std::vector<std::string>> gathered(3);
   std::vector<std::string> broadcast(3);
-  testing::run_ranks(3, [&](int rank, std::shared_ptr<dist::Store> store) {
+  testing::run_ranks(3, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = testing::make_gloo_group(rank, 3, store);
     const std::string mine = rank == 1 ? "" : std::string(static_cast<std::size_t>(9 + rank), 'a' + rank);
     gathered[rank] = dist::all_gather_strings(*group, mine);

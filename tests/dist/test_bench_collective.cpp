@@ -53,7 +53,7 @@ TEST_CASE("busbw factors follow nccl-tests", "[bench_allreduce]") {
 TEST_CASE("every op and dtype reduces exactly on 3 ranks", "[bench_allreduce]") {
   const auto run3 = [](const BenchOptions& o) {
     std::vector<std::vector<BenchRow>> rows(3);
-    genesis::testing::run_ranks(3, [&](int rank, std::shared_ptr<Store> store) {
+    genesis::testing::run_ranks(3, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
       auto group = genesis::testing::make_gloo_group(rank, 3, store);
       rows[static_cast<std::size_t>(rank)] = run_collective_bench(*group, o, nullptr);
     });

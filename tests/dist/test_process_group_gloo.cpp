@@ -8,7 +8,7 @@
 #include <map>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/prefix_store.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
 #include "support/thread_ranks.hpp"
 
 using namespace genesis;
@@ -60,7 +60,7 @@ void require_close(const std::vector<float>& got, const std::vector<float>& want
 TEST_CASE("gloo all_reduce gives exact results for every ReduceOp", "[process_group]") {
   for (int size : {2, 3}) {
     std::vector<std::map<ReduceOp, std::vector<float>>> got(static_cast<std::size_t>(size));
-    run_ranks(size, [&](int r, std::shared_ptr<Store> store) {
+    run_ranks(size, [&](int r, std::shared_ptr<rendezvous::Store> store) {
       auto pg = make_gloo_group(r, size, store);
       for (ReduceOp op : kAllOps) {
         Tensor t = input_tensor(r);
@@ -82,7 +82,7 @@ TEST_CASE("gloo all_reduce gives exact results for every ReduceOp", "[process_gr
 TEST_CASE("gloo all_reduce works on f16, bf16, i32 and i64", "[process_group]") {
   const DType dtypes[] = {DType::f16, DType::bf16, DType::i32, DType::i64};
   std::vector<std::map<int, std::vector<float>>> got(3);
-  run_ranks(3, [&](int r, std::shared_ptr<Store> store) {
+  run_ranks(3, [&](int r, std::shared_ptr<rendezvous::Store> store) {
     auto pg = make_gloo_group(r, 3, store);
     for (int d = 0; d < 4; ++d) {
       Tensor sum = input_tensor(r, dtypes[d]);
@@ -108,7 +108,7 @@ TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter",
   for (int size : {2, 3}) {
     const int root = size - 1;
     std::vector<std::map<std::string, std::vector<float>>> got(static_cast<std::size_t>(size));
-    run_ranks(size, [&](int r, std::shared_ptr<Store> store) {
+    run_ranks(size, [&](int r, std::shared_ptr<rendezvous::Store> store) {
       auto pg = make_gloo_group(r, size, store);
       auto& mine = got[static_cast<std::size_t>(r)];
       auto record_list = [&](const std::string& name, const std::vector<Tensor>& list) {
@@ -197,7 +197,7 @@ TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter",
 
 TEST_CASE("gloo send and recv move a tensor between two ranks", "[process_group]") {
   std::vector<std::vector<float>> got(2);
-  run_ranks(2, [&](int r, std::shared_ptr<Store> store) {
+  run_ranks(2, [&](int r, std::shared_ptr<rendezvous::Store> store) {
     auto pg = make_gloo_group(r, 2, store);
     Tensor t = r == 0 ? input_tensor(7) : Tensor::zeros({kN});
     Tensor back = r == 1 ? input_tensor(8) : Tensor::zeros({kN});
@@ -217,7 +217,7 @@ TEST_CASE("gloo send and recv move a tensor between two ranks", "[process_group]
 
 TEST_CASE("gloo ops run asynchronously in submission order", "[process_group]") {
   std::vector<std::vector<float>> first(2), second(2);
-  run_ranks(2, [&](int r, std::shared_ptr<Store> store) {
+  run_ranks(2, [&](int r, std::shared_ptr<rendezvous::Store> store) {
     auto pg = make_gloo_group(r, 2, store);
     Tensor a = Tensor::full({1 << 16}, r + 1.0);
     Tensor b = Tensor::full({3}, 10.0 * (r + 1));
@@ -237,7 +237,7 @@ TEST_CASE("gloo ops run asynchronously in submission order", "[process_group]") 
 
 TEST_CASE("a timed-out gloo op names the op, its number and the missing rank", "[process_group]") {
   std::vector<std::string> errors(3), after(3);
-  run_ranks(3, [&](int r, std::shared_ptr<Store> store) {
+  run_ranks(3, [&](int r, std::shared_ptr<rendezvous::Store> store) {
     auto pg = make_gloo_group(r, 3, store);  // a long group default; the op sets its own
     Tensor t = input_tensor(r);
     pg->all_reduce(t)->wait();  // #1: everyone
@@ -269,7 +269,7 @@ TEST_CASE("a timed-out gloo op names the op, its number and the missing rank", "
 }
 
 TEST_CASE("a gloo rendezvous that a rank never joins times out", "[process_group]") {
-  auto store = std::make_shared<HashStore>();
+  auto store = std::make_shared<rendezvous::HashStore>();
   REQUIRE_THROWS_WITH(make_gloo_group(0, 2, store, std::chrono::milliseconds(300)),
                       Catch::Contains("gloo rendezvous of rank 0 of 2 did not complete") &&
                           Catch::Contains("store timeout after 300 ms"));
@@ -277,11 +277,12 @@ TEST_CASE("a gloo rendezvous that a rank never joins times out", "[process_group
 
 TEST_CASE("gloo subgroups over prefix stores run beside the world group", "[process_group]") {
   std::vector<std::vector<float>> world(3), sub(3);
-  run_ranks(3, [&](int r, std::shared_ptr<Store> store) {
-    auto pg = make_gloo_group(r, 3, std::make_shared<PrefixStore>("world", store));
+  run_ranks(3, [&](int r, std::shared_ptr<rendezvous::Store> store) {
+    auto pg = make_gloo_group(r, 3, std::make_shared<rendezvous::PrefixStore>("world", store));
     std::shared_ptr<ProcessGroupGloo> pair;
     if (r != 1)  // ranks {0, 2} become subgroup ranks {0, 1}
-      pair = make_gloo_group(r == 0 ? 0 : 1, 2, std::make_shared<PrefixStore>("group_1", store));
+      pair = make_gloo_group(r == 0 ? 0 : 1, 2,
+                             std::make_shared<rendezvous::PrefixStore>("group_1", store));
     Tensor w = input_tensor(r);
     pg->all_reduce(w)->wait();
     world[static_cast<std::size_t>(r)] = w.to_vector();
@@ -315,7 +316,7 @@ TEST_CASE("process groups reject bad arguments before communicating", "[process_
 
   // The Gloo group runs the same checks on the caller's thread.
   std::vector<int> rejected(2, 0);
-  run_ranks(2, [&](int r, std::shared_ptr<Store> store) {
+  run_ranks(2, [&](int r, std::shared_ptr<rendezvous::Store> store) {
     auto gloo = make_gloo_group(r, 2, store);
     Tensor mine = input_tensor(r);
     try { gloo->reduce(mine, {.root = 2}); } catch (const InvalidArgument&) { ++rejected[r]; }

@@ -114,7 +114,7 @@ TEST_CASE("backend nccl says why it cannot run on a machine without a GPU", "[nc
   for (const auto& e : errors) CHECK_THAT(e, Catch::Contains(kNoGpuReason));
   CHECK_FALSE(is_initialized());
 
-  auto store = std::make_shared<HashStore>();
+  auto store = std::make_shared<rendezvous::HashStore>();
   CHECK_THAT(error_of([&] { make_nccl_group(store, 0, 1, std::chrono::seconds(5), 0); }),
              Catch::Contains(kNoGpuReason));
   CHECK_FALSE(nccl_available());
@@ -163,7 +163,7 @@ TEST_CASE("cuda tensors fail clearly on a machine without a GPU", "[nccl]") {
 }
 
 TEST_CASE("a timeout report names the ranks that never reached the op", "[nccl]") {
-  HashStore store;
+  rendezvous::HashStore store;
   const std::string none = dist::detail::arrival_report(store, "nccl", 0, 3, 2);
   CHECK(none == "ranks that never arrived: 1, 2");
   store.set(dist::detail::arrival_key("nccl", 1), "2");

@@ -354,7 +354,7 @@ TEST_CASE("comm checks pass on three thread ranks and count failed local checks"
   options.iterations = 5;
   options.elements = 33;
   std::vector<std::vector<CheckResult>> seen(3);
-  testing::run_ranks(3, [&](int rank, std::shared_ptr<dist::Store> store) {
+  testing::run_ranks(3, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = testing::make_gloo_group(rank, 3, store);
     seen[rank] = doctor::run_comm_checks(*group, store.get(), Device::cpu(), options, rank == 2);
   });
@@ -381,7 +381,7 @@ TEST_CASE("comm checks catch a rank with a wrong all_reduce result on every rank
   doctor::CommOptions options;
   options.iterations = 3;
   std::vector<std::vector<CheckResult>> seen(2);
-  testing::run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     CorruptingGroup group(testing::make_gloo_group(rank, 2, store), 1);
     seen[rank] = doctor::run_comm_checks(group, store.get(), Device::cpu(), options, false);
   });

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "support/cli_run.hpp"
 
 using genesis::testing::run_genesis;
@@ -15,14 +15,15 @@ using genesis::testing::run_genesis;
 TEST_CASE("launched worker: exchange keys through the launcher's store", "[.][launch-worker]") {
   const char* rank = std::getenv("RANK");
   REQUIRE(rank != nullptr);  // only meaningful under genesis launch
-  genesis::dist::TCPStoreOptions options;
+  genesis::rendezvous::TCPStoreOptions options;
   options.host = std::getenv("MASTER_ADDR");
   options.port = std::stoi(std::getenv("GENESIS_STORE_PORT"));
   options.token = std::getenv("GENESIS_STORE_TOKEN");
   options.timeout = std::chrono::seconds(20);
-  genesis::dist::TCPStore store(options);
+  genesis::rendezvous::TCPStore store(options);
   if (std::string(rank) == "0") {  // MASTER_PORT is free for the program's own use
-    genesis::dist::TCPStoreServer own({std::getenv("MASTER_ADDR"), std::stoi(std::getenv("MASTER_PORT")), ""});
+    genesis::rendezvous::TCPStoreServer own(
+        {std::getenv("MASTER_ADDR"), std::stoi(std::getenv("MASTER_PORT")), ""});
     CHECK(own.port() == std::stoi(std::getenv("MASTER_PORT")));
   }
   const std::string attempt = std::getenv("GENESIS_RESTART_COUNT");

@@ -79,7 +79,7 @@ TEST_CASE("DDP with gradient checkpointing averages the same gradients as withou
   std::vector<std::vector<std::vector<float>>> results(4);
   std::mutex mutex;
   for (bool checkpointing : {false, true}) {
-    testing::run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+    testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
       auto group = testing::make_gloo_group(rank, 2, store);
       // Small buckets so several all-reduces start from hooks fired inside recomputes.
       parallel::DistributedDataParallel ddp(make_gpt(checkpointing), group, {.bucket_cap_mb = 0.002});

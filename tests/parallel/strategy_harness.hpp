@@ -64,8 +64,9 @@ using OptionsOverride = std::function<void(parallel::StrategyOptions&)>;
 // This rank's strategy over a Gloo group of `world` threads sharing `store`. options_override
 // may change the StrategyOptions (hsdp_shard_size, ...) before the strategy is built.
 inline std::unique_ptr<parallel::Strategy> make_rank_strategy(
-    const std::string& strategy, int rank, int world, const std::shared_ptr<dist::Store>& store,
-    Opt opt, std::shared_ptr<nn::Module> model, const OptionsOverride& options_override = {}) {
+    const std::string& strategy, int rank, int world,
+    const std::shared_ptr<rendezvous::Store>& store, Opt opt, std::shared_ptr<nn::Module> model,
+    const OptionsOverride& options_override = {}) {
   auto group = testing::make_gloo_group(rank, world, store);
   parallel::StrategyOptions options;
   options.name = strategy;
@@ -106,7 +107,7 @@ inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt
                      const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
   Outcome out;
   std::mutex mutex;
-  testing::run_ranks(world, [&](int rank, std::shared_ptr<dist::Store> store) {
+  testing::run_ranks(world, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto s = make_rank_strategy(strategy, rank, world, store, opt, build(kind), options_override);
     std::vector<double> norms;
     for (int step = 0; step < steps; ++step)

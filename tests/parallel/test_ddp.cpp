@@ -54,7 +54,7 @@ std::vector<std::vector<float>> train(int world, int accum, parallel::DDPOptions
   Data data = make_data(global_batch * steps);
   std::vector<std::vector<float>> result;
   std::mutex mutex;
-  run_ranks(world, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(world, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = make_gloo_group(rank, world, store);
     // Ranks start from different weights: DDP's broadcast must make them rank 0's.
     auto ddp = std::make_shared<parallel::DistributedDataParallel>(make_model(100 + rank), group,
@@ -138,7 +138,7 @@ TEST_CASE("ddp: 3 ranks equal 1 rank", "[ddp]") {
 TEST_CASE("ddp: the first bucket's all-reduce starts before backward finishes", "[ddp]") {
   std::vector<parallel::BucketTrace> trace;
   std::int64_t total = 0;
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = make_gloo_group(rank, 2, store);
     parallel::DistributedDataParallel ddp(make_model(1), group, small_buckets());
     Data data = make_data(8);
@@ -178,7 +178,7 @@ struct TwoHeads : nn::Module {
 
 TEST_CASE("ddp: an unused parameter is a clear error unless find_unused_parameters", "[ddp]") {
   std::vector<std::string> errors(2);
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     Generator gen(3);
     auto model = std::make_shared<TwoHeads>(gen);
     parallel::DistributedDataParallel ddp(model, make_gloo_group(rank, 2, store));
@@ -198,7 +198,7 @@ TEST_CASE("ddp: an unused parameter is a clear error unless find_unused_paramete
 TEST_CASE("ddp: find_unused_parameters averages what any rank used", "[ddp]") {
   std::vector<std::vector<float>> b_grad(2), a_grad(2);
   std::vector<bool> b_defined(2);
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     Generator gen(3);
     auto model = std::make_shared<TwoHeads>(gen);
     parallel::DistributedDataParallel ddp(model, make_gloo_group(rank, 2, store),
@@ -224,7 +224,7 @@ TEST_CASE("ddp: find_unused_parameters averages what any rank used", "[ddp]") {
 
 TEST_CASE("ddp: ranks with different models fail naming the parameter", "[ddp]") {
   std::vector<std::string> errors(2);
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     Generator gen(1);
     auto model = std::make_shared<nn::MLP>(kIn, std::vector<std::int64_t>{rank == 0 ? 16 : 17},
                                            kClasses, gen);
@@ -243,7 +243,7 @@ TEST_CASE("ddp: ranks with different models fail naming the parameter", "[ddp]")
 
 TEST_CASE("ddp: no_sync leaves gradients local until the next synchronised backward", "[ddp]") {
   std::vector<std::vector<float>> local(2), synced(2);
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     Generator gen(3);
     auto model = std::make_shared<TwoHeads>(gen);
     model->use_b = true;
@@ -283,7 +283,7 @@ struct Shifted : nn::Module {
 TEST_CASE("ddp: broadcast_buffers gives every rank rank 0's buffers before forward", "[ddp]") {
   for (bool broadcast : {true, false}) {
     std::vector<std::vector<float>> seen(2);
-    run_ranks(2, [&](int rank, std::shared_ptr<dist::Store> store) {
+    run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
       Generator gen(3);
       auto model = std::make_shared<Shifted>(gen);
       parallel::DistributedDataParallel ddp(model, make_gloo_group(rank, 2, store),

@@ -29,9 +29,9 @@ const Case kCases[] = {{"ddp", "ddp"},     {"zero1", "zero1"}, {"zero2", "zero2"
                        {"hsdp", "hsdp", 1}};
 constexpr int kWorld = 2;
 constexpr std::int64_t kRows = 3;  // per rank and micro-batch
+using StorePtr = std::shared_ptr<genesis::rendezvous::Store>;
 
-std::unique_ptr<genesis::parallel::Strategy> make(const Case& c, int rank,
-                                                   const std::shared_ptr<genesis::dist::Store>& store) {
+std::unique_ptr<genesis::parallel::Strategy> make(const Case& c, int rank, const StorePtr& store) {
   genesis::parallel::StrategyOptions options;
   options.name = c.strategy;
   options.ddp.bucket_cap_mb = 0.01;  // several buckets
@@ -76,7 +76,7 @@ std::vector<std::vector<float>> optimizer_grads(genesis::parallel::Strategy& s) 
 std::vector<std::vector<float>> final_params(
     const Case& c, const std::function<void(genesis::parallel::Strategy&, int rank)>& body) {
   std::vector<std::vector<float>> out;
-  genesis::testing::run_ranks(kWorld, [&](int rank, std::shared_ptr<genesis::dist::Store> store) {
+  genesis::testing::run_ranks(kWorld, [&](int rank, StorePtr store) {
     auto s = make(c, rank, store);
     body(*s, rank);
     s->gather_full_parameters();
@@ -108,7 +108,7 @@ TEST_CASE("scale_gradients multiplies every strategy's gradients and norm exactl
       double norm = 0, quarter_norm = 0, clipped_from = 0;
     };
     Seen seen[kWorld];
-    genesis::testing::run_ranks(kWorld, [&](int rank, std::shared_ptr<genesis::dist::Store> store) {
+    genesis::testing::run_ranks(kWorld, [&](int rank, StorePtr store) {
       auto s = make(c, rank, store);
       backward_step(*s, rank, 0);
       Seen& me = seen[rank];

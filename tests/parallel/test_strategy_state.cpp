@@ -1,4 +1,4 @@
-// Checkpoint state of every strategy (strategy_state.hpp), ranks as threads over Gloo: the pieces
+// Checkpoint state of every strategy (ckpt/state_piece.hpp), ranks as threads over Gloo: the pieces
 // the ranks save cover every element of every logical tensor exactly once; a run stopped after 3
 // steps and resumed from its pieces into a differently initialised model matches 6 uninterrupted
 // steps byte for byte; pieces saved by one layout load into another; a model-only source leaves
@@ -18,7 +18,7 @@ using namespace genesis::testing::strategy_harness;
 using genesis::ckpt::StatePiece;
 using genesis::ckpt::StateSource;
 using Catch::Matchers::Contains;
-using StorePtr = std::shared_ptr<genesis::dist::Store>;
+using StorePtr = std::shared_ptr<genesis::rendezvous::Store>;
 
 namespace {
 

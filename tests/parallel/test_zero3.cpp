@@ -136,7 +136,7 @@ TEST_CASE("zero3 evaluation gathers, runs and frees each unit, full parameters o
   std::vector<std::vector<float>> outputs(2);
   std::vector<int> still_held(2, -1), pinned_held(2, -1), released_after(2, -1);
   std::vector<std::vector<float>> alone;
-  genesis::testing::run_ranks(2, [&](int rank, std::shared_ptr<genesis::dist::Store> store) {
+  genesis::testing::run_ranks(2, [&](int rank, std::shared_ptr<genesis::rendezvous::Store> store) {
     auto group = genesis::testing::make_gloo_group(rank, 2, store);
     genesis::parallel::StrategyOptions options;
     options.name = "zero3";

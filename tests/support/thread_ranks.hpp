@@ -10,14 +10,15 @@
 #include <vector>
 
 #include "genesis/dist/process_group_gloo.hpp"
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::testing {
 
 // Calls body(rank, store) on `size` threads; rethrows the first rank's exception after all joined.
-inline void run_ranks(int size, const std::function<void(int, std::shared_ptr<dist::Store>)>& body,
-                      std::shared_ptr<dist::Store> store = nullptr) {
-  if (!store) store = std::make_shared<dist::HashStore>();
+inline void run_ranks(int size,
+                      const std::function<void(int, std::shared_ptr<rendezvous::Store>)>& body,
+                      std::shared_ptr<rendezvous::Store> store = nullptr) {
+  if (!store) store = std::make_shared<rendezvous::HashStore>();
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
@@ -36,8 +37,8 @@ inline void run_ranks(int size, const std::function<void(int, std::shared_ptr<di
 
 // A Gloo group of `size` ranks on 127.0.0.1 over `store`.
 inline std::shared_ptr<dist::ProcessGroupGloo> make_gloo_group(
-    int rank, int size, std::shared_ptr<dist::Store> store,
-    dist::Milliseconds timeout = std::chrono::seconds(30)) {
+    int rank, int size, std::shared_ptr<rendezvous::Store> store,
+    Milliseconds timeout = std::chrono::seconds(30)) {
   return std::make_shared<dist::ProcessGroupGloo>(std::move(store), rank, size,
                                                   dist::GlooOptions{"127.0.0.1", timeout});
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::dist::detail {
 
@@ -43,8 +43,8 @@ inline std::string arrival_key(std::string_view backend, int rank) {
 
 // Which ranks never reached collective `seq`, from their arrival keys (seq 0: never joined the
 // group at all, i.e. no key). Never throws: a store that cannot answer is said so.
-inline std::string arrival_report(Store& store, std::string_view backend, int rank, int size,
-                                  std::uint64_t seq) {
+inline std::string arrival_report(rendezvous::Store& store, std::string_view backend, int rank,
+                                  int size, std::uint64_t seq) {
   std::string missing;
   try {
     for (int r = 0; r < size; ++r) {

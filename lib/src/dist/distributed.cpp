@@ -10,9 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/prefix_store.hpp"
 #include "genesis/dist/process_group_gloo.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
 #include "init_method.hpp"
 
 namespace genesis::dist {
@@ -28,8 +28,8 @@ namespace {
 void require_nccl() { throw_built_without_cuda(); }
 bool nccl_available() { return false; }
 int nccl_device_for_rank(int) { throw_built_without_cuda(); }
-std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store>, int, int, Milliseconds,
-                                              int) {
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<rendezvous::Store>, int, int,
+                                              Milliseconds, int) {
   throw_built_without_cuda();
 }
 #endif
@@ -38,8 +38,8 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::unique_ptr<TCPStoreServer> server;
-  std::shared_ptr<Store> store;
+  std::unique_ptr<rendezvous::TCPStoreServer> server;
+  std::shared_ptr<rendezvous::Store> store;
   std::string key_prefix;
   std::string bind_host;
   Milliseconds timeout{};
@@ -74,9 +74,9 @@ std::string resolve_backend(const std::string& backend) {
 // A group of `size` ranks of `backend` on `store`; world_size 1 on gloo needs no communication,
 // while nccl always gets a real communicator (its tensors live on the device).
 std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
-                                         std::shared_ptr<Store> store, int rank, int size,
-                                         const std::string& bind_host, Milliseconds timeout,
-                                         int device) {
+                                         std::shared_ptr<rendezvous::Store> store, int rank,
+                                         int size, const std::string& bind_host,
+                                         Milliseconds timeout, int device) {
   if (backend == "nccl") return make_nccl_group(std::move(store), rank, size, timeout, device);
   if (size == 1) return make_single_rank_group("gloo");
   return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size,
@@ -100,7 +100,7 @@ void init_process_group(const std::string& backend, int world_size, int rank,
   detail::Rendezvous rv = detail::rendezvous(init_method, world_size, rank, timeout);
   const int device = resolved == "nccl" ? nccl_device_for_rank(rv.rank) : -1;
   if (device >= 0) use_cuda_device(device);  // the rank's GPU from here on, on every thread
-  auto store = std::make_shared<PrefixStore>(rv.key_prefix + "/default_pg", rv.store);
+  auto store = std::make_shared<rendezvous::PrefixStore>(rv.key_prefix + "/default_pg", rv.store);
   std::shared_ptr<ProcessGroup> group =
       make_group(resolved, store, rv.rank, rv.world_size, rv.bind_host, timeout, device);
   r.server = std::move(rv.server);
@@ -122,7 +122,7 @@ int get_rank() { return require_group("get_rank")->rank(); }
 int get_world_size() { return require_group("get_world_size")->size(); }
 std::shared_ptr<ProcessGroup> default_group() { return require_group("default_group"); }
 
-std::shared_ptr<Store> default_store() {
+std::shared_ptr<rendezvous::Store> default_store() {
   require_group("default_store");
   auto& r = registry();
   std::lock_guard lock(r.mutex);
@@ -157,8 +157,8 @@ std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks) {
   if (me == ranks.end()) return nullptr;
   int group_rank = static_cast<int>(me - ranks.begin());
   int group_size = static_cast<int>(ranks.size());
-  auto store = std::make_shared<PrefixStore>(r.key_prefix + "/group_" + std::to_string(id),
-                                             r.store);
+  auto store = std::make_shared<rendezvous::PrefixStore>(
+      r.key_prefix + "/group_" + std::to_string(id), r.store);
   const std::string backend = world->backend_name();
   const std::string bind_host = r.bind_host;
   const Milliseconds timeout = r.timeout;

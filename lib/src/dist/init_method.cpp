@@ -14,7 +14,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/core/unique_fd.hpp"
 #include "genesis/dist/distributed.hpp"
-#include "genesis/dist/file_store.hpp"
+#include "genesis/rendezvous/file_store.hpp"
 
 namespace genesis::dist::detail {
 namespace {
@@ -65,13 +65,15 @@ std::string local_address_towards(const std::string& host, int port) {
   return name;
 }
 
-std::shared_ptr<Store> connect_tcp(Rendezvous& rv, const std::string& host, int port,
-                                   bool host_server, Milliseconds timeout) {
+std::shared_ptr<rendezvous::Store> connect_tcp(Rendezvous& rv, const std::string& host, int port,
+                                               bool host_server, Milliseconds timeout) {
   std::string token = env::store_token().value_or("");
   if (host_server)
-    rv.server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{host, port, token});
+    rv.server = std::make_unique<rendezvous::TCPStoreServer>(
+        rendezvous::TCPStoreServerOptions{host, port, token});
   rv.bind_host = local_address_towards(host, port);
-  return std::make_shared<TCPStore>(TCPStoreOptions{host, port, token, timeout});
+  return std::make_shared<rendezvous::TCPStore>(
+      rendezvous::TCPStoreOptions{host, port, token, timeout});
 }
 
 }  // namespace
@@ -105,7 +107,7 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
     std::string path = init_method.substr(kFile.size());
     GENESIS_CHECK(!path.empty(), InvalidArgument, "file:// init method needs a path, got '" +
                                                       init_method + "'");
-    rv.store = std::make_shared<FileStore>(path, timeout);
+    rv.store = std::make_shared<rendezvous::FileStore>(path, timeout);
     if (world_size > 1) {
       char name[256] = {};
       ::gethostname(name, sizeof(name) - 1);
@@ -113,7 +115,7 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
     }
   } else if (init_method == kEnv || init_method.rfind(kTcp, 0) == 0) {
     if (world_size == 1) {
-      rv.store = std::make_shared<HashStore>();
+      rv.store = std::make_shared<rendezvous::HashStore>();
     } else if (init_method == kEnv) {
       auto addr = env::master_addr();
       auto port = env::master_port();

@@ -18,7 +18,7 @@ namespace {
 // gloo's rendezvous speaks byte vectors; ours speaks strings. Timeouts come from our store.
 class GlooStoreAdapter : public gloo::rendezvous::Store {
  public:
-  explicit GlooStoreAdapter(std::shared_ptr<dist::Store> store) : store_(std::move(store)) {}
+  explicit GlooStoreAdapter(std::shared_ptr<rendezvous::Store> store) : store_(std::move(store)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     store_->set(key, std::string(data.begin(), data.end()));
   }
@@ -32,12 +32,12 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   }
 
  private:
-  std::shared_ptr<dist::Store> store_;
+  std::shared_ptr<rendezvous::Store> store_;
 };
 
 }  // namespace
 
-ProcessGroupGloo::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_in,
+ProcessGroupGloo::Impl::Impl(std::shared_ptr<rendezvous::Store> store_in, int rank_in, int size_in,
                              GlooOptions options_in)
     : store(std::move(store_in)), rank(rank_in), size(size_in), options(std::move(options_in)) {
   GENESIS_CHECK(store != nullptr, InvalidArgument, "ProcessGroupGloo needs a store");
@@ -191,7 +191,7 @@ void ProcessGroupGloo::Impl::run_watchdog() {
   }
 }
 
-ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size,
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<rendezvous::Store> store, int rank, int size,
                                    GlooOptions options)
     : impl_(std::make_unique<Impl>(std::move(store), rank, size, std::move(options))) {}
 

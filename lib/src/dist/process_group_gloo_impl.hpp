@@ -24,7 +24,7 @@ struct ProcessGroupGloo::Impl {
   // The communication an op does, run on the group's thread with the op's timeout.
   using Body = std::function<void(Milliseconds timeout)>;
 
-  Impl(std::shared_ptr<Store> store, int rank, int size, GlooOptions options);
+  Impl(std::shared_ptr<rendezvous::Store> store, int rank, int size, GlooOptions options);
   ~Impl();
 
   // Queues `body` behind every earlier op. A collective gets the next sequence number; if it is
@@ -36,7 +36,7 @@ struct ProcessGroupGloo::Impl {
     return timeout.count() > 0 ? timeout : options.timeout;
   }
 
-  std::shared_ptr<Store> store;
+  std::shared_ptr<rendezvous::Store> store;
   int rank;
   int size;
   GlooOptions options;

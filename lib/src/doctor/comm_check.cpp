@@ -11,7 +11,7 @@
 
 #include "doctor/doctor_util.hpp"
 #include "genesis/dist/distributed.hpp"
-#include "genesis/dist/prefix_store.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
 #include "genesis/tensor/tensor.hpp"
 
 namespace genesis::doctor {
@@ -147,7 +147,7 @@ OpRun run_all_gather(dist::ProcessGroup& group, Device device, const CommOptions
 }
 
 // Each rank counts itself in on the store before the barrier; after it, all n must be counted.
-OpRun run_barrier(dist::ProcessGroup& group, dist::Store* store, const CommOptions& options) {
+OpRun run_barrier(dist::ProcessGroup& group, rendezvous::Store* store, const CommOptions& options) {
   const int n = group.size();
   return repeat(options, [&](int k, OpRun& run) {
     const std::string key = "barrier_" + std::to_string(k);
@@ -181,7 +181,7 @@ std::string timing_text(const OpRun& run, int world_size, std::int64_t bytes) {
 
 }  // namespace
 
-std::vector<CheckResult> run_comm_checks(dist::ProcessGroup& group, dist::Store* store,
+std::vector<CheckResult> run_comm_checks(dist::ProcessGroup& group, rendezvous::Store* store,
                                          Device device, const CommOptions& options,
                                          bool local_failed) {
   const int n = group.size();
@@ -284,10 +284,10 @@ CommOutcome run_job_comm_checks(const CommOptions& options, bool local_failed,
   auto group = dist::default_group();
   out.rank = group->rank();
   out.world_size = group->size();
-  std::shared_ptr<dist::Store> store;
+  std::shared_ptr<rendezvous::Store> store;
   if (auto base = dist::default_store()) {
     // Keys of this attempt only: the launcher's store outlives restarts.
-    store = std::make_shared<dist::PrefixStore>(
+    store = std::make_shared<rendezvous::PrefixStore>(
         "genesis_doctor/attempt_" + std::to_string(dist::launch_attempt()), base);
   }
   out.checks = run_comm_checks(*group, store.get(), device, options, local_failed);

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/supervisor.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "membership.hpp"
 
 namespace genesis::launch {
@@ -32,7 +32,7 @@ struct Peer {
 }  // namespace
 
 struct JobMonitor::Session {
-  std::unique_ptr<dist::TCPStore> store;
+  std::unique_ptr<rendezvous::TCPStore> store;
   std::map<int, Peer> peers;
   bool announced = false;
   bool failure_sent = false;
@@ -111,7 +111,7 @@ void JobMonitor::run() {
         try {
           // Short requests: the supervision loop judges silence, and stopping this thread
           // must not wait out a long reply deadline on a cut link.
-          session.store = std::make_unique<dist::TCPStore>(dist::TCPStoreOptions{
+          session.store = std::make_unique<rendezvous::TCPStore>(rendezvous::TCPStoreOptions{
               options_.master_addr, job_.store_port, job_.store_token, kRequestTimeout,
               kRequestTimeout});
         } catch (const CommError& e) {  // a wrong token or another service: no retry helps
@@ -140,7 +140,7 @@ void JobMonitor::run() {
 }
 
 void JobMonitor::watch_once(Session& session) {
-  dist::TCPStore& store = *session.store;
+  rendezvous::TCPStore& store = *session.store;
   const std::string me = std::to_string(options_.node_rank);
   if (!session.announced) {
     store.set(prefix_ + "host/" + me, host_name());
@@ -180,7 +180,7 @@ void JobMonitor::watch_once(Session& session) {
 
 // Node 0 asks for a restart when a node waits to be taken in; every node reads the request.
 void JobMonitor::watch_membership(Session& session) {
-  dist::TCPStore& store = *session.store;
+  rendezvous::TCPStore& store = *session.store;
   {
     std::lock_guard lock(mutex_);
     if (regroup_) return;
@@ -198,7 +198,7 @@ void JobMonitor::watch_membership(Session& session) {
 // Node 0: whether every other node is done with the attempt, declaring lost (and the attempt
 // failed) any node whose heartbeat stopped.
 bool JobMonitor::others_finished(Session& session) {
-  dist::TCPStore& store = *session.store;
+  rendezvous::TCPStore& store = *session.store;
   bool all = true;
   for (int node = 1; node < options_.nnodes; ++node) {
     const std::string n = std::to_string(node);

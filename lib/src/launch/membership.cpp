@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/supervisor.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 
 namespace genesis::launch {
 namespace {
@@ -28,8 +28,8 @@ std::vector<int> parse_list(const std::string& text) {
 }
 
 // Node 0: waits for every node, or for the heartbeat timeout with at least MIN of them.
-std::vector<int> admit(dist::Store& store, const LaunchOptions& options, const std::string& prefix,
-                       std::ostream& err) {
+std::vector<int> admit(rendezvous::Store& store, const LaunchOptions& options,
+                       const std::string& prefix, std::ostream& err) {
   const auto start = Clock::now();
   const auto settle = std::chrono::duration<double>(options.heartbeat_timeout_s);
   std::vector<int> joined;
@@ -57,7 +57,7 @@ std::vector<int> admit(dist::Store& store, const LaunchOptions& options, const s
 }
 
 // Polls (no deadline: a node waiting to be taken back in may wait for as long as the job runs).
-void wait_until_set(dist::Store& store, const std::string& key) {
+void wait_until_set(rendezvous::Store& store, const std::string& key) {
   while (!store.check({key})) std::this_thread::sleep_for(std::chrono::milliseconds(200));
 }
 
@@ -72,8 +72,8 @@ std::string attempt_prefix(int attempt) {
 
 Membership form_membership(const LaunchOptions& options, JobIdentity& job, std::ostream& err) {
   // As long as the job's store waits for anyone: a node may start long after the others.
-  dist::TCPStore store(dist::TCPStoreOptions{options.master_addr, job.store_port, job.store_token,
-                                             std::chrono::minutes(30)});
+  rendezvous::TCPStore store(rendezvous::TCPStoreOptions{
+      options.master_addr, job.store_port, job.store_token, std::chrono::minutes(30)});
   const std::string me = std::to_string(options.node_rank);
   if (options.node_rank == 0) {
     const std::string prefix = attempt_prefix(job.attempt);
@@ -113,7 +113,7 @@ Membership form_membership(const LaunchOptions& options, JobIdentity& job, std::
   }
 }
 
-std::string waiting_nodes(dist::Store& store, int max_nodes, int next) {
+std::string waiting_nodes(rendezvous::Store& store, int max_nodes, int next) {
   const std::string prefix = attempt_prefix(next);
   if (store.add(prefix + "waiting", 0) == 0) return "";
   std::string nodes;

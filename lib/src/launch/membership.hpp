@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "genesis/dist/store.hpp"
 #include "genesis/launch/launch_options.hpp"
 #include "genesis/launch/worker_env.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::launch {
 
@@ -35,6 +35,6 @@ Membership form_membership(const LaunchOptions& options, JobIdentity& job, std::
 
 // Node 0 of an elastic job of up to `max_nodes` nodes: the nodes waiting to be taken in at
 // attempt `next`, as "node 1 (host-b)", "" when none.
-std::string waiting_nodes(dist::Store& store, int max_nodes, int next);
+std::string waiting_nodes(rendezvous::Store& store, int max_nodes, int next);
 
 }  // namespace genesis::launch

@@ -28,12 +28,12 @@
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
 #include "genesis/core/unique_fd.hpp"
-#include "genesis/dist/tcp_store.hpp"
 #include "genesis/launch/child_process.hpp"
 #include "genesis/launch/job_identity.hpp"
 #include "genesis/launch/output_relay.hpp"
 #include "genesis/launch/slurm.hpp"
 #include "genesis/launch/worker_env.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "job_monitor.hpp"
 #include "membership.hpp"
 
@@ -410,9 +410,10 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
   // program whose rank 0 binds it (PyTorch does). Across nodes every launcher must agree on the
   // store's port without talking first: MASTER_PORT + 1. On one node the OS picks both.
   job.store_port = options.nnodes > 1 ? job.master_port + 1 : 0;
-  std::optional<dist::TCPStoreServer> server;
+  std::optional<rendezvous::TCPStoreServer> server;
   if (options.node_rank == 0)
-    server.emplace(dist::TCPStoreServerOptions{options.master_addr, job.store_port, job.store_token});
+    server.emplace(
+        rendezvous::TCPStoreServerOptions{options.master_addr, job.store_port, job.store_token});
   if (server) job.store_port = server->port();
   if (job.master_port == 0)
     job.master_port = free_port(options.master_addr, job.store_port);

@@ -1,4 +1,4 @@
-// What every strategy's state_pieces() and load_state() share (names in strategy_state.hpp):
+// What every strategy's state_pieces() and load_state() share (names in ckpt/state_piece.hpp):
 // the logical names, whole tensors, and the translation between a flat shard (flat_params.hpp)
 // and the element ranges of the parameters it intersects, for values and optimizer state alike.
 // Not here: which rank saves what (each strategy decides) and the checkpoint files (ckpt/).

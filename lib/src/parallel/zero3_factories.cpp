@@ -10,8 +10,8 @@
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/dist/distributed.hpp"
-#include "genesis/dist/prefix_store.hpp"
 #include "genesis/dist/process_group_gloo.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
 #include "zero3_strategy.hpp"
 #include "zero_strategies.hpp"
 
@@ -24,7 +24,7 @@ namespace {
 // groups are Gloo groups rendezvousing under a prefix unique to this call.
 class SubgroupMaker {
  public:
-  SubgroupMaker(dist::ProcessGroup& world, std::shared_ptr<dist::Store> store)
+  SubgroupMaker(dist::ProcessGroup& world, std::shared_ptr<rendezvous::Store> store)
       : world_(world), store_(std::move(store)) {
     if (store_) {
       // Every rank adds 1 for each maker; calls are serialised by the rendezvous that follows
@@ -48,7 +48,7 @@ class SubgroupMaker {
     if (me == ranks.end()) return nullptr;
     if (ranks.size() == 1) return single_rank();
     return std::make_shared<dist::ProcessGroupGloo>(
-        std::make_shared<dist::PrefixStore>(prefix_ + label, store_),
+        std::make_shared<rendezvous::PrefixStore>(prefix_ + label, store_),
         static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()));
   }
 
@@ -58,7 +58,7 @@ class SubgroupMaker {
     return dist::make_single_rank_group(world_.backend_name(), world_.device());
   }
   dist::ProcessGroup& world_;
-  std::shared_ptr<dist::Store> store_;
+  std::shared_ptr<rendezvous::Store> store_;
   std::string prefix_;
 };
 

@@ -13,9 +13,9 @@
 namespace genesis::train {
 namespace {
 
-dist::Milliseconds job_timeout(const DistributedConfig& config) {
+Milliseconds job_timeout(const DistributedConfig& config) {
   const double seconds = env::timeout_s().value_or(config.timeout_s);
-  return dist::Milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+  return Milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "genesis/dist/process_group.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::dist {
 
@@ -38,7 +39,7 @@ class ProcessGroupScope {
 };
 std::shared_ptr<ProcessGroup> default_group();
 // The store the default group rendezvoused on (other components, e.g. checkpoints, share it).
-std::shared_ptr<Store> default_store();
+std::shared_ptr<rendezvous::Store> default_store();
 
 // Every rank must call new_group with the same ranks in the same order. A rank's position in
 // `ranks` is its rank in the new group; ranks outside get nullptr.

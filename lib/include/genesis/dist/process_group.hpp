@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "genesis/core/milliseconds.hpp"
 #include "genesis/dist/reduce_op.hpp"
-#include "genesis/dist/store.hpp"
 #include "genesis/dist/work.hpp"
 #include "genesis/tensor/tensor.hpp"
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "genesis/dist/process_group.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::dist {
 
@@ -19,7 +20,8 @@ struct GlooOptions {
 class ProcessGroupGloo : public ProcessGroup {
  public:
   // Connects to every other rank (blocks until all `size` ranks arrive or the timeout passes).
-  ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, GlooOptions options = {});
+  ProcessGroupGloo(std::shared_ptr<rendezvous::Store> store, int rank, int size,
+                   GlooOptions options = {});
   ~ProcessGroupGloo() override;  // fails queued ops that have not started, joins the thread
   ProcessGroupGloo(const ProcessGroupGloo&) = delete;
   ProcessGroupGloo& operator=(const ProcessGroupGloo&) = delete;

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "genesis/dist/process_group.hpp"
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::dist {
 
@@ -27,7 +27,7 @@ int nccl_device_for_rank(int rank);
 // publishes it on `store` (give each group its own PrefixStore); every rank blocks until all
 // `size` ranks joined or `timeout` passed (Timeout naming the ranks that never arrived).
 // `timeout` is also every op's default. One rank per device per host, unless NCCL_HOSTID differs.
-std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size,
-                                              Milliseconds timeout, int device);
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<rendezvous::Store> store, int rank,
+                                              int size, Milliseconds timeout, int device);
 
 }  // namespace genesis::dist

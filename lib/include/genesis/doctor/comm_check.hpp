@@ -11,6 +11,7 @@
 
 #include "genesis/dist/process_group.hpp"
 #include "genesis/doctor/doctor.hpp"
+#include "genesis/rendezvous/store.hpp"
 #include "genesis/tensor/device.hpp"
 
 namespace genesis::doctor {
@@ -27,7 +28,7 @@ struct CommOptions {
 // and reads the count after it. `local_failed` is whether this rank's local checks failed; the
 // returned "ranks" row says how many ranks had one. A collective that throws ends the run: the ops
 // after it are reported as not run, and no cross-rank tally happens (a peer may be gone).
-std::vector<CheckResult> run_comm_checks(dist::ProcessGroup& group, dist::Store* store,
+std::vector<CheckResult> run_comm_checks(dist::ProcessGroup& group, rendezvous::Store* store,
                                          Device device, const CommOptions& options,
                                          bool local_failed);
 

@@ -14,6 +14,7 @@
 #include "genesis/optim/optimizer.hpp"
 #include "genesis/parallel/ddp.hpp"
 #include "genesis/ckpt/state_piece.hpp"
+#include "genesis/rendezvous/store.hpp"
 
 namespace genesis::parallel {
 
@@ -66,7 +67,7 @@ class Strategy {
   // module() calls. Strategies that keep full parameters anyway need do nothing.
   virtual void gather_full_parameters() {}
 
-  // Checkpointing (strategy_state.hpp). state_pieces: what this rank saves; across the ranks of
+  // Checkpointing (ckpt/state_piece.hpp). state_pieces: what this rank saves; across the ranks of
   // the group every element of every logical tensor is saved exactly once (replicated state by
   // one rank), so the ranks write their files in parallel without duplicates. The pieces are
   // valid until the next forward() or step().
@@ -86,7 +87,7 @@ struct ZeroOptions {
   bool offload_optimizer = false;  // optimizer state and update on the CPU (the CUDA path)
   // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
   // default group (ranks as threads in tests); null: dist::new_group on the default group.
-  std::shared_ptr<dist::Store> store;
+  std::shared_ptr<rendezvous::Store> store;
 };
 
 struct StrategyOptions {

@@ -82,7 +82,7 @@ void NcclWork::wait() {
 
 // ---- lifetime
 
-ProcessGroupNccl::Impl::Impl(std::shared_ptr<Store> store_in, int rank_in, int size_in,
+ProcessGroupNccl::Impl::Impl(std::shared_ptr<rendezvous::Store> store_in, int rank_in, int size_in,
                              Milliseconds timeout, int device_in)
     : store(std::move(store_in)), rank(rank_in), size(size_in), device(device_in),
       default_timeout(timeout) {
@@ -334,7 +334,7 @@ void ProcessGroupNccl::Impl::publish_arrival(std::uint64_t seq) {
 
 // ---- the group and the factories
 
-ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<Store> store, int rank, int size,
+ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<rendezvous::Store> store, int rank, int size,
                                    Milliseconds timeout, int device)
     : impl_(std::make_unique<Impl>(std::move(store), rank, size, timeout, device)) {}
 
@@ -361,8 +361,8 @@ int nccl_device_for_rank(int rank) {
   return env::local_rank().value_or(rank) % cuda_device_count();
 }
 
-std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size,
-                                              Milliseconds timeout, int device) {
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<rendezvous::Store> store, int rank,
+                                              int size, Milliseconds timeout, int device) {
   return std::make_shared<ProcessGroupNccl>(std::move(store), rank, size, timeout, device);
 }
 

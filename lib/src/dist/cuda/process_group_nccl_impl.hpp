@@ -55,8 +55,8 @@ class NcclWork : public Work {
 
 class ProcessGroupNccl final : public ProcessGroup {
  public:
-  ProcessGroupNccl(std::shared_ptr<Store> store, int rank, int size, Milliseconds timeout,
-                   int device);
+  ProcessGroupNccl(std::shared_ptr<rendezvous::Store> store, int rank, int size,
+                   Milliseconds timeout, int device);
   // Waits for pending ops (each at most until its deadline), then closes the communicator.
   ~ProcessGroupNccl() override;
   ProcessGroupNccl(const ProcessGroupNccl&) = delete;
@@ -97,7 +97,8 @@ struct ProcessGroupNccl::Impl {
   // for grouped calls). Runs under the communicator's mutex with the group's device current.
   using Launch = std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)>;
 
-  Impl(std::shared_ptr<Store> store, int rank, int size, Milliseconds timeout, int device);
+  Impl(std::shared_ptr<rendezvous::Store> store, int rank, int size, Milliseconds timeout,
+       int device);
   ~Impl();
 
   // Orders the op after the caller's default-stream work, enqueues it, records its done event
@@ -110,7 +111,7 @@ struct ProcessGroupNccl::Impl {
     return timeout.count() > 0 ? timeout : default_timeout;
   }
 
-  std::shared_ptr<Store> store;
+  std::shared_ptr<rendezvous::Store> store;
   int rank;
   int size;
   int device;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "genesis/core/unique_fd.hpp"
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 class FileStore : public Store {
  public:
@@ -42,4 +42,4 @@ class FileStore : public Store {
   std::uint64_t offset_ = 0;  // bytes of the file already replayed into cache_
 };
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 
 using namespace genesis;
-using namespace genesis::dist;
+using namespace genesis::rendezvous;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace genesis::dist::wire {
+namespace genesis::rendezvous::wire {
 
 inline constexpr std::uint32_t kMaxFrameBytes = 64u << 20;
 // A HELLO is 5 bytes plus the token (the launcher's is 32 hex digits); the server buffers no more
@@ -82,4 +82,4 @@ std::optional<std::uint32_t> peek_length(std::string_view buffer);
 // "host:port", with brackets around IPv6 literals.
 std::string endpoint(const std::string& host, int port);
 
-}  // namespace genesis::dist::wire
+}  // namespace genesis::rendezvous::wire

@@ -25,11 +25,11 @@
 #include <thread>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "tcp_store_protocol.hpp"
 #include "tcp_store_server_impl.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 std::string server::peer_name(const sockaddr_storage& addr) {
   char host[NI_MAXHOST] = "?";
@@ -419,4 +419,4 @@ TCPStoreServer::~TCPStoreServer() {
 int TCPStoreServer::port() const { return impl_->port; }
 const std::string& TCPStoreServer::host() const { return impl_->options.host; }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
-namespace genesis::dist {
+#include "genesis/core/milliseconds.hpp"
 
-using Milliseconds = std::chrono::milliseconds;
+namespace genesis::rendezvous {
+
 inline constexpr Milliseconds kDefaultStoreTimeout = std::chrono::minutes(5);
 
 class Store {
@@ -60,4 +61,4 @@ class HashStore : public Store {
 // The Timeout message every store uses: "store timeout after 5000 ms waiting for keys: a, b".
 std::string describe_missing_keys(const std::vector<std::string>& missing, Milliseconds waited);
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -10,10 +10,10 @@
 #include <climits>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "tcp_store_protocol.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 namespace {
 
@@ -97,4 +97,4 @@ DescriptorBudget descriptor_budget(int requested_reserve) {
   return {limit, std::clamp(requested_reserve, 0, limit / 2)};
 }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

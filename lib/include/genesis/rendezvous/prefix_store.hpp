@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 class PrefixStore : public Store {
  public:
@@ -27,4 +27,4 @@ class PrefixStore : public Store {
   std::shared_ptr<Store> base_;
 };
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "genesis/core/unique_fd.hpp"
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "tcp_store_limits.hpp"
 
-namespace genesis::dist::server {
+namespace genesis::rendezvous::server {
 
 using Clock = std::chrono::steady_clock;
 
@@ -51,9 +51,9 @@ struct Connection {
 // "host:port" of a peer, numeric.
 std::string peer_name(const sockaddr_storage& addr);
 
-}  // namespace genesis::dist::server
+}  // namespace genesis::rendezvous::server
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 using server::Clock;
 using server::Connection;
@@ -97,4 +97,4 @@ struct TCPStoreServer::Impl {
   int poll_timeout_ms() const;
 };
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -1,10 +1,10 @@
 // PrefixStore: forwards every call to the base store with "<prefix>/" in front of each key. Timeout
 // messages name the prefixed keys, which says which namespace (group, attempt) was waiting.
-#include "genesis/dist/prefix_store.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
 
 #include "genesis/core/error.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : prefix_(std::move(prefix)), base_(std::move(base)) {
@@ -41,4 +41,4 @@ void PrefixStore::wait(const std::vector<std::string>& keys, Milliseconds timeou
   base_->wait(full, timeout);
 }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

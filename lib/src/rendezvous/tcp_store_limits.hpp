@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 struct TCPStoreServerOptions;
 
@@ -67,4 +67,4 @@ struct DescriptorBudget {
 };
 DescriptorBudget descriptor_budget(int requested_reserve);
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -4,7 +4,7 @@
 
 #include "genesis/core/error.hpp"
 
-namespace genesis::dist::wire {
+namespace genesis::rendezvous::wire {
 
 FrameWriter::FrameWriter(std::uint8_t code) : bytes_(kHeaderBytes, '\0') {
   bytes_.push_back(static_cast<char>(code));
@@ -111,4 +111,4 @@ std::string endpoint(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-}  // namespace genesis::dist::wire
+}  // namespace genesis::rendezvous::wire

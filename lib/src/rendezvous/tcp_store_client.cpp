@@ -20,10 +20,10 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/core/unique_fd.hpp"
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "tcp_store_protocol.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 namespace {
 
@@ -310,4 +310,4 @@ void TCPStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) 
   expect_reply(body, Reply::ok, impl_->where).expect_end();
 }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/file_store.hpp"
+#include "genesis/rendezvous/file_store.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 namespace {
 
@@ -172,4 +172,4 @@ std::string FileStore::get(const std::string& key) {
   return cache_.at(key);
 }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

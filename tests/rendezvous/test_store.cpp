@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/file_store.hpp"
-#include "genesis/dist/prefix_store.hpp"
+#include "genesis/rendezvous/file_store.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
 #include "support/cli_run.hpp"
 
 using namespace genesis;
-using namespace genesis::dist;
+using namespace genesis::rendezvous;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 

@@ -23,10 +23,10 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
-#include "genesis/dist/tcp_store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 
 using namespace genesis;
-using namespace genesis::dist;
+using namespace genesis::rendezvous;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 

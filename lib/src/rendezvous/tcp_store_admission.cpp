@@ -13,7 +13,7 @@
 
 #include "tcp_store_server_impl.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 namespace {
 
 using server::kListenBackoff;
@@ -129,4 +129,4 @@ void TCPStoreServer::Impl::expire_unauthenticated() {
   }
 }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 struct TCPStoreServerOptions {
   std::string host = "127.0.0.1";  // address to bind (MASTER_ADDR); "0.0.0.0" for all
@@ -74,4 +74,4 @@ class TCPStore : public Store {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous

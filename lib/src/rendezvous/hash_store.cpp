@@ -2,9 +2,9 @@
 #include <algorithm>
 
 #include "genesis/core/error.hpp"
-#include "genesis/dist/store.hpp"
+#include "genesis/rendezvous/store.hpp"
 
-namespace genesis::dist {
+namespace genesis::rendezvous {
 
 std::string describe_missing_keys(const std::vector<std::string>& missing, Milliseconds waited) {
   std::string keys;
@@ -55,4 +55,4 @@ void HashStore::wait(const std::vector<std::string>& keys, Milliseconds timeout)
   throw Timeout(describe_missing_keys(missing, timeout));
 }
 
-}  // namespace genesis::dist
+}  // namespace genesis::rendezvous
