@@ -11,7 +11,7 @@
 #include "genesis/amp/autocast.hpp"
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/nn/gpt.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "support/cli_run.hpp"
 #include "support/gpu_required.hpp"
 

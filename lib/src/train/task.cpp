@@ -11,7 +11,7 @@
 #include "genesis/data/synthetic.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::train {
 

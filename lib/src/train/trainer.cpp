@@ -34,7 +34,7 @@
 #include "genesis/parallel/strategy.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/train/task.hpp"
 #include "checkpointing.hpp"
