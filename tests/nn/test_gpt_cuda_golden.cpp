@@ -8,7 +8,7 @@
 #include <cmath>
 #include <map>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"

@@ -10,7 +10,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"

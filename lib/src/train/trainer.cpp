@@ -22,7 +22,7 @@
 #include <ostream>
 #include <spdlog/spdlog.h>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/sampler.hpp"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <thread>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/checkpoint.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
