@@ -14,7 +14,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/nn/gpt.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/random.hpp"
 #include "genesis/train/train_state.hpp"
 #include "support/thread_ranks.hpp"

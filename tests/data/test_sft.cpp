@@ -7,7 +7,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/data/sft.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/random.hpp"
 #include "support/cli_run.hpp"
 

@@ -16,7 +16,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "support/scoped_env.hpp"
 #include "support/cli_run.hpp"
 #include "support/gpu_required.hpp"

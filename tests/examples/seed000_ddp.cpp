@@ -9,9 +9,9 @@
 #include "genesis/dist/distributed.hpp"
 #include "genesis/nn/layers.hpp"
 #include "genesis/nn/loss.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/parallel/ddp.hpp"
-#include "genesis/tensor/ops.hpp"
 
 namespace dist = genesis::dist;
 namespace nn = genesis::nn;

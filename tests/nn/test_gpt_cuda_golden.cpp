@@ -8,10 +8,10 @@
 #include <cmath>
 #include <map>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/nn/gpt.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "support/cli_run.hpp"
 #include "support/gpu_required.hpp"
 

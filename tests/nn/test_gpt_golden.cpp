@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "genesis/nn/gpt.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 using namespace genesis;
 

@@ -10,8 +10,8 @@
 #include "genesis/autograd/checkpoint.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/nn/gpt.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/parallel/ddp.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "support/thread_ranks.hpp"
 
 namespace genesis {

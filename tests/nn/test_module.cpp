@@ -5,7 +5,7 @@
 
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 using namespace genesis;
 

@@ -12,10 +12,10 @@
 
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/optim/sgd.hpp"
 #include "genesis/parallel/strategy.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "parallel/zero3_strategy.hpp"
 #include "support/thread_ranks.hpp"
 

@@ -11,7 +11,7 @@
 #include "genesis/autograd/engine.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "parallel/bucket_engine.hpp"
 
 using namespace genesis;

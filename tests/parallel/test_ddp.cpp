@@ -11,10 +11,10 @@
 #include "genesis/nn/layers.hpp"
 #include "genesis/nn/loss.hpp"
 #include "genesis/nn/mlp.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/optim/sgd.hpp"
 #include "genesis/parallel/ddp.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "support/thread_ranks.hpp"
 
 using namespace genesis;

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <optional>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "parallel/strategy_harness.hpp"
 
 using namespace genesis::testing::strategy_harness;

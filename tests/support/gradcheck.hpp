@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "genesis/autograd/grad_mode.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/random.hpp"
 
 namespace genesis::testing {

@@ -9,8 +9,8 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/nn/layers.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "genesis/tensor/random.hpp"
 #include "support/gpu_required.hpp"
 

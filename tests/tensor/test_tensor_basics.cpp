@@ -1,7 +1,7 @@
 // Tensor metadata, views and copies: the geometry every kernel relies on.
 #include <catch2/catch.hpp>
 
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/core/build_info.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"

@@ -5,7 +5,7 @@
 // rebuilds the same graph in the same dtypes.
 #include "genesis/autograd/checkpoint.hpp"
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/engine.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"

@@ -10,12 +10,12 @@
 #include <queue>
 #include <unordered_map>
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
-#include "genesis/tensor/ops.hpp"
 
 namespace genesis::autograd {
 

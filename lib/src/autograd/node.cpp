@@ -5,8 +5,8 @@
 
 #include "accumulate_grad.hpp"
 #include "genesis/autograd/grad_mode.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
-#include "genesis/tensor/ops.hpp"
 
 namespace genesis::autograd {
 

@@ -8,7 +8,7 @@
 #include "genesis/autograd/checkpoint.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::nn {
 

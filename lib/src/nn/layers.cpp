@@ -1,10 +1,10 @@
-// Layer forwards are one call into the differentiable ops; all the work is in tensor/ops.
+// Layer forwards are one call into the differentiable ops; all the work is in ops/.
 #include "genesis/nn/layers.hpp"
 
 #include <cmath>
 
 #include "genesis/autograd/grad_mode.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::nn {
 

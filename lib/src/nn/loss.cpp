@@ -1,7 +1,7 @@
 // CrossEntropyLoss forwards to the fused cross_entropy op (log-softmax + NLL in one kernel).
 #include "genesis/nn/loss.hpp"
 
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::nn {
 

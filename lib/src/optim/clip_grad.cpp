@@ -7,7 +7,7 @@
 #include <string>
 
 #include "genesis/core/error.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "update_math.hpp"
 
 namespace genesis::optim {

@@ -5,7 +5,7 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::optim::detail {
 

@@ -21,7 +21,7 @@
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/optim/clip_grad.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "replicate.hpp"
 #include "state_pieces.hpp"
 

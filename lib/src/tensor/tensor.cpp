@@ -1,15 +1,13 @@
 // Tensor metadata, factories, element access, and the non-differentiable in-place helpers.
-// The differentiable views and conversions are in ops/shape.cpp.
+// The differentiable views and conversions are in ops/shape.cpp, backward() in
+// autograd/tensor_backward.cpp: this layer sits below both.
 #include "genesis/tensor/tensor.hpp"
 
 #include <cstring>
 #include <sstream>
 
-#include "genesis/autograd/engine.hpp"
-#include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "genesis/tensor/random.hpp"
 #ifdef GENESIS_WITH_CUDA
 #include "backends/cuda/device_copy.hpp"
@@ -31,6 +29,14 @@ std::int64_t shape_numel(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
+}
+
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim) {
+  std::int64_t n = ndim == 0 ? 1 : ndim;
+  GENESIS_CHECK(dim >= -n && dim < n, InvalidArgument,
+                "dim " + std::to_string(dim) + " out of range for a " + std::to_string(ndim) +
+                    "-d tensor");
+  return dim < 0 ? dim + n : dim;
 }
 
 std::string shape_str(const Shape& shape) {
@@ -231,8 +237,6 @@ Tensor& Tensor::set_requires_grad(bool value) {
   impl_->requires_grad = value;
   return *this;
 }
-
-void Tensor::backward(const Tensor& grad) const { autograd::backward({*this}, {grad}); }
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
 

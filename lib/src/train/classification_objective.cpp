@@ -8,7 +8,7 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/data/sft.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::train {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "genesis/optim/clip_grad.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::train {
 

@@ -7,12 +7,12 @@
 #include <spdlog/spdlog.h>
 
 #include "genesis/core/format.hpp"
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "preemption.hpp"
 
 namespace genesis::train {

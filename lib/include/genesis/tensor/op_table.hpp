@@ -1,7 +1,7 @@
 // The op table (STYLE.md habit 5): one row per op, one kernel per backend per row. Each backend's
 // table is generated from op_list.inc (backends/*/register.hpp), so adding a row without a kernel
 // breaks the build: the link fails naming the missing kernel.
-// The differentiable front end that users call lives in tensor/ops.hpp.
+// The differentiable front end that users call lives a layer up, in ops/ops.hpp.
 #pragma once
 
 #include <array>

@@ -1,7 +1,9 @@
 // Tensor: a shared handle to a strided view of a Storage, plus the autograd metadata that makes it
 // a node's output or a leaf parameter. Copying a Tensor copies the handle, not the data (like
 // torch.Tensor). Views (reshape, transpose, slice, expand) share storage; kernels see strides.
-// Not here: the math itself (tensor/ops.hpp) and the backward engine (autograd/).
+// Not here: the math itself (ops/ops.hpp) and the backward engine (autograd/). The differentiable
+// members (views, to, backward) are declared here and defined in the layers above: ops/shape.cpp
+// and autograd/tensor_backward.cpp.
 #pragma once
 
 #include <cstdint>
@@ -111,7 +113,7 @@ class Tensor {
   int register_grad_ready_hook(GradReadyHook hook);
   void remove_grad_ready_hook(int id);
 
-  // ---- views and copies (differentiable; see tensor/ops.hpp for the rest of the math)
+  // ---- views and copies (differentiable; see ops/ops.hpp for the rest of the math)
   Tensor reshape(Shape shape) const;  // a view when the layout allows, else a copy
   Tensor view(Shape shape) const;     // a view or an InvalidArgument error
   Tensor flatten(std::int64_t start = 0, std::int64_t end = -1) const;
@@ -146,5 +148,7 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, std::int64_t of
 Shape contiguous_strides(const Shape& shape);
 std::int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);
+// Normalises a possibly negative dim against rank `ndim`; throws InvalidArgument when out of range.
+std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim);
 
 }  // namespace genesis

@@ -1,7 +1,7 @@
 // CPU kernels of the neural-network rows: the softmax family, cross_entropy, layer_norm,
 // embedding and dropout, each with its backward. Inputs are contiguous f32 (indices i64) viewed
 // as rows over the last dim; rows go to OpenMP threads once the tensor is large. Attention lives
-// in attention.cpp; the differentiable front end that allocates outputs is tensor/ops/nn.cpp.
+// in attention.cpp; the differentiable front end that allocates outputs is ops/nn.cpp.
 #include <omp.h>
 
 #include <bit>

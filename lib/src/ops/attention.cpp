@@ -11,8 +11,8 @@
 #include "elementwise_promote.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "nn_compute.hpp"
 
 namespace genesis {

@@ -6,8 +6,8 @@
 
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
-#include "genesis/tensor/ops.hpp"
 #ifdef GENESIS_WITH_CUDA
 #include "tensor/backends/cuda/device_copy.hpp"
 #endif
@@ -17,14 +17,6 @@ namespace genesis {
 using autograd::NeedsGrad;
 using autograd::record;
 using Grads = std::vector<Tensor>;
-
-std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim) {
-  std::int64_t n = ndim == 0 ? 1 : ndim;
-  GENESIS_CHECK(dim >= -n && dim < n, InvalidArgument,
-                "dim " + std::to_string(dim) + " out of range for a " + std::to_string(ndim) +
-                    "-d tensor");
-  return dim < 0 ? dim + n : dim;
-}
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
   std::size_t n = std::max(a.size(), b.size());

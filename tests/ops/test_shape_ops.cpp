@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "genesis/core/error.hpp"
-#include "genesis/tensor/ops.hpp"
+#include "genesis/ops/ops.hpp"
 #include "support/gradcheck.hpp"
 
 using namespace genesis;

@@ -1,7 +1,7 @@
 // The differentiable math on tensors, PyTorch's functional spelling. Each function checks shapes,
 // allocates its output, runs the op-table kernel for the tensors' device and, when autograd is
 // recording and an input requires grad, records the backward written beside it in
-// lib/src/tensor/ops/. Floating inputs of f16/bf16 are computed in f32 and the result keeps the
+// lib/src/ops/. Floating inputs of f16/bf16 are computed in f32 and the result keeps the
 // widest input float type.
 #pragma once
 
@@ -91,8 +91,6 @@ inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 
-// Normalises a possibly negative dim against rank `ndim`; throws InvalidArgument when out of range.
-std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim);
 // The broadcast of two shapes, or InvalidArgument naming both.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 

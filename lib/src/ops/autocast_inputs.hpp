@@ -5,7 +5,7 @@
 // f32 (each op's own dtype rule widens again); the casts only fix where values are rounded.
 #pragma once
 
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/tensor/tensor.hpp"
 
 namespace genesis::detail {

@@ -4,7 +4,8 @@
 // results are stored in it and their gradients pass through it back to fp32 master weights.
 // Every other op is unaffected and keeps its own dtype rule. The state is per thread, like grad
 // mode; the backward engine switches it off, and gradient checkpointing restores the forward's.
-// Depends on nothing but DType, so the tensor layer below autograd can consult it.
+// It lives beside grad mode in autograd/, below the ops that consult it; the namespace stays amp::
+// because that is the public name (torch.amp.autocast). amp/ keeps the GradScaler.
 #pragma once
 
 #include <optional>

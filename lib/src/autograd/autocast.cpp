@@ -1,6 +1,6 @@
 // Thread-local autocast state: a communication or data thread never inherits the trainer's
 // setting, and ranks run as threads in tests each keep their own.
-#include "genesis/amp/autocast.hpp"
+#include "genesis/autograd/autocast.hpp"
 
 #include <string>
 

@@ -8,8 +8,8 @@
 #include <numbers>
 
 #include "genesis/core/error.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
-#include "genesis/tensor/ops.hpp"
 #include "genesis/tensor/random.hpp"
 #include "support/gradcheck.hpp"
 
