@@ -20,91 +20,117 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
 
 }  // namespace
 
-CheckResult check_env_contract(const EnvLookup& lookup) {
-  CheckResult r{"env", CheckStatus::ok, "", "", true};
-  std::vector<std::string> problems;
-  std::map<std::string, long long> value;  // the well-formed numeric variables
-  std::map<std::string, std::string> text;  // every contract variable that is set
+namespace {
+
+// The contract variables that are set: every one as text, the well-formed numbers as values.
+struct ContractVars {
+  std::map<std::string, long long> value;
+  std::map<std::string, std::string> text;
+  std::vector<std::string> problems;  // each malformed variable
+
+  bool has(const char* name) const { return text.count(name) > 0; }
+  bool num(const char* name) const { return value.count(name) > 0; }
+  long long at(const char* name) const { return value.at(name); }
+  std::string show(const char* name) const { return std::string(name) + "=" + text.at(name); }
+  std::string get(const char* name) const { return has(name) ? text.at(name) : ""; }
+};
+
+ContractVars read_contract(const EnvLookup& lookup) {
+  ContractVars v;
   for (const env::IntVar& var : env::kContractInts) {
     const std::string name(var.name);
     auto raw = lookup(name);
     if (!raw) continue;
-    text[name] = *raw;
+    v.text[name] = *raw;
     if (auto problem = env::int_problem(var, *raw))
-      problems.push_back(*problem);
+      v.problems.push_back(*problem);
     else
-      value[name] = *env::read_int(var, lookup);
+      v.value[name] = *env::read_int(var, lookup);
   }
   if (auto raw = lookup(std::string(env::kTimeoutVar))) {
-    text[std::string(env::kTimeoutVar)] = *raw;
-    if (auto problem = env::timeout_problem(*raw)) problems.push_back(*problem);
+    v.text[std::string(env::kTimeoutVar)] = *raw;
+    if (auto problem = env::timeout_problem(*raw)) v.problems.push_back(*problem);
   }
   for (std::string_view view : env::kContractTexts) {
     const std::string name(view);
     auto raw = lookup(name);
     if (!raw) continue;
-    text[name] = *raw;
-    if (raw->empty()) problems.push_back(name + " is set but empty");
+    v.text[name] = *raw;
+    if (raw->empty()) v.problems.push_back(name + " is set but empty");
   }
-  if (text.empty()) {
+  return v;
+}
+
+// Variables that are each well formed but contradict one another.
+void check_relations(ContractVars& v) {
+  std::vector<std::string>& p = v.problems;
+  if (v.has("RANK") && !v.has("WORLD_SIZE")) p.push_back(v.show("RANK") + " without WORLD_SIZE");
+  if (v.num("WORLD_SIZE") && v.at("WORLD_SIZE") > 1 && !v.has("RANK"))
+    p.push_back(v.show("WORLD_SIZE") + " without RANK");
+  if (v.num("RANK") && v.num("WORLD_SIZE") && v.at("RANK") >= v.at("WORLD_SIZE"))
+    p.push_back(v.show("RANK") + " is not below " + v.show("WORLD_SIZE"));
+  if (v.num("LOCAL_RANK") && v.num("LOCAL_WORLD_SIZE") &&
+      v.at("LOCAL_RANK") >= v.at("LOCAL_WORLD_SIZE"))
+    p.push_back(v.show("LOCAL_RANK") + " is not below " + v.show("LOCAL_WORLD_SIZE"));
+  if (v.num("LOCAL_WORLD_SIZE") && v.num("WORLD_SIZE") &&
+      v.at("LOCAL_WORLD_SIZE") > v.at("WORLD_SIZE"))
+    p.push_back(v.show("LOCAL_WORLD_SIZE") + " exceeds " + v.show("WORLD_SIZE"));
+  if (v.num("LOCAL_RANK") && v.num("RANK") && v.at("LOCAL_RANK") > v.at("RANK"))
+    p.push_back(v.show("LOCAL_RANK") + " exceeds " + v.show("RANK"));
+  if (v.num("WORLD_SIZE") && v.at("WORLD_SIZE") > 1)
+    for (const char* name : {"MASTER_ADDR", "MASTER_PORT"})
+      if (!v.has(name))
+        p.push_back(v.show("WORLD_SIZE") + " but " + name + " is not set (env:// needs it)");
+  if (v.num("GENESIS_RESTART_COUNT") && v.num("GENESIS_MAX_RESTARTS") &&
+      v.at("GENESIS_RESTART_COUNT") > v.at("GENESIS_MAX_RESTARTS"))
+    p.push_back(v.show("GENESIS_RESTART_COUNT") + " exceeds " + v.show("GENESIS_MAX_RESTARTS"));
+  if (v.num("GENESIS_STORE_PORT") && v.num("MASTER_PORT") &&
+      v.at("GENESIS_STORE_PORT") == v.at("MASTER_PORT"))
+    p.push_back(v.show("GENESIS_STORE_PORT") + " equals MASTER_PORT (the program's rank 0 "
+                "binds MASTER_PORT)");
+}
+
+// "rank 1 of 2, local rank 1 of 2, master 127.0.0.1:29500, ...".
+std::string describe(const ContractVars& v) {
+  std::vector<std::string> parts;
+  if (v.has("RANK"))
+    parts.push_back("rank " + v.get("RANK") + " of " + v.get("WORLD_SIZE"));
+  else if (v.has("WORLD_SIZE"))
+    parts.push_back("world size " + v.get("WORLD_SIZE"));
+  if (v.has("LOCAL_RANK"))
+    parts.push_back("local rank " + v.get("LOCAL_RANK") +
+                    (v.has("LOCAL_WORLD_SIZE") ? " of " + v.get("LOCAL_WORLD_SIZE") : ""));
+  if (v.has("GROUP_RANK")) parts.push_back("node " + v.get("GROUP_RANK"));
+  if (v.has("MASTER_ADDR") || v.has("MASTER_PORT"))
+    parts.push_back("master " + v.get("MASTER_ADDR") + ":" + v.get("MASTER_PORT"));
+  if (v.has("GENESIS_STORE_PORT")) parts.push_back("store port " + v.get("GENESIS_STORE_PORT"));
+  if (v.has("GENESIS_RESTART_COUNT"))
+    parts.push_back("restart " + v.get("GENESIS_RESTART_COUNT") + " of " +
+                    (v.has("GENESIS_MAX_RESTARTS") ? v.get("GENESIS_MAX_RESTARTS") : "?"));
+  if (!v.has("RANK") && !v.has("WORLD_SIZE") && !v.has("LOCAL_RANK"))
+    parts.insert(parts.begin(), "not under a launcher");
+  return join(parts, ", ");
+}
+
+}  // namespace
+
+CheckResult check_env_contract(const EnvLookup& lookup) {
+  CheckResult r{"env", CheckStatus::ok, "", "", true};
+  ContractVars vars = read_contract(lookup);
+  if (vars.text.empty()) {
     r.detail = "not under a launcher";
     return r;
   }
-  auto has = [&](const char* name) { return text.count(name) > 0; };
-  auto num = [&](const char* name) { return value.count(name) > 0; };
-  auto show = [&](const char* name) { return std::string(name) + "=" + text[name]; };
-
-  if (has("RANK") && !has("WORLD_SIZE")) problems.push_back(show("RANK") + " without WORLD_SIZE");
-  if (num("WORLD_SIZE") && value["WORLD_SIZE"] > 1 && !has("RANK"))
-    problems.push_back(show("WORLD_SIZE") + " without RANK");
-  if (num("RANK") && num("WORLD_SIZE") && value["RANK"] >= value["WORLD_SIZE"])
-    problems.push_back(show("RANK") + " is not below " + show("WORLD_SIZE"));
-  if (num("LOCAL_RANK") && num("LOCAL_WORLD_SIZE") &&
-      value["LOCAL_RANK"] >= value["LOCAL_WORLD_SIZE"])
-    problems.push_back(show("LOCAL_RANK") + " is not below " + show("LOCAL_WORLD_SIZE"));
-  if (num("LOCAL_WORLD_SIZE") && num("WORLD_SIZE") &&
-      value["LOCAL_WORLD_SIZE"] > value["WORLD_SIZE"])
-    problems.push_back(show("LOCAL_WORLD_SIZE") + " exceeds " + show("WORLD_SIZE"));
-  if (num("LOCAL_RANK") && num("RANK") && value["LOCAL_RANK"] > value["RANK"])
-    problems.push_back(show("LOCAL_RANK") + " exceeds " + show("RANK"));
-  if (num("WORLD_SIZE") && value["WORLD_SIZE"] > 1)
-    for (const char* name : {"MASTER_ADDR", "MASTER_PORT"})
-      if (!has(name))
-        problems.push_back(show("WORLD_SIZE") + " but " + name + " is not set (env:// needs it)");
-  if (num("GENESIS_RESTART_COUNT") && num("GENESIS_MAX_RESTARTS") &&
-      value["GENESIS_RESTART_COUNT"] > value["GENESIS_MAX_RESTARTS"])
-    problems.push_back(show("GENESIS_RESTART_COUNT") + " exceeds " + show("GENESIS_MAX_RESTARTS"));
-  if (num("GENESIS_STORE_PORT") && num("MASTER_PORT") &&
-      value["GENESIS_STORE_PORT"] == value["MASTER_PORT"])
-    problems.push_back(show("GENESIS_STORE_PORT") + " equals MASTER_PORT (the program's rank 0 "
-                       "binds MASTER_PORT)");
-
-  if (!problems.empty()) {
+  check_relations(vars);
+  if (!vars.problems.empty()) {
     r.status = CheckStatus::fail;
-    r.detail = join(problems, "; ");
+    r.detail = join(vars.problems, "; ");
     r.hint = "these variables come from the launcher: start the job with `genesis launch` "
              "(or torchrun/srun) instead of setting them by hand, or unset RANK, WORLD_SIZE, "
              "LOCAL_RANK and LOCAL_WORLD_SIZE to run one process";
     return r;
   }
-  std::vector<std::string> parts;
-  if (has("RANK"))
-    parts.push_back("rank " + text["RANK"] + " of " + text["WORLD_SIZE"]);
-  else if (has("WORLD_SIZE"))
-    parts.push_back("world size " + text["WORLD_SIZE"]);
-  if (has("LOCAL_RANK"))
-    parts.push_back("local rank " + text["LOCAL_RANK"] +
-                    (has("LOCAL_WORLD_SIZE") ? " of " + text["LOCAL_WORLD_SIZE"] : ""));
-  if (has("GROUP_RANK")) parts.push_back("node " + text["GROUP_RANK"]);
-  if (has("MASTER_ADDR") || has("MASTER_PORT"))
-    parts.push_back("master " + text["MASTER_ADDR"] + ":" + text["MASTER_PORT"]);
-  if (has("GENESIS_STORE_PORT")) parts.push_back("store port " + text["GENESIS_STORE_PORT"]);
-  if (has("GENESIS_RESTART_COUNT"))
-    parts.push_back("restart " + text["GENESIS_RESTART_COUNT"] + " of " +
-                    (has("GENESIS_MAX_RESTARTS") ? text["GENESIS_MAX_RESTARTS"] : "?"));
-  if (!has("RANK") && !has("WORLD_SIZE") && !has("LOCAL_RANK"))
-    parts.insert(parts.begin(), "not under a launcher");
-  r.detail = join(parts, ", ");
+  r.detail = describe(vars);
   return r;
 }
 
