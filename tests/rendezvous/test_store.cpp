@@ -17,11 +17,13 @@
 #include "genesis/rendezvous/file_store.hpp"
 #include "genesis/rendezvous/prefix_store.hpp"
 #include "support/cli_run.hpp"
+#include "support/store_client.hpp"
 
 using namespace genesis;
 using namespace genesis::rendezvous;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
+using genesis::testing::thrown_message;
 
 namespace {
 
@@ -41,17 +43,6 @@ pid_t spawn(const std::function<void()>& body) {
     _exit(code);
   }
   return pid;
-}
-
-// The message of the E that `f` throws; another exception type escapes and fails the test.
-template <class E, class F>
-std::string thrown_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<nothing thrown>";
 }
 
 int exit_status(pid_t pid) {

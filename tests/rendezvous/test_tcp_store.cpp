@@ -20,32 +20,17 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/rendezvous/tcp_store.hpp"
+#include "support/store_client.hpp"
 
 using namespace genesis;
 using namespace genesis::rendezvous;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using genesis::testing::thrown_message;
+using genesis::testing::client_options;
 
 namespace {
-
-template <class E, class F>
-std::string thrown_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<nothing thrown>";
-}
-
-TCPStoreOptions client_options(int port, const std::string& token, Milliseconds timeout = 5s) {
-  TCPStoreOptions o;
-  o.port = port;
-  o.token = token;
-  o.timeout = timeout;
-  return o;
-}
 
 // A plain blocking socket connected to 127.0.0.1:port, for peers that do not speak the protocol.
 int raw_connect(int port) {

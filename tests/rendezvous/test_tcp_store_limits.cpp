@@ -24,21 +24,15 @@
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
 #include "genesis/rendezvous/tcp_store.hpp"
+#include "support/store_client.hpp"
 
 using namespace genesis;
 using namespace genesis::rendezvous;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using genesis::testing::client_options;
 
 namespace {
-
-TCPStoreOptions client_options(int port, const std::string& token, Milliseconds timeout = 5s) {
-  TCPStoreOptions o;
-  o.port = port;
-  o.token = token;
-  o.timeout = timeout;
-  return o;
-}
 
 // A blocking socket connected to 127.0.0.1:port, or -1; safe in a forked child (no Catch2).
 int try_connect(int port) {

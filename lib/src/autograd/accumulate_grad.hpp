@@ -20,6 +20,10 @@ class AccumulateGrad : public Node {
   std::shared_ptr<TensorImpl> variable_;
 };
 
+// `sum += grad` in place, where the add kernel can (both f32, one shape and device; it allows its
+// output to alias an input); false, with nothing done, otherwise.
+bool add_in_place(const Tensor& sum, const Tensor& grad);
+
 // The AccumulateGrad node of a leaf, created on first use and cached weakly on the leaf.
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
 

@@ -15,7 +15,6 @@
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
-#include "genesis/tensor/op_table.hpp"
 
 namespace genesis::autograd {
 
@@ -38,10 +37,8 @@ thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 thread_local std::vector<std::function<void()>>* current_cleanups = nullptr;
 
 // Whether `sum` may take another gradient in place: nothing else holds it or views its memory.
-bool owned_alone(const Tensor& sum, const Tensor& grad) {
-  return sum.dtype() == DType::f32 && grad.dtype() == DType::f32 && sum.shape() == grad.shape() &&
-         sum.device() == grad.device() && sum.is_contiguous() &&
-         sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1;
+bool owned_alone(const Tensor& sum) {
+  return sum.is_contiguous() && sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1;
 }
 
 // A second gradient for one input adds into the first where it can: a tied embedding's two
@@ -51,9 +48,7 @@ void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
   Tensor& sum = slots[index];
   if (!sum.defined())
     sum = std::move(grad);
-  else if (owned_alone(sum, grad))
-    dispatch(OpId::add, {sum, grad}, {sum});  // the add kernel allows its output to alias an input
-  else
+  else if (!owned_alone(sum) || !add_in_place(sum, grad))
     sum = add(sum, grad);
 }
 

@@ -74,6 +74,14 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
   return node;
 }
 
+bool add_in_place(const Tensor& sum, const Tensor& grad) {
+  if (sum.dtype() != DType::f32 || grad.dtype() != DType::f32 || sum.shape() != grad.shape() ||
+      sum.device() != grad.device())
+    return false;
+  dispatch(OpId::add, {sum, grad}, {sum});
+  return true;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor incoming = std::move(grad_outputs.at(0));
   Tensor var(variable_);
@@ -81,13 +89,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     if (incoming.dtype() != var.dtype()) incoming = incoming.to(var.dtype());
     Tensor existing = var.grad();
     if (existing.defined()) {
-      // In place, so a .grad that views a DDP bucket keeps viewing it; the add kernel allows its
-      // output to alias an input.
-      if (existing.dtype() == DType::f32 && incoming.dtype() == DType::f32 &&
-          existing.shape() == incoming.shape())
-        dispatch(OpId::add, {existing, incoming}, {existing});
-      else
-        existing.copy_(add(existing, incoming));
+      // In place, so a .grad that views a DDP bucket keeps viewing it.
+      if (!add_in_place(existing, incoming)) existing.copy_(add(existing, incoming));
     } else {
       // Keep the gradient only if nobody else shares its storage (it may be a view of a
       // saved tensor); otherwise take a private copy.

@@ -51,7 +51,8 @@ std::atomic<std::size_t> peak_allocated_bytes{0};
 void count_allocated(std::size_t size) noexcept {
   const std::size_t now = allocated_bytes.fetch_add(size, std::memory_order_relaxed) + size;
   std::size_t peak = peak_allocated_bytes.load(std::memory_order_relaxed);
-  while (now > peak && !peak_allocated_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  while (now > peak &&
+         !peak_allocated_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
 
@@ -64,7 +65,8 @@ Cache& cache() {
 // block serves requests of similar sizes: gradient buckets and sharded units differ by a few
 // parameters each, and with exact sizes the cache would keep one block per bucket.
 std::size_t rounded_size(std::size_t nbytes) {
-  if (nbytes < kMinCached) return (nbytes + kAlign - 1) / kAlign * kAlign + (nbytes == 0 ? kAlign : 0);
+  if (nbytes < kMinCached)
+    return (nbytes + kAlign - 1) / kAlign * kAlign + (nbytes == 0 ? kAlign : 0);
   const std::size_t step = nbytes < kMinMapped ? kPage : std::bit_floor(nbytes) / 8;
   return (nbytes + step - 1) / step * step;
 }
@@ -149,10 +151,6 @@ Stats stats() {
   s.allocated_bytes = allocated_bytes.load(std::memory_order_relaxed);
   s.peak_allocated_bytes = peak_allocated_bytes.load(std::memory_order_relaxed);
   return s;
-}
-
-void reset_peak_stats() {
-  peak_allocated_bytes.store(allocated_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void trim_cache() {

@@ -59,4 +59,8 @@ void ProgressBar::finish() {
   drawn_ = false;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace genesis::train

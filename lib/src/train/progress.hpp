@@ -30,5 +30,6 @@ class ProgressBar {
 };
 
 std::string format_duration(double seconds);  // "1:02:03" or "2:03"
+double seconds_since(std::chrono::steady_clock::time_point start);
 
 }  // namespace genesis::train

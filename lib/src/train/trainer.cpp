@@ -26,6 +26,7 @@
 #include "genesis/tensor/host_memory.hpp"
 #include "job.hpp"
 #include "metrics_recorder.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 #include "run_lock.hpp"
 #include "task.hpp"
@@ -36,10 +37,6 @@ namespace genesis::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 double peak_rss_mb() {
   rusage usage{};

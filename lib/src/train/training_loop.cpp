@@ -6,21 +6,18 @@
 
 #include <spdlog/spdlog.h>
 
-#include "genesis/core/format.hpp"
 #include "genesis/autograd/autocast.hpp"
+#include "genesis/core/format.hpp"
+#include "genesis/ops/ops.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
-#include "genesis/ops/ops.hpp"
 #include "preemption.hpp"
+#include "progress.hpp"
 
 namespace genesis::train {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // "mem 3.10 GiB/4.00 GiB": this rank's GPU memory in tensors / held (cache included), for the
 // log line; not a metrics.jsonl figure.

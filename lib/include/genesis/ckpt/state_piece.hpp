@@ -1,7 +1,8 @@
-// The checkpoint's vocabulary: a strategy's training state in logical terms, so a checkpoint is independent of how the ranks
-// split it. Every logical tensor has a name and a full shape; a rank saves pieces of it (element
-// ranges of its row-major flattening) and loads by asking for the ranges it needs. A run saved by
-// ZeRO-2 on 2 ranks therefore loads into DDP on 3, or into one process, with no conversion step.
+// The checkpoint's vocabulary: a strategy's training state in logical terms, so a checkpoint is
+// independent of how the ranks split it. Every logical tensor has a name and a full shape; a rank
+// saves pieces of it (element ranges of its row-major flattening) and loads by asking for the
+// ranges it needs. A run saved by ZeRO-2 on 2 ranks therefore loads into DDP on 3, or into one
+// process, with no conversion step.
 //
 // Names:
 //   "model.<parameter or buffer>"           the module's own name (named_parameters/_buffers)

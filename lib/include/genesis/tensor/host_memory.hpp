@@ -9,13 +9,12 @@ namespace genesis::host_allocator {
 
 struct Stats {
   std::size_t allocated_bytes;       // in live tensors (rounded as allocated)
-  std::size_t peak_allocated_bytes;  // since the process started or reset_peak_stats()
+  std::size_t peak_allocated_bytes;  // since the process started
   std::size_t cached_bytes;  // freed blocks held for reuse
   std::size_t hits;          // requests served from the cache
   std::size_t misses;        // requests that went to the system
 };
 Stats stats();
-void reset_peak_stats();
 
 // Ends a period (a training step): frees the cached blocks that the period did not need at its
 // peak, so the cache holds what the next step will ask for again and nothing more (the full
