@@ -92,3 +92,14 @@ TEST_CASE("only floating leaves can require grad", "[autograd]") {
   Tensor x = Tensor::ones({2}).set_requires_grad(true);
   REQUIRE_THROWS_WITH(mul(x, 2.0).set_requires_grad(false), Catch::Contains("non-leaf"));
 }
+
+TEST_CASE("a second backward through one graph fails clearly: its saved tensors are gone",
+          "[autograd]") {
+  // Each node lets go of what forward saved once it has run, so memory falls during backward.
+  Tensor x = Tensor::from_vector<float>({1, 2}, {2}).set_requires_grad(true);
+  Tensor y = sum(mul(x, x));
+  y.backward();
+  REQUIRE(x.grad().to_vector() == std::vector<float>{2, 4});
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("a second time") &&
+                                        Catch::Contains("run the forward again"));
+}

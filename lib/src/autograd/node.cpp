@@ -2,9 +2,12 @@
 #include "genesis/autograd/node.hpp"
 
 #include <atomic>
+#include <string>
+#include <utility>
 
 #include "accumulate_grad.hpp"
 #include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
 
@@ -19,8 +22,16 @@ class FunctionNode : public Node {
  public:
   FunctionNode(const char* name, NeedsGrad needs, BackwardFn fn)
       : name_(name), needs_(std::move(needs)), fn_(std::move(fn)) {}
+  // The closure holds what forward saved for backward (activations, cast weights). As in PyTorch
+  // without retain_graph it goes once it has run, so memory falls as backward proceeds instead of
+  // holding every activation until the graph is dropped.
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
-    return fn_(grad_outputs, needs_);
+    GENESIS_CHECK(fn_ != nullptr, InvalidArgument,
+                  std::string("backward through '") + name_ +
+                      "' a second time: what it saved was freed by the first backward (run the "
+                      "forward again)");
+    const BackwardFn fn = std::exchange(fn_, nullptr);
+    return fn(grad_outputs, needs_);
   }
   std::string name() const override { return name_; }
 

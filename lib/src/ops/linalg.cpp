@@ -45,6 +45,15 @@ Tensor as_batch3(const Tensor& e, std::int64_t B) {
                    {stride, src.strides()[nb], src.strides()[nb + 1]}, src.offset());
 }
 
+// The weight as forward's kernel read it, again: cast to its autocast type wt, then to the
+// kernel's kt; the CPU's f32 -> half -> f32 round trip in one copy.
+Tensor weight_for_kernel(const Tensor& source, DType wt, DType kt) {
+  if (source.dtype() == DType::f32 && kt == DType::f32 && wt != DType::f32 &&
+      source.device().is_cpu())
+    return detail::round_through(source, wt, false);
+  return to_result(to_result(source, wt), kt);
+}
+
 Shape concat(Shape a, const Shape& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -119,8 +128,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
   require_defined("linear", input_in);
   require_defined("linear", weight_in);
-  const Tensor input = autocast_input(input_in), weight = autocast_input(weight_in),
-               bias = autocast_input(bias_in);
+  const Tensor input = autocast_input(input_in), bias = autocast_input(bias_in);
+  // On the CPU under autocast the weight reaches the f32 kernel rounded in one copy; its type for
+  // the result and for backward is then autocast's, as if it had been cast.
+  const Tensor rounded = detail::rounded_for_cpu_kernel(weight_in);
+  const Tensor weight = rounded.defined() ? rounded : autocast_input(weight_in);
+  const DType wt = rounded.defined() ? *amp::autocast_dtype() : weight.dtype();
   GENESIS_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
                 InvalidArgument,
                 "linear: input of shape " + shape_str(input.shape()) + " and weight of shape " +
@@ -131,7 +144,7 @@ Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
                 "linear: bias of shape " + (bias.defined() ? shape_str(bias.shape()) : "") +
                     " for weight of shape " + shape_str(weight.shape()) + " (expected [" +
                     std::to_string(O) + "])");
-  const DType rt = float_result_type({&input, &weight, &bias});
+  const DType rt = rounded.defined() ? wt : float_result_type({&input, &weight, &bias});
   const DType kt = detail::matmul_dtype({&input, &weight, &bias});
   Tensor x = to_result(input, kt).contiguous();
   Tensor w = to_result(weight, kt).contiguous();
@@ -148,11 +161,11 @@ Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   // Backward keeps the weight as it came in (a parameter, held anyway) and casts it again, not
   // the cast copy: under autocast that copy would hold a second model until backward reached it.
   record("linear", {x, w, bvec}, {out},
-         [x2, source = weight_in.detach(), wt = weight.dtype(), sx = x.shape(), N, O, kt](
+         [x2, source = weight_in.detach(), wt, sx = x.shape(), N, O, kt](
              const Grads& g, const NeedsGrad& needs) -> Grads {
            const Tensor dy = to_result(g[0], kt).reshape({N, O});
            Grads r(3);
-           if (needs[0]) r[0] = matmul(dy, to_result(to_result(source, wt), kt)).reshape(sx);
+           if (needs[0]) r[0] = matmul(dy, weight_for_kernel(source, wt, kt)).reshape(sx);
            if (needs[1]) r[1] = matmul(dy.transpose(0, 1), x2);
            if (needs[2]) r[2] = sum(dy, {0});
            return r;

@@ -201,27 +201,37 @@ void FullyShardedStrategy::take_gradient(std::size_t slot, bool armed) {
   GENESIS_CHECK(armed, InvalidArgument,
                 name_ + ": a backward ran without a forward through the strategy before it; call "
                         "forward again before each backward");
+  // A gradient in the unit's buffer already is done with; any other (the root unit's, which has
+  // no backward hook to set views up) waits as it is and is copied in once the unit is complete.
   const ParamSlot& s = slots_[slot];
-  Reduction& r = gradient_buffer(s.unit);
-  const Tensor view = units_[s.unit]->flat().param_view(r.grad, s.index);
-  if (!same_view(Tensor(s.param).grad(), view)) {
-    NoGradGuard no_grad;
-    Tensor(view).copy_(Tensor(s.param).grad());
-  }
-  Tensor(s.param).set_grad(Tensor());  // the full gradient lives only in the unit's buffer
+  const Reduction& r = reductions_[s.unit];
+  if (r.grad.defined() &&
+      same_view(Tensor(s.param).grad(), units_[s.unit]->flat().param_view(r.grad, s.index)))
+    Tensor(s.param).set_grad(Tensor());
 }
 
 void FullyShardedStrategy::missing_gradients(const std::vector<std::size_t>& slots) {
-  // They contribute zeros (a branch another rank took): the buffer starts zeroed.
-  for (std::size_t k : slots) {
-    gradient_buffer(slots_[k].unit);
-    Tensor(slots_[k].param).set_grad(Tensor());  // a view set up for a gradient that never came
-  }
+  // They contribute zeros (a branch another rank took): the buffer starts zeroed, and a view set
+  // up for a gradient that never came goes.
+  for (std::size_t k : slots) Tensor(slots_[k].param).set_grad(Tensor());
 }
 
+// Every node that reads the unit's parameters has produced their gradients, so none needs the
+// gathered values any more (the root's included): they go before the gradient buffer comes, and
+// each waiting gradient goes as soon as it is copied in, so the largest (a tied embedding's two,
+// summed) never sits beside both the gathered unit and the buffer.
 void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
   const std::size_t u = reduce_order_[bucket];
-  if (!is_root(u)) units_[u]->release();  // no node left needs its gathered parameters
+  units_[u]->release();
+  const Reduction& r = gradient_buffer(u);
+  const FlatParams& flat = units_[u]->flat();
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < flat.params.size(); ++i) {
+    Tensor param(flat.params[i].second);
+    const Tensor view = flat.param_view(r.grad, i);
+    if (param.grad().defined() && !same_view(param.grad(), view)) Tensor(view).copy_(param.grad());
+    param.set_grad(Tensor());  // the full gradient lives only in the unit's buffer
+  }
 }
 
 std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {
@@ -243,12 +253,17 @@ void FullyShardedStrategy::bucket_reduced(std::size_t bucket) {
     accumulate(u);
 }
 
-// The reduced slice into the gradient shard: accumulation over micro-batches.
+// The reduced slice into the shard's gradient: the first of a step becomes it, later ones
+// (micro-batches) add in. Between steps no gradient shard exists, so forward and the start of
+// backward hold the parameter shards and optimizer state only.
 void FullyShardedStrategy::accumulate(std::size_t u) {
   NoGradGuard no_grad;
   Reduction& r = reductions_[u];
-  const Tensor& grad_shard = units_[u]->grad_shard();
-  Tensor(grad_shard).copy_(add(grad_shard, r.reduced));
+  Tensor shard = units_[u]->shard();
+  if (shard.grad().defined())
+    Tensor(shard.grad()).copy_(add(shard.grad(), r.reduced));
+  else
+    shard.set_grad(r.reduced);
   r.reduced = Tensor();
 }
 
@@ -301,8 +316,13 @@ void FullyShardedStrategy::step(double lr) {
   release_all();  // a gather in flight reads the shards the optimizer is about to change
   NoGradGuard no_grad;
   if (options_.offload_optimizer)
-    for (std::size_t u = 0; u < units_.size(); ++u)
-      host_shards_[u].grad().copy_(units_[u]->grad_shard().to(Device::cpu()));
+    for (std::size_t u = 0; u < units_.size(); ++u) {
+      const Tensor grad = units_[u]->shard().grad();
+      if (grad.defined())
+        host_shards_[u].grad().copy_(grad.to(Device::cpu()));
+      else
+        host_shards_[u].grad().zero_();
+    }
   optimizer_->set_lr(lr);
   optimizer_->step();
   for (std::size_t u = 0; u < units_.size(); ++u)
@@ -312,11 +332,12 @@ void FullyShardedStrategy::step(double lr) {
 }
 
 void FullyShardedStrategy::zero_grad() {
-  // In place: the shards' .grad views these buffers.
+  // The shards' gradients go (the next backward makes new ones); the host copies that the
+  // offloaded optimizer steps keep their buffers.
   NoGradGuard no_grad;
   for (std::size_t u = 0; u < units_.size(); ++u) {
     if (options_.offload_optimizer) host_shards_[u].grad().zero_();
-    Tensor(units_[u]->grad_shard()).zero_();
+    Tensor(units_[u]->shard()).set_grad(Tensor());
   }
 }
 

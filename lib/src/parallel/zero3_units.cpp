@@ -56,8 +56,6 @@ ShardedUnit::ShardedUnit(UnitSpec spec, dist::ProcessGroup& group)
   NoGradGuard no_grad;
   shard_ = flat_.shard_of(flat_.flat, group_.rank()).clone();
   shard_.set_requires_grad(true);
-  grad_shard_ = Tensor::zeros({flat_.shard_numel}, flat_.flat.dtype(), flat_.flat.device());
-  shard_.set_grad(grad_shard_);
   state_ = State::gathered;
   release();
 }

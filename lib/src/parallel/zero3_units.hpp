@@ -57,16 +57,16 @@ class ShardedUnit {
   // it failed, and the unit is then released.
   bool settle() noexcept;
 
-  // The persistent shard (shard_numel,), a leaf that requires grad; its .grad is grad_shard().
+  // The persistent shard (shard_numel,), a leaf that requires grad. Its .grad exists only from
+  // the first reduced gradient of a step until the step is taken (the strategy sets and drops it).
   const Tensor& shard() const { return shard_; }
-  const Tensor& grad_shard() const { return grad_shard_; }
   std::int64_t element_bytes() const;
 
  private:
   UnitSpec spec_;
   dist::ProcessGroup& group_;
   FlatParams flat_;
-  Tensor shard_, grad_shard_;
+  Tensor shard_;
   State state_ = State::released;
   std::shared_ptr<dist::Work> gather_;
 };

@@ -84,6 +84,25 @@ void system_release(void* p, std::size_t size) noexcept {
     munmap(p, size);
 }
 
+// Before `size` more bytes come from the system: returns cached blocks, largest first, until
+// live and cached bytes together stay within the most that was ever live at once. So the cache
+// never raises the footprint above the working set's high-water mark (a peak with blocks of
+// other sizes still cached would), and what it keeps below that mark is free to keep.
+void make_room(Cache& c, std::size_t size) {
+  const std::size_t live = allocated_bytes.load(std::memory_order_relaxed) + size;
+  const std::size_t limit = std::max(peak_allocated_bytes.load(std::memory_order_relaxed), live);
+  while (live + c.stats.cached_bytes > limit) {
+    std::size_t largest = 0;
+    for (const auto& [block, s] : c.sizes)
+      if (!s.free.empty()) largest = std::max(largest, block);
+    if (largest == 0) return;
+    SizeClass& s = c.sizes[largest];
+    system_release(s.free.back(), largest);
+    s.free.pop_back();
+    c.stats.cached_bytes -= largest;
+  }
+}
+
 // Takes a cached block of `size` if there is one; counts the request either way.
 void* take_cached(std::size_t size) {
   Cache& c = cache();
@@ -92,6 +111,7 @@ void* take_cached(std::size_t size) {
   s.peak_live = std::max(s.peak_live, ++s.live);
   if (s.free.empty()) {
     c.stats.misses++;
+    make_room(c, size);
     return nullptr;
   }
   void* p = s.free.back();
