@@ -142,6 +142,11 @@ TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter",
         Tensor out_flat = Tensor::zeros({kN});
         pg->reduce_scatter_tensor(out_flat, flat_in, {.op = op})->wait();
         mine["reduce_scatter_tensor" + std::string(reduce_op_name(op))] = out_flat.to_vector();
+        // An input the caller gives up may be reduced in place: the same result.
+        Tensor scratch = flat_in.clone();
+        Tensor out_scratch = Tensor::zeros({kN});
+        pg->reduce_scatter_tensor(out_scratch, scratch, {.op = op, .input_is_scratch = true})->wait();
+        mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] = out_scratch.to_vector();
       }
 
       for (ReduceOp op : kAllOps) {
@@ -183,6 +188,7 @@ TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter",
         }
         REQUIRE(mine["reduce_scatter" + std::string(reduce_op_name(op))] == want);
         REQUIRE(mine["reduce_scatter_tensor" + std::string(reduce_op_name(op))] == want);
+        REQUIRE(mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] == want);
       }
       if (r == root) {
         for (ReduceOp op : kAllOps)

@@ -207,8 +207,11 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter_tensor(Tensor& output, co
   int r = rank();
   return impl_->submit("reduce_scatter", options.timeout, true,
                        [ctx, output, input, options, r](Milliseconds t) {
-    Tensor scratch = Tensor::empty({input.numel()}, input.dtype());
-    std::memcpy(scratch.raw_data(), input.raw_data(), detail::nbytes(input));
+    Tensor scratch = input;
+    if (!options.input_is_scratch) {
+      scratch = Tensor::empty({input.numel()}, input.dtype());
+      std::memcpy(scratch.raw_data(), input.raw_data(), detail::nbytes(input));
+    }
     all_reduce_raw(ctx, scratch.raw_data(), scratch.dtype(), count(scratch), options.op, 0, t);
     copy_bytes(output, static_cast<const char*>(scratch.raw_data()) + r * detail::nbytes(output));
   });

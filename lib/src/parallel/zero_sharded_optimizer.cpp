@@ -43,6 +43,7 @@ class ZeroStage12 : public Strategy, BucketPolicy {
 
   void take_gradient(std::size_t variable, bool armed) override;
   void missing_gradients(const std::vector<std::size_t>& variables) override;
+  void bucket_complete(std::size_t bucket) override;
   std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
   void bucket_reduced(std::size_t bucket) override;
 
@@ -72,7 +73,7 @@ class ZeroStage12 : public Strategy, BucketPolicy {
     Tensor param;
   };
 
-  Tensor grad_view(std::size_t v);
+  Tensor grad_view_of(Bucket& b, std::size_t index);
   std::vector<Tensor> shard_params() const;
   double sum_over_ranks(double local) const;
 
@@ -160,41 +161,55 @@ Tensor ZeroStage12::forward(const Tensor& input, bool sync_gradients) {
   return model_->forward(input);
 }
 
-Tensor ZeroStage12::grad_view(std::size_t v) {
-  Bucket& b = buckets_[variables_[v].bucket];
+// Parameter `index`'s part of the bucket's full gradient buffer, made (zeroed) on first use.
+Tensor ZeroStage12::grad_view_of(Bucket& b, std::size_t index) {
   if (!b.grad.defined()) b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(),
                                                 b.flat.flat.device());
-  return b.flat.param_view(b.grad, variables_[v].index);
+  return b.flat.param_view(b.grad, index);
 }
 
 void ZeroStage12::take_gradient(std::size_t v, bool /*armed*/) {
   Variable& var = variables_[v];
-  Tensor view = grad_view(v);
-  Tensor grad = var.param.grad();
   if (stage_ == 1) {
+    Tensor view = grad_view_of(buckets_[var.bucket], var.index);
+    Tensor grad = var.param.grad();
     // .grad should view the bucket; a caller that reset it gets the bucket back.
     if (!same_view(grad, view)) {
       view.copy_(grad);
       var.param.set_grad(view);
     }
-  } else {
-    view.copy_(grad);
-    var.param.set_grad(Tensor());  // the full gradient lives only in the bucket until reduced
+  }
+  // Stage 2 leaves the gradient where it is until its bucket is complete (bucket_complete).
+}
+
+// Stage 2's bucket buffer exists only from here to its reduction: made once every gradient of
+// the bucket is in, each gradient copied in and let go at once. Made at the first gradient, it
+// would sit beside the ones still to come; a tied embedding's two (the head's, waiting through
+// the whole backward, and the lookup's) are each as large as the bucket.
+void ZeroStage12::bucket_complete(std::size_t bucket) {
+  if (stage_ != 2) return;
+  Bucket& b = buckets_[bucket];
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < b.flat.params.size(); ++i) {
+    Tensor param(b.flat.params[i].second);
+    Tensor view = grad_view_of(b, i);
+    if (param.grad().defined()) view.copy_(param.grad());
+    param.set_grad(Tensor());  // the full gradient lives only in the bucket until reduced
   }
 }
 
-void ZeroStage12::missing_gradients(const std::vector<std::size_t>& variables) {
-  // They contribute zeros (a branch another rank took).
-  for (std::size_t v : variables) {
-    Tensor view = grad_view(v);
-    if (stage_ == 2) view.zero_();
-  }
+void ZeroStage12::missing_gradients(const std::vector<std::size_t>& /*variables*/) {
+  // They contribute zeros (a branch another rank took): stage 1's buffer holds them already,
+  // and stage 2's is made zeroed once the bucket is complete.
 }
 
 std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket) {
   Bucket& b = buckets_[bucket];
   b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
-  return group_->reduce_scatter_tensor(b.reduced, b.grad, {.op = dist::ReduceOp::AVG});
+  // Stage 2 drops the full gradient once reduced, so the collective may reduce in it; stage 1's
+  // stays the parameters' .grad.
+  return group_->reduce_scatter_tensor(
+      b.reduced, b.grad, {.op = dist::ReduceOp::AVG, .input_is_scratch = stage_ == 2});
 }
 
 void ZeroStage12::bucket_reduced(std::size_t bucket) {

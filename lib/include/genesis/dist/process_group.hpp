@@ -33,6 +33,9 @@ struct AllGatherOptions {
 struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::SUM;
   Milliseconds timeout = kGroupTimeout;
+  // The caller drops the input once the collective is done, so a backend that reduces the whole
+  // input (Gloo's reduce-scatter is an all-reduce) may do it in place instead of in a copy.
+  bool input_is_scratch = false;
 };
 struct ReduceOptions {
   ReduceOp op = ReduceOp::SUM;
