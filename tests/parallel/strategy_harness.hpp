@@ -1,7 +1,8 @@
 // Trains one model with a named strategy on N ranks (threads over Gloo) and returns rank 0's
 // parameters, the per-step gradient norms and the memory report, so every strategy's test can
 // compare itself with DDP on the same global batches. The pieces (make_rank_strategy,
-// train_step) also serve tests that stop and resume. Shared by tests/parallel/test_*.cpp.
+// make_deferred_strategy, train_step) also serve tests that stop and resume or build the model
+// under deferred init. Shared by tests/parallel/test_*.cpp.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -10,11 +11,13 @@
 #include <functional>
 #include <mutex>
 
+#include "genesis/nn/build_scope.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/optim/sgd.hpp"
+#include "genesis/parallel/deferred_init.hpp"
 #include "genesis/parallel/strategy.hpp"
 #include "parallel/zero3_strategy.hpp"
 #include "support/thread_ranks.hpp"
@@ -61,27 +64,60 @@ enum class Opt { adamw, sgd };
 
 using OptionsOverride = std::function<void(parallel::StrategyOptions&)>;
 
-// This rank's strategy over a Gloo group of `world` threads sharing `store`. options_override
-// may change the StrategyOptions (hsdp_shard_size, ...) before the strategy is built.
-inline std::unique_ptr<parallel::Strategy> make_rank_strategy(
-    const std::string& strategy, int rank, int world,
-    const std::shared_ptr<rendezvous::Store>& store, Opt opt, std::shared_ptr<nn::Module> model,
-    const OptionsOverride& options_override = {}) {
-  auto group = testing::make_gloo_group(rank, world, store);
+// The options every rank's strategy is made with; options_override may change them
+// (hsdp_shard_size, ...).
+inline parallel::StrategyOptions rank_options(const std::string& strategy,
+                                              const std::shared_ptr<rendezvous::Store>& store,
+                                              const OptionsOverride& options_override = {}) {
   parallel::StrategyOptions options;
   options.name = strategy;
   options.ddp.bucket_cap_mb = 0.01;  // several buckets
   options.zero.bucket_cap_mb = 0.01;
   options.zero.store = store;  // hsdp's subgroups: the ranks are threads, not the default group
   if (options_override) options_override(options);
-  return parallel::make_strategy(
-      options, std::move(model),
-      [opt](const std::vector<Tensor>& p) -> std::unique_ptr<optim::Optimizer> {
-        if (opt == Opt::sgd)
-          return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
-        return std::make_unique<optim::AdamW>(p, optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1});
-      },
-      group);
+  return options;
+}
+
+inline parallel::OptimizerFactory optimizer_for(Opt opt) {
+  return [opt](const std::vector<Tensor>& p) -> std::unique_ptr<optim::Optimizer> {
+    if (opt == Opt::sgd)
+      return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    return std::make_unique<optim::AdamW>(p, optim::AdamOptions{.lr = 3e-3, .weight_decay = 0.1});
+  };
+}
+
+// This rank's strategy over a Gloo group of `world` threads sharing `store`.
+inline std::unique_ptr<parallel::Strategy> make_rank_strategy(
+    const std::string& strategy, int rank, int world,
+    const std::shared_ptr<rendezvous::Store>& store, Opt opt, std::shared_ptr<nn::Module> model,
+    const OptionsOverride& options_override = {}) {
+  auto group = testing::make_gloo_group(rank, world, store);
+  return parallel::make_strategy(rank_options(strategy, store, options_override), std::move(model),
+                                 optimizer_for(opt), group);
+}
+
+using ModelBuilder = std::function<std::shared_ptr<nn::Module>()>;
+
+// The model build_model makes, in deferred's build scope (each unit its constructor announces is
+// sharded at once) unless deferred is null.
+inline std::shared_ptr<nn::Module> build_under(parallel::DeferredInit* deferred,
+                                               const ModelBuilder& build_model) {
+  if (deferred == nullptr) return build_model();
+  const nn::BuildScope scope(deferred->listener());
+  return build_model();
+}
+
+// As make_rank_strategy for zero3 and hsdp, with the model built under deferred init; the
+// strategy adopts its units.
+inline std::unique_ptr<parallel::Strategy> make_deferred_strategy(
+    const std::string& strategy, int rank, int world,
+    const std::shared_ptr<rendezvous::Store>& store, Opt opt, const ModelBuilder& build_model,
+    const OptionsOverride& options_override = {}) {
+  auto group = testing::make_gloo_group(rank, world, store);
+  const parallel::StrategyOptions options = rank_options(strategy, store, options_override);
+  parallel::DeferredInit deferred(options, group, Device::cpu());
+  return parallel::make_strategy(options, build_under(&deferred, build_model), optimizer_for(opt),
+                                 group, &deferred);
 }
 
 // Optimizer step `step` (0-based) of a run: `accum` micro-batches of this rank's rows of the
@@ -101,14 +137,18 @@ inline double train_step(parallel::Strategy& s, Model kind, Opt opt, int rank, i
   return norm;
 }
 
-// inspect, when given, runs on every rank after training (traces, memory checks).
-inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt = Opt::adamw,
-                     int accum = 2, int steps = 4, const OptionsOverride& options_override = {},
-                     const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
+using RankStrategy = std::function<std::unique_ptr<parallel::Strategy>(
+    int rank, const std::shared_ptr<rendezvous::Store>& store)>;
+
+// Trains the strategy `make` gives each rank; inspect, when given, runs on every rank after
+// training (traces, memory checks).
+inline Outcome train_with(int world, Model kind, Opt opt, int accum, int steps,
+                          const RankStrategy& make,
+                          const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
   Outcome out;
   std::mutex mutex;
   testing::run_ranks(world, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
-    auto s = make_rank_strategy(strategy, rank, world, store, opt, build(kind), options_override);
+    auto s = make(rank, store);
     std::vector<double> norms;
     for (int step = 0; step < steps; ++step)
       norms.push_back(train_step(*s, kind, opt, rank, world, accum, step));
@@ -125,6 +165,15 @@ inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt
     }
   });
   return out;
+}
+
+inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt = Opt::adamw,
+                     int accum = 2, int steps = 4, const OptionsOverride& options_override = {},
+                     const std::function<void(int rank, parallel::Strategy&)>& inspect = {}) {
+  const RankStrategy make = [&](int rank, const std::shared_ptr<rendezvous::Store>& store) {
+    return make_rank_strategy(strategy, rank, world, store, opt, build(kind), options_override);
+  };
+  return train_with(world, kind, opt, accum, steps, make, inspect);
 }
 
 // Largest elementwise difference, relative to each tensor's largest magnitude.

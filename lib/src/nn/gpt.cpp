@@ -8,6 +8,7 @@
 #include "genesis/autograd/checkpoint.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/nn/build_scope.hpp"
 #include "genesis/ops/ops.hpp"
 
 namespace genesis::nn {
@@ -81,8 +82,10 @@ GPT::GPT(const GPTConfig& c, Generator& gen)
   init_normal(wpe_->weight, 0.02, gen);
   drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, dropout_gen_));
   auto h = register_module("h", std::make_shared<Container>());
-  for (std::int64_t i = 0; i < c.n_layer; ++i)
+  for (std::int64_t i = 0; i < c.n_layer; ++i) {
     blocks_.push_back(h->add(std::to_string(i), std::make_shared<Block>(c, gen, dropout_gen_)));
+    announce_unit("h." + std::to_string(i), *blocks_.back());  // sharded now under deferred init
+  }
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd));
 }
 

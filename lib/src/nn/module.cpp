@@ -129,10 +129,15 @@ void Module::train(bool on) {
 void Module::to(Device device) {
   // One copy per storage: views of a shared storage are re-pointed at the same new one.
   std::map<const Storage*, std::shared_ptr<Storage>> moved;
-  auto move = [&](const Tensor& t) {
+  auto move = [&](const std::string& name, const Tensor& t) {
     TensorImpl* impl = t.impl();
     impl->grad.reset();
+    // A tensor sharded as the model was built (ZeRO-3's deferred init) already lives in its
+    // unit's released buffer on the training device; elsewhere it has no bytes to move.
     if (impl->storage->device() == device) return;
+    GENESIS_CHECK(impl->storage->has_memory(), InvalidArgument,
+                  "Module::to(" + device.str() + "): '" + name + "' is sharded on " +
+                      impl->storage->device().str() + " and holds no values here");
     std::shared_ptr<Storage>& target = moved[impl->storage.get()];
     if (target == nullptr) {
       const std::int64_t numel =
@@ -142,8 +147,8 @@ void Module::to(Device device) {
     }
     impl->storage = target;
   };
-  for (auto& [name, t] : named_parameters()) move(t);
-  for (auto& [name, t] : named_buffers()) move(t);
+  for (auto& [name, t] : named_parameters()) move(name, t);
+  for (auto& [name, t] : named_buffers()) move(name, t);
 }
 
 std::int64_t Module::num_parameters() const {

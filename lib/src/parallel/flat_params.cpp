@@ -35,7 +35,7 @@ void rebind_storage(const Tensor& target, const Tensor& view) {
   impl->strides = view.strides();
 }
 
-FlatParams flatten_parameters(nn::NamedTensors params, int shards) {
+FlatParams flatten_parameters(nn::NamedTensors params, int shards, std::optional<Device> device) {
   GENESIS_CHECK(shards >= 1, InvalidArgument, "flatten_parameters: shards must be >= 1");
   FlatParams f;
   f.params = std::move(params);
@@ -53,7 +53,7 @@ FlatParams flatten_parameters(nn::NamedTensors params, int shards) {
   f.shard_numel = (f.numel + shards - 1) / shards;
   const Tensor& first = f.params.empty() ? Tensor() : f.params.front().second;
   f.flat = Tensor::zeros({f.padded_numel()}, first.defined() ? first.dtype() : DType::f32,
-                         first.defined() ? first.device() : Device::cpu());
+                         device.value_or(first.defined() ? first.device() : Device::cpu()));
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < f.params.size(); ++i) {
     Tensor view = f.param_view(f.flat, i);

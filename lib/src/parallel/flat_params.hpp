@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "genesis/nn/module.hpp"
@@ -30,8 +31,10 @@ struct FlatParams {
 };
 
 // Copies the parameters' values into a new flat buffer (dtype and device of the first one; all
-// must agree) and rebinds each parameter to view it.
-FlatParams flatten_parameters(nn::NamedTensors params, int shards);
+// must agree) and rebinds each parameter to view it. `device`, when given, is where the buffer
+// lives instead (deferred init: host-built parameters straight to the training device).
+FlatParams flatten_parameters(nn::NamedTensors params, int shards,
+                              std::optional<Device> device = std::nullopt);
 
 // Whether a and b are the same view of the same storage (a .grad that already is its bucket slice).
 bool same_view(const Tensor& a, const Tensor& b);

@@ -35,6 +35,7 @@ void check_same_parameters(const nn::NamedTensors& params, dist::ProcessGroup& g
                 "DDP: ranks disagree on the number of parameters (this rank " + std::to_string(n) +
                     ", others between " + std::to_string(least) + " and " + std::to_string(most) +
                     "): every rank must build the same model");
+  if (n == 0) return;  // all agree there is nothing to compare (a model whose units are all cut)
 
   Tensor mine = Tensor::zeros({n, 1 + kMaxDims}, DType::i64);
   auto* rows = mine.data<std::int64_t>();

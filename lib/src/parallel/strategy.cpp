@@ -8,6 +8,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/optim/clip_grad.hpp"
+#include "genesis/parallel/deferred_init.hpp"
 #include "state_pieces.hpp"
 #include "zero_strategies.hpp"
 
@@ -120,11 +121,15 @@ class DDPStrategy : public Strategy {
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
                                         std::shared_ptr<nn::Module> model,
                                         const OptimizerFactory& make_optimizer,
-                                        std::shared_ptr<dist::ProcessGroup> group) {
+                                        std::shared_ptr<dist::ProcessGroup> group,
+                                        DeferredInit* deferred) {
   const std::optional<StrategyKind> kind = parse_setting<StrategyKind>(options.name);
   GENESIS_CHECK(kind.has_value(), InvalidArgument,
                 "unknown strategy \"" + options.name +
                     "\" (expected auto, ddp, zero1, zero2, zero3 or hsdp)");
+  const bool sharded = *kind == StrategyKind::zero3 || *kind == StrategyKind::hsdp;
+  GENESIS_CHECK(deferred == nullptr || sharded, InvalidArgument,
+                "deferred init shards for zero3 or hsdp, not " + options.name);
   switch (*kind) {
     case StrategyKind::automatic:
     case StrategyKind::ddp:
@@ -135,9 +140,10 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
       return detail::make_zero_stage12(*kind == StrategyKind::zero1 ? 1 : 2, std::move(model),
                                        make_optimizer, std::move(group), options.zero);
     case StrategyKind::zero3:
-      return detail::make_zero3(std::move(model), make_optimizer, std::move(group), options.zero);
     case StrategyKind::hsdp:
-      return detail::make_hsdp(std::move(model), make_optimizer, std::move(group), options.zero);
+      return detail::make_fully_sharded(*kind == StrategyKind::hsdp, std::move(model),
+                                        make_optimizer, std::move(group), options.zero,
+                                        deferred ? &deferred->sharded_build() : nullptr);
   }
   throw InvalidArgument("unknown strategy \"" + options.name + "\"");  // unreachable
 }

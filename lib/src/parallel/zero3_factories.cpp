@@ -1,8 +1,9 @@
-// make_zero3 and make_hsdp, and the HSDP subgroups. Shard groups are hsdp_shard_size consecutive
-// ranks (one node, so the frequent all-gathers and reduce-scatters stay on the fast links);
-// replica groups are the ranks at the same position in every shard group. Every rank creates
-// every group, shard groups first, in the same order, because creating a group is collective
-// over its members. Groups of one rank need no rendezvous and are local.
+// make_fully_sharded (zero3 and hsdp) and the HSDP subgroups. Shard groups are hsdp_shard_size
+// consecutive ranks (one node, so the frequent all-gathers and reduce-scatters stay on the fast
+// links); replica groups are the ranks at the same position in every shard group. Every rank
+// creates every group, shard groups first, in the same order, because creating a group is
+// collective over its members; under deferred init that happens before the model is built.
+// Groups of one rank need no rendezvous and are local.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -12,6 +13,7 @@
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/process_group_gloo.hpp"
 #include "genesis/rendezvous/prefix_store.hpp"
+#include "zero3_deferred.hpp"
 #include "zero3_strategy.hpp"
 #include "zero_strategies.hpp"
 
@@ -64,54 +66,56 @@ class SubgroupMaker {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_zero3(std::shared_ptr<nn::Module> model,
-                                     const OptimizerFactory& make_optimizer,
-                                     std::shared_ptr<dist::ProcessGroup> group,
-                                     const ZeroOptions& options) {
-  GENESIS_CHECK(model && group, InvalidArgument, "zero3: needs a model and a process group");
-  auto shard_group = group;
-  return std::make_unique<FullyShardedStrategy>("zero3", std::move(model), make_optimizer,
-                                                std::move(group), std::move(shard_group),
-                                                nullptr, options);
-}
-
-std::unique_ptr<Strategy> make_hsdp(std::shared_ptr<nn::Module> model,
-                                    const OptimizerFactory& make_optimizer,
-                                    std::shared_ptr<dist::ProcessGroup> group,
-                                    const ZeroOptions& options) {
-  GENESIS_CHECK(model && group, InvalidArgument, "hsdp: needs a model and a process group");
-  const int world = group->size(), rank = group->rank();
+ShardGroups make_shard_groups(bool hsdp, std::shared_ptr<dist::ProcessGroup> world,
+                              const ZeroOptions& options) {
+  if (!hsdp) return {world, world, nullptr};
+  const int size = world->size(), rank = world->rank();
   int shard_size = options.hsdp_shard_size;
   GENESIS_CHECK(shard_size >= 0, InvalidArgument,
                 "distributed.hsdp_shard_size must be >= 0, got " + std::to_string(shard_size));
   if (shard_size == 0) shard_size = env::local_world_size().value_or(0);
-  if (shard_size == 0) shard_size = world;
-  GENESIS_CHECK(world % shard_size == 0, InvalidArgument,
+  if (shard_size == 0) shard_size = size;
+  GENESIS_CHECK(size % shard_size == 0, InvalidArgument,
                 "hsdp: the shard size " + std::to_string(shard_size) +
-                    " does not divide the world size " + std::to_string(world) +
+                    " does not divide the world size " + std::to_string(size) +
                     "; set distributed.hsdp_shard_size to a divisor of it (ranks per node)");
-  const int replicas = world / shard_size;
+  const int replicas = size / shard_size;
 
-  SubgroupMaker maker(*group, options.store);
-  std::shared_ptr<dist::ProcessGroup> shard_group, replica_group;
+  SubgroupMaker maker(*world, options.store);
+  ShardGroups groups{world, nullptr, nullptr};
   for (int g = 0; g < replicas; ++g) {
     std::vector<int> ranks;
     for (int i = 0; i < shard_size; ++i) ranks.push_back(g * shard_size + i);
     auto made = maker.make("shard_" + std::to_string(g), ranks);
-    if (made) shard_group = std::move(made);
+    if (made) groups.shard = std::move(made);
   }
   for (int p = 0; p < shard_size; ++p) {
     std::vector<int> ranks;
     for (int g = 0; g < replicas; ++g) ranks.push_back(g * shard_size + p);
     auto made = maker.make("replica_" + std::to_string(p), ranks);
-    if (made) replica_group = std::move(made);
+    if (made) groups.replica = std::move(made);
   }
-  GENESIS_CHECK(shard_group && replica_group && shard_group->rank() == rank % shard_size,
+  GENESIS_CHECK(groups.shard && groups.replica && groups.shard->rank() == rank % shard_size,
                 InvalidArgument, "hsdp: rank " + std::to_string(rank) + " found no subgroup");
-  if (replicas == 1) replica_group = nullptr;  // one replica: nothing to average across
-  return std::make_unique<FullyShardedStrategy>("hsdp", std::move(model), make_optimizer,
-                                                std::move(group), std::move(shard_group),
-                                                std::move(replica_group), options);
+  if (replicas == 1) groups.replica = nullptr;  // one replica: nothing to average across
+  return groups;
+}
+
+std::unique_ptr<Strategy> make_fully_sharded(bool hsdp, std::shared_ptr<nn::Module> model,
+                                             const OptimizerFactory& make_optimizer,
+                                             std::shared_ptr<dist::ProcessGroup> group,
+                                             const ZeroOptions& options, ShardedBuild* built) {
+  const std::string name = hsdp ? "hsdp" : "zero3";
+  GENESIS_CHECK(model && group, InvalidArgument, name + ": needs a model and a process group");
+  GENESIS_CHECK(!built || (built->strategy() == name && built->groups().world == group),
+                InvalidArgument,
+                name + ": the deferred init was made for " + built->strategy() +
+                    " or for another process group");
+  ShardGroups groups = built ? built->groups() : make_shard_groups(hsdp, group, options);
+  return std::make_unique<FullyShardedStrategy>(
+      name, std::move(model), make_optimizer, std::move(groups.world), std::move(groups.shard),
+      std::move(groups.replica), options,
+      built ? built->take_units() : UnitList{});
 }
 
 }  // namespace genesis::parallel::detail

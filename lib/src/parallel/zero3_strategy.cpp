@@ -32,7 +32,8 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
                                            std::shared_ptr<dist::ProcessGroup> group,
                                            std::shared_ptr<dist::ProcessGroup> shard_group,
                                            std::shared_ptr<dist::ProcessGroup> replica_group,
-                                           const ZeroOptions& options)
+                                           const ZeroOptions& options,
+                                           std::vector<std::unique_ptr<ShardedUnit>> built)
     : name_(std::move(name)),
       model_(std::move(model)),
       group_(std::move(group)),
@@ -43,14 +44,7 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
   for (auto& [pname, p] : model_->named_parameters())
     (p.requires_grad() ? params : frozen_).emplace_back(pname, p);
   GENESIS_CHECK(!params.empty(), InvalidArgument, name_ + ": the model has no trainable parameter");
-  {
-    NoGradGuard no_grad;
-    check_same_parameters(params, *group_);
-    broadcast_from_rank0(params, *group_);
-    broadcast_from_rank0(model_->named_buffers(), *group_);
-  }
-  for (UnitSpec& spec : wrap_units(*model_))
-    units_.push_back(std::make_unique<ShardedUnit>(std::move(spec), *shard_group_));
+  units_ = make_units(*model_, std::move(built), *group_, *shard_group_);
   for (std::size_t u = units_.size(); u-- > 0;)
     if (!is_root(u)) reduce_order_.push_back(u);
   if (!units_.empty() && is_root(units_.size() - 1)) reduce_order_.push_back(units_.size() - 1);

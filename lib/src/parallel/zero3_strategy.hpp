@@ -33,11 +33,14 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   // shard_group: the ranks a unit is sharded over; replica_group: null for ZeRO-3, else the
   // ranks holding the same shard in the other shard groups (HSDP), whose gradient shards are
   // averaged. `group` is the whole job, used to check and broadcast the initial parameters.
+  // built: the units sharded while the model was built (deferred init), adopted by make_units.
   FullyShardedStrategy(std::string name, std::shared_ptr<nn::Module> model,
                        const OptimizerFactory& make_optimizer,
                        std::shared_ptr<dist::ProcessGroup> group,
                        std::shared_ptr<dist::ProcessGroup> shard_group,
-                       std::shared_ptr<dist::ProcessGroup> replica_group, const ZeroOptions& options);
+                       std::shared_ptr<dist::ProcessGroup> replica_group,
+                       const ZeroOptions& options,
+                       std::vector<std::unique_ptr<ShardedUnit>> built = {});
   ~FullyShardedStrategy() override;
 
   std::string name() const override { return name_; }

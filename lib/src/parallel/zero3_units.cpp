@@ -1,12 +1,15 @@
-// The ZeRO-3 wrap policy and a unit's gather/release cycle (see zero3_units.hpp).
+// The ZeRO-3 wrap policy, cutting (or adopting) the units, and a unit's gather/release cycle
+// (see zero3_units.hpp).
 #include "zero3_units.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/layers.hpp"
+#include "replicate.hpp"
 
 namespace genesis::parallel::detail {
 namespace {
@@ -50,14 +53,59 @@ std::vector<UnitSpec> wrap_units(nn::Module& model) {
   return kept;
 }
 
-ShardedUnit::ShardedUnit(UnitSpec spec, dist::ProcessGroup& group)
-    : spec_(std::move(spec)), group_(group) {
-  flat_ = flatten_parameters(spec_.params, group_.size());
+UnitList make_units(nn::Module& model, UnitList built, dist::ProcessGroup& world,
+                    dist::ProcessGroup& shard_group) {
+  std::vector<UnitSpec> specs = wrap_units(model);
+  UnitList units(specs.size());
+  std::set<const TensorImpl*> adopted;
+  for (std::unique_ptr<ShardedUnit>& unit : built) {
+    const auto spec = std::find_if(specs.begin(), specs.end(), [&](const UnitSpec& s) {
+      return s.module != nullptr && s.module == unit->module();
+    });
+    GENESIS_CHECK(spec != specs.end(), InvalidArgument,
+                  "zero3: '" + unit->name() + "' was sharded as the model was built but is not a "
+                  "unit of the model given to the strategy (build that model in the scope)");
+    for (const auto& [name, p] : spec->params) adopted.insert(p.impl());
+    unit->adopt(std::move(*spec));
+    units[static_cast<std::size_t>(spec - specs.begin())] = std::move(unit);
+  }
+  nn::NamedTensors rest;  // the trainable parameters still whole, in registration order
+  for (auto& [name, p] : model.named_parameters())
+    if (p.requires_grad() && !adopted.contains(p.impl())) rest.emplace_back(name, p);
+  {
+    NoGradGuard no_grad;
+    check_same_parameters(rest, world);
+    broadcast_from_rank0(rest, world);
+    broadcast_from_rank0(model.named_buffers(), world);
+  }
+  for (std::size_t u = 0; u < units.size(); ++u)
+    if (!units[u]) {
+      FlatParams flat = flatten_parameters(specs[u].params, shard_group.size());
+      units[u] = std::make_unique<ShardedUnit>(std::move(specs[u]), std::move(flat), shard_group);
+    }
+  return units;
+}
+
+ShardedUnit::ShardedUnit(UnitSpec spec, FlatParams flat, dist::ProcessGroup& group)
+    : spec_(std::move(spec)), group_(group), flat_(std::move(flat)) {
+  GENESIS_CHECK(flat_.shards == group_.size(), InvalidArgument,
+                "ShardedUnit: '" + spec_.name + "' is flattened for another number of shards");
   NoGradGuard no_grad;
   shard_ = flat_.shard_of(flat_.flat, group_.rank()).clone();
   shard_.set_requires_grad(true);
   state_ = State::gathered;
   release();
+}
+
+void ShardedUnit::adopt(UnitSpec spec) {
+  const auto same = [](const auto& a, const auto& b) { return a.second.impl() == b.second.impl(); };
+  GENESIS_CHECK(std::equal(spec.params.begin(), spec.params.end(), flat_.params.begin(),
+                           flat_.params.end(), same),
+                InvalidArgument,
+                "zero3: the trainable parameters of unit '" + spec.name + "' changed after it was "
+                "sharded as the model was built (frozen, added or replaced)");
+  flat_.params = spec.params;
+  spec_ = std::move(spec);
 }
 
 std::int64_t ShardedUnit::element_bytes() const {

@@ -1,8 +1,9 @@
 // ZeRO-3 units: the wrap policy that cuts a model into units, and one unit's sharded parameters.
 // A unit's parameters are flattened into one padded buffer (flat_params.hpp) whose Storage holds
 // bytes only while the unit is gathered; between uses each rank keeps its shard in a separate
-// tensor, the one the optimizer steps. Gradient reduction and the hook plumbing are the
-// strategy's (zero3_strategy.hpp).
+// tensor, the one the optimizer steps. Units are cut when the strategy is made, or earlier, as
+// the model is built (deferred init, zero3_deferred.hpp), and then adopted. Gradient reduction
+// and the hook plumbing are the strategy's (zero3_strategy.hpp).
 #pragma once
 
 #include <cstdint>
@@ -28,15 +29,26 @@ struct UnitSpec {
 // run them in (prefetch relies on it); the root unit, if it has parameters, comes last.
 std::vector<UnitSpec> wrap_units(nn::Module& model);
 
+class ShardedUnit;
+using UnitList = std::vector<std::unique_ptr<ShardedUnit>>;
+
+// The model's units in wrap_units order. Those in `built` (sharded while the model was being
+// built: deferred init, zero3_deferred.hpp) are adopted, matched by module, under the policy's
+// names; the policy's other units are cut now, from parameters first checked across `world` and
+// set to rank 0's values, as the model's buffers are. A unit in `built` that the policy does not
+// pick, or whose parameters changed since, is an error.
+UnitList make_units(nn::Module& model, UnitList built, dist::ProcessGroup& world,
+                    dist::ProcessGroup& shard_group);
+
 // One unit's parameters sharded over a group of `shards` ranks. Not thread-safe: every method
 // runs on the rank's training thread; collectives go to the group's communication thread.
 class ShardedUnit {
  public:
   enum class State { released, gathering, gathered };
 
-  // Flattens spec.params (their current values become the flat buffer), copies this rank's
-  // shard out and releases the flat buffer's bytes.
-  ShardedUnit(UnitSpec spec, dist::ProcessGroup& group);
+  // `flat`: spec.params flattened (flatten_parameters) over group.size() shards, their values
+  // final. Copies this rank's shard out and releases the flat buffer's bytes.
+  ShardedUnit(UnitSpec spec, FlatParams flat, dist::ProcessGroup& group);
   ShardedUnit(const ShardedUnit&) = delete;
   ShardedUnit& operator=(const ShardedUnit&) = delete;
 
@@ -44,6 +56,9 @@ class ShardedUnit {
   nn::Module* module() const { return spec_.module; }
   const FlatParams& flat() const { return flat_; }
   State state() const { return state_; }
+  // Takes the wrap policy's spec of this unit (its name, and the parameters' names in the whole
+  // model); throws InvalidArgument unless it lists the same parameters in the same order.
+  void adopt(UnitSpec spec);
 
   // Reallocates the flat buffer and launches the all-gather of every rank's shard into it; does
   // nothing unless released. Returns whether it launched.

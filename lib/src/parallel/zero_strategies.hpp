@@ -13,19 +13,17 @@ std::unique_ptr<Strategy> make_zero_stage12(int stage, std::shared_ptr<nn::Modul
                                             std::shared_ptr<dist::ProcessGroup> group,
                                             const ZeroOptions& options);
 
+class ShardedBuild;
+
 // ZeRO-3 / FSDP: parameters flattened and sharded per unit (each transformer block, each Linear
 // of an MLP; the rest of the model is the root unit), gathered around each unit's forward and
-// backward and freed after; gradients reduce-scattered.
-std::unique_ptr<Strategy> make_zero3(std::shared_ptr<nn::Module> model,
-                                     const OptimizerFactory& make_optimizer,
-                                     std::shared_ptr<dist::ProcessGroup> group,
-                                     const ZeroOptions& options);
-
-// HSDP: ZeRO-3 within groups of options.hsdp_shard_size consecutive ranks, gradients of the
-// shards then averaged across the groups (replicas). Every rank of `group` must call it.
-std::unique_ptr<Strategy> make_hsdp(std::shared_ptr<nn::Module> model,
-                                    const OptimizerFactory& make_optimizer,
-                                    std::shared_ptr<dist::ProcessGroup> group,
-                                    const ZeroOptions& options);
+// backward and freed after; gradients reduce-scattered. HSDP (hsdp = true): that within groups
+// of options.hsdp_shard_size consecutive ranks, gradients of the shards then averaged across the
+// groups (replicas). Every rank of `group` must call it. `built`, when not null, holds the groups
+// and the units sharded while the model was built (deferred init), which the strategy adopts.
+std::unique_ptr<Strategy> make_fully_sharded(bool hsdp, std::shared_ptr<nn::Module> model,
+                                             const OptimizerFactory& make_optimizer,
+                                             std::shared_ptr<dist::ProcessGroup> group,
+                                             const ZeroOptions& options, ShardedBuild* built);
 
 }  // namespace genesis::parallel::detail

@@ -19,8 +19,10 @@
 #include "device_choice.hpp"
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/nn/build_scope.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/optim/sgd.hpp"
+#include "genesis/parallel/deferred_init.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
@@ -75,14 +77,9 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
                                 .device_name = device.str()});
 }
 
-std::unique_ptr<parallel::Strategy> make_run_strategy(const TrainingConfig& t,
-                                                      const DistributedConfig& d,
-                                                      const parallel::MemoryPlan& plan,
-                                                      std::shared_ptr<nn::Module> model,
-                                                      const Job& job) {
-  const bool automatic = d.strategy == StrategyKind::automatic;
-  const parallel::StrategyOptions options{
-      .name = automatic ? plan.chosen : std::string(to_string(d.strategy)),
+parallel::StrategyOptions strategy_options(const DistributedConfig& d, std::string name) {
+  return {
+      .name = std::move(name),
       .ddp = {.bucket_cap_mb = d.bucket_cap_mb,
               .find_unused_parameters = d.find_unused_parameters,
               .gradient_as_bucket_view = d.gradient_as_bucket_view,
@@ -91,9 +88,31 @@ std::unique_ptr<parallel::Strategy> make_run_strategy(const TrainingConfig& t,
                .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
                .offload_optimizer = d.offload_optimizer == OffloadKind::cpu,
                .store = nullptr}};
+}
+
+// deferred: set when the model was built under it (zero3, hsdp), whose units the strategy adopts.
+std::unique_ptr<parallel::Strategy> make_run_strategy(const TrainingConfig& t,
+                                                      const DistributedConfig& d,
+                                                      const parallel::MemoryPlan& plan,
+                                                      std::shared_ptr<nn::Module> model,
+                                                      const Job& job,
+                                                      parallel::DeferredInit* deferred) {
+  const bool automatic = d.strategy == StrategyKind::automatic;
   return parallel::make_strategy(
-      options, std::move(model),
-      [&t](const std::vector<Tensor>& params) { return make_optimizer(t, params); }, job.group());
+      strategy_options(d, automatic ? plan.chosen : std::string(to_string(d.strategy))),
+      std::move(model),
+      [&t](const std::vector<Tensor>& params) { return make_optimizer(t, params); }, job.group(),
+      deferred);
+}
+
+// zero3 and hsdp shard each unit as the model is built, so the whole model never exists on one
+// rank (nor reaches its GPU); null for the others, and for auto, whose choice needs the model.
+// Collective: hsdp's subgroups are created here, before the model.
+std::unique_ptr<parallel::DeferredInit> deferred_init(const DistributedConfig& d, const Job& job,
+                                                      Device device) {
+  if (d.strategy != StrategyKind::zero3 && d.strategy != StrategyKind::hsdp) return nullptr;
+  return std::make_unique<parallel::DeferredInit>(
+      strategy_options(d, std::string(to_string(d.strategy))), job.group(), device);
 }
 
 // Rank 0 locks the run directory before anything in it is read or written; every rank learns
@@ -150,11 +169,18 @@ Device start_device(DeviceKind setting) {
   return device;
 }
 
-// Every rank builds the same model and data from the seed; DDP also broadcasts rank 0's
-// weights, so a rank that diverged would be corrected rather than trained apart. The model is
-// built on the host and then moved, so a GPU run starts from the CPU run's weights.
-Task task_on(const Config& config, Device device) {
-  Task task = make_task(config);
+Task build_task(const Config& config, parallel::DeferredInit* deferred) {
+  if (deferred == nullptr) return make_task(config);
+  const nn::BuildScope scope(deferred->listener());
+  return make_task(config);
+}
+
+// Every rank builds the same model and data from the seed; the strategy (or deferred init, unit
+// by unit) also broadcasts rank 0's weights, so a rank that diverged would be corrected rather
+// than trained apart. The model is built on the host and then moved, so a GPU run starts from
+// the CPU run's weights; units sharded as they were built are on the device already.
+Task task_on(const Config& config, Device device, parallel::DeferredInit* deferred) {
+  Task task = build_task(config, deferred);
   task.model->to(device);
   task.model->train();
   return task;
@@ -168,6 +194,7 @@ struct Run {
   const Config& config;
   Device device;
   Job job;
+  std::unique_ptr<parallel::DeferredInit> deferred;  // zero3, hsdp: shards the model as built
   Task task;
   parallel::MemoryPlan plan;
   std::unique_ptr<parallel::Strategy> strategy;
@@ -183,9 +210,10 @@ Run::Run(const Config& c)
     : config(c),
       device(start_device(c.training.device)),
       job(c.distributed, device),
-      task(task_on(c, device)),
+      deferred(deferred_init(c.distributed, job, device)),
+      task(task_on(c, device, deferred.get())),
       plan(plan_for(c.training, c.distributed, task.model->num_parameters(), job.world_size(), device)),
-      strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job)),
+      strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
       dir(std::filesystem::path(c.training.output_dir) / c.name),
       lock(lock_run_directory(dir, job)),
       start(start_run(c, dir, *strategy, *task.model, job)),

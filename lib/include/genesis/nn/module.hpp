@@ -64,6 +64,8 @@ class Module {
   // Moves every parameter and buffer to `device` in place, as torch's module.to(device): the
   // tensors keep their identity (optimizers and hooks built later see the moved ones), tensors
   // that view one storage (tied weights) still share one afterwards, and gradients are dropped.
+  // Tensors already on `device` stay as they are, storage released by ZeRO-3 included; a
+  // released one elsewhere (nothing to copy) is an InvalidArgument naming it.
   void to(Device device);
 
   void train(bool on = true);

@@ -96,9 +96,14 @@ struct StrategyOptions {
   ZeroOptions zero;
 };
 
+class DeferredInit;
+
+// deferred: for zero3 and hsdp, the DeferredInit (deferred_init.hpp) `model` was built under;
+// the strategy adopts the units it sharded and shards the rest of the model itself.
 std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
                                         std::shared_ptr<nn::Module> model,
                                         const OptimizerFactory& make_optimizer,
-                                        std::shared_ptr<dist::ProcessGroup> group);
+                                        std::shared_ptr<dist::ProcessGroup> group,
+                                        DeferredInit* deferred = nullptr);
 
 }  // namespace genesis::parallel
