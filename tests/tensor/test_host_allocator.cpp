@@ -1,5 +1,6 @@
 // The host allocator's cache: a freed large block is handed back for the next request of its
-// size (the training loop's pattern), small blocks bypass the cache, and empty_cache frees all.
+// size (the training loop's pattern), small blocks bypass the cache, the cache never lifts the
+// footprint above the live high-water mark, and empty_cache frees all.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -59,4 +60,24 @@ TEST_CASE("trimming keeps the blocks a step reused and frees the others", "[tens
   REQUIRE(host_allocator::stats().cached_bytes == step);
   host_allocator::trim_cache();  // a step that asked for nothing
   REQUIRE(host_allocator::stats().cached_bytes == 0);
+}
+
+TEST_CASE("the cache never lifts live and cached bytes above the most ever live at once",
+          "[tensor][allocator]") {
+  // What a rank's peak memory relies on: a block cached from one phase does not sit beside the
+  // blocks of another phase's peak.
+  host_allocator::empty_cache();
+  const auto start = host_allocator::stats();
+  const std::size_t first = start.peak_allocated_bytes - start.allocated_bytes + (64 << 20);
+  host_allocator::release(host_allocator::allocate(first), first);  // a new high-water mark
+  REQUIRE(host_allocator::stats().cached_bytes >= first);
+
+  // A request of another size, which the cached block cannot serve.
+  const std::size_t second = first / 2 + (3 << 20);
+  void* b = host_allocator::allocate(second);
+  const auto now = host_allocator::stats();
+  CHECK(now.allocated_bytes + now.cached_bytes <= now.peak_allocated_bytes);
+  CHECK(now.cached_bytes < first);
+  host_allocator::release(b, second);
+  host_allocator::empty_cache();
 }
