@@ -10,7 +10,7 @@
 #   bench/gpu_check.sh fetch-deps    # on a Debian machine with network: the build's Debian
 #                                    # packages as .deb files into .deps/, for a GPU machine
 #                                    # that has a compiler and CMake but cannot install packages
-# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf. A stage's failure does not stop the
+# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf memory. A stage's failure does not stop the
 # others; the exit status is 1 when any failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -87,6 +87,25 @@ sys.exit(0 if abs(g - c) <= 2 else 1)
 PY
 }
 
+# ZeRO-3 against DDP on device memory: GPT-2 124M, 2 ranks sharing GPU 0 (each its own NCCL
+# host), the peak device memory per rank from summary.json; zero3 must peak 40% below ddp.
+memory_pair() {
+  for s in ddp zero3; do
+    CUDA_VISIBLE_DEVICES=0 "$genesis" launch --nproc 2 -- sh -c "NCCL_HOSTID=h\$RANK exec \
+      '$genesis' train --preset gpt2 --set training.device=cuda --set model.block_size=128 \
+      --set training.per_device_train_batch_size=1 --set training.max_steps=4 \
+      --set distributed.strategy=$s -o '$out/runs' --set name=memory-$s --overwrite" || return 1
+  done
+  python3 - "$out/runs" <<'PY'
+import json, sys
+peak = {s: max(json.load(open(f"{sys.argv[1]}/memory-{s}/summary.json"))["peak_device_memory_mb_per_rank"])
+        for s in ("ddp", "zero3")}
+print(f"device peak ddp {peak['ddp']:.0f} MB zero3 {peak['zero3']:.0f} MB "
+      f"({100 * (1 - peak['zero3'] / peak['ddp']):.0f}% below)")
+sys.exit(0 if peak["zero3"] <= 0.6 * peak["ddp"] else 1)
+PY
+}
+
 hf_check() {
   mkdir -p "$out/export" &&
     "$genesis" ckpt export "$out/runs/sft-gpu" -o "$out/export/model.safetensors" --force &&
@@ -94,7 +113,7 @@ hf_check() {
 }
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build cuda-tests doctor nccl-bench gpt2 sft hf)
+[ ${#stages[@]} -eq 0 ] && stages=(build cuda-tests doctor nccl-bench gpt2 sft hf memory)
 use_carried_deps || exit 1
 export GENESIS_REQUIRE_GPU=1
 { date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
@@ -109,7 +128,8 @@ for s in "${stages[@]}"; do
     gpt2) stage gpt2 "grep -E 'genesis|pytorch'" -- "$root/bench/gpt_cuda.sh" "$build" ;;
     sft) stage sft "tail -1" -- sft_pair ;;
     hf) stage hf "tail -1" -- hf_check ;;
-    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf)" >&2; exit 2 ;;
+    memory) stage memory "tail -1" -- memory_pair ;;
+    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf memory)" >&2; exit 2 ;;
   esac
 done
 exit $failed
