@@ -44,6 +44,78 @@ std::string synopsis_tail(const DocCommand& command) {
   return out;
 }
 
+void write_synopsis(std::ostream& os, const DocApp& app, const DocCommand* command) {
+  os << ".SH SYNOPSIS\n";
+  if (command && !command->subcommands.empty()) {
+    for (std::size_t i = 0; i < command->subcommands.size(); ++i) {
+      const DocCommand& sub = command->subcommands[i];
+      os << (i ? ".br\n" : "") << ".B " << app.name << " " << roff_escape(command->name) << " "
+         << roff_escape(sub.name) << "\n" << synopsis_tail(sub) << "\n";
+    }
+  } else if (command)
+    os << ".B " << app.name << " " << roff_escape(command->name) << "\n" << synopsis_tail(*command) << "\n";
+  else
+    os << ".B " << app.name << "\n[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fICOMMAND OPTIONS\\fR]\n";
+}
+
+// COMMANDS: on genesis(1) every command's page, on a page with nested commands those.
+void write_commands(std::ostream& os, const DocApp& app, const DocCommand* command) {
+  if (!command) {
+    os << ".SH COMMANDS\n";
+    for (const auto& c : app.commands)
+      os << ".TP\n.BR " << roff_escape(app.name + "-" + c.name) << " (1)\n" << roff_escape(c.summary) << "\n";
+  }
+
+  if (command && !command->subcommands.empty()) {
+    os << ".SH COMMANDS\n";
+    for (const auto& sub : command->subcommands)
+      os << ".TP\n.B " << roff_escape(sub.name) << "\n" << roff_escape(sub.summary) << "\n";
+  }
+}
+
+// OPTIONS: the command's arguments and options, each nested command's, then the global ones.
+void write_options(std::ostream& os, const DocApp& app, const DocCommand* command) {
+  os << ".SH OPTIONS\n";
+  if (command)
+    for (const auto& argument : command->arguments) write_argument(os, argument);
+  for (const auto& option : command ? command->options : app.options) write_option(os, option);
+  if (command) {
+    for (const auto& sub : command->subcommands) {
+      os << ".SS " << roff_escape(app.name + " " + command->name + " " + sub.name) << "\n";
+      for (const auto& argument : sub.arguments) write_argument(os, argument);
+      for (const auto& option : sub.options)
+        if (option.primary() != "--help") write_option(os, option);
+    }
+    os << ".SS Global options\n"
+       << "These may also be given before the command name; see \\fB" << app.name << "\\fR(1).\n";
+    for (const auto& option : app.options)
+      if (option.primary() != "--help") write_option(os, option);
+  }
+}
+
+// The prose sections but DESCRIPTION, in file order, then SEE ALSO: the other pages, then the
+// prose's own SEE ALSO text.
+void write_prose_and_see_also(std::ostream& os, const DocApp& app, const DocCommand* command,
+                              const std::vector<std::pair<std::string, std::string>>& sections) {
+  std::string see_also_prose;
+  for (const auto& [title, body] : sections) {
+    if (title == "DESCRIPTION") continue;
+    if (title == "SEE ALSO") {
+      see_also_prose = body;
+      continue;
+    }
+    os << ".SH " << roff_escape(title) << "\n" << body;
+  }
+
+  os << ".SH SEE ALSO\n";
+  std::string refs;
+  if (command) refs = "\\fB" + app.name + "\\fR(1)";
+  for (const auto& c : app.commands)
+    if (!command || c.name != command->name)
+      refs += (refs.empty() ? "" : ", ") + ("\\fB" + roff_escape(app.name + "-" + c.name) + "\\fR(1)");
+  os << refs << "\n" << see_also_prose;
+}
+
 }  // namespace
 
 std::string render_man_page(const DocApp& app, const DocCommand* command, const std::string& prose) {
@@ -62,68 +134,12 @@ std::string render_man_page(const DocApp& app, const DocCommand* command, const 
 
   os << ".SH NAME\n" << roff_escape(page) << " \\- "
      << roff_escape(command ? command->summary : app.description) << "\n";
-
-  os << ".SH SYNOPSIS\n";
-  if (command && !command->subcommands.empty()) {
-    for (std::size_t i = 0; i < command->subcommands.size(); ++i) {
-      const DocCommand& sub = command->subcommands[i];
-      os << (i ? ".br\n" : "") << ".B " << app.name << " " << roff_escape(command->name) << " "
-         << roff_escape(sub.name) << "\n" << synopsis_tail(sub) << "\n";
-    }
-  } else if (command)
-    os << ".B " << app.name << " " << roff_escape(command->name) << "\n" << synopsis_tail(*command) << "\n";
-  else
-    os << ".B " << app.name << "\n[\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fICOMMAND OPTIONS\\fR]\n";
-
+  write_synopsis(os, app, command);
   os << ".SH DESCRIPTION\n" << roff_escape(command ? command->summary + "." : app.description + ".")
      << "\n" << prose_description;
-
-  if (!command) {
-    os << ".SH COMMANDS\n";
-    for (const auto& c : app.commands)
-      os << ".TP\n.BR " << roff_escape(app.name + "-" + c.name) << " (1)\n" << roff_escape(c.summary) << "\n";
-  }
-
-  if (command && !command->subcommands.empty()) {
-    os << ".SH COMMANDS\n";
-    for (const auto& sub : command->subcommands)
-      os << ".TP\n.B " << roff_escape(sub.name) << "\n" << roff_escape(sub.summary) << "\n";
-  }
-
-  os << ".SH OPTIONS\n";
-  if (command)
-    for (const auto& argument : command->arguments) write_argument(os, argument);
-  for (const auto& option : command ? command->options : app.options) write_option(os, option);
-  if (command) {
-    for (const auto& sub : command->subcommands) {
-      os << ".SS " << roff_escape(app.name + " " + command->name + " " + sub.name) << "\n";
-      for (const auto& argument : sub.arguments) write_argument(os, argument);
-      for (const auto& option : sub.options)
-        if (option.primary() != "--help") write_option(os, option);
-    }
-    os << ".SS Global options\n"
-       << "These may also be given before the command name; see \\fB" << app.name << "\\fR(1).\n";
-    for (const auto& option : app.options)
-      if (option.primary() != "--help") write_option(os, option);
-  }
-
-  std::string see_also_prose;
-  for (const auto& [title, body] : sections) {
-    if (title == "DESCRIPTION") continue;
-    if (title == "SEE ALSO") {
-      see_also_prose = body;
-      continue;
-    }
-    os << ".SH " << roff_escape(title) << "\n" << body;
-  }
-
-  os << ".SH SEE ALSO\n";
-  std::string refs;
-  if (command) refs = "\\fB" + app.name + "\\fR(1)";
-  for (const auto& c : app.commands)
-    if (!command || c.name != command->name)
-      refs += (refs.empty() ? "" : ", ") + ("\\fB" + roff_escape(app.name + "-" + c.name) + "\\fR(1)");
-  os << refs << "\n" << see_also_prose;
+  write_commands(os, app, command);
+  write_options(os, app, command);
+  write_prose_and_see_also(os, app, command, sections);
   return os.str();
 }
 

@@ -65,9 +65,9 @@ std::string both_spellings(const std::string& names) {
   return all;
 }
 
-void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
+// How many workers, on how many nodes: --nproc-per-node, --gpus, --nnodes, --node-rank.
+void add_layout_flags(CLI::App& app, LaunchFlags& flags) {
   launch::LaunchOptions& o = flags.options;
-  flags.app = &app;
   flags.nproc_flag =
       app.add_option(both_spellings("--nproc-per-node,--nproc"), flags.nproc,
                      "Worker processes on this node: N, or as torchrun auto (one per GPU, else one "
@@ -88,6 +88,12 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
                                         "(under SLURM: SLURM_NODEID)")
                              ->type_name("N")
                              ->capture_default_str();
+}
+
+// Where the rendezvous store listens: --master-addr, --master-port, --standalone, and
+// torchrun's --rdzv-endpoint, --rdzv-backend and --rdzv-conf.
+void add_rendezvous_flags(CLI::App& app, LaunchFlags& flags) {
+  launch::LaunchOptions& o = flags.options;
   flags.master_addr_flag = app.add_option(both_spellings("--master-addr"), o.master_addr,
                                           "Address of node 0, where the rendezvous store listens "
                                           "(under SLURM: the first host of the job)")
@@ -122,12 +128,21 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
                  "Accepted and ignored, with a note: its keys tune torch's rendezvous, which "
                  "genesis does not run (see --heartbeat-timeout, --timeout)")
       ->type_name("K=V,...");
+}
+
+// What the first word after the flags is: a Python module (-m) or the program itself.
+void add_program_kind_flags(CLI::App& app, LaunchFlags& flags) {
   app.add_flag("-m,--module", flags.module,
                "The first word after the flags is a Python module: each rank runs python3 -m "
                "MODULE ARGS (as torchrun -m)");
   app.add_flag(both_spellings("--no-python"), flags.no_python,
                "The first word after the flags is the program itself, run without python3 in "
                "front (as torchrun --no-python)");
+}
+
+// Failures, stops and timeouts: --max-restarts, --grace-period, --heartbeat-timeout, --timeout.
+void add_restart_flags(CLI::App& app, LaunchFlags& flags) {
+  launch::LaunchOptions& o = flags.options;
   app.add_option(both_spellings("--max-restarts"), o.max_restarts,
                  "Restart the whole group up to K times after a rank fails")
       ->type_name("K")
@@ -147,6 +162,11 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
                  "Collective timeout for the workers (GENESIS_TIMEOUT_S); default: the "
                  "workers' own (train: distributed.timeout_s, 1800)")
       ->type_name("SECONDS");
+}
+
+// The job's identity: --run-id (torchrun's --rdzv-id) and --store-token.
+void add_identity_flags(CLI::App& app, LaunchFlags& flags) {
+  launch::LaunchOptions& o = flags.options;
   app.add_option(both_spellings("--run-id,--rdzv-id"), o.run_id,
                  "Job id given to workers as GENESIS_RUN_ID and TORCHELASTIC_RUN_ID (--rdzv-id is "
                  "torchrun's name; default: SLURM_JOB_ID; across nodes one derived from the "
@@ -157,6 +177,11 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
                  "else random on one node, derived from the job's address, port and run id "
                  "across nodes)")
       ->type_name("TOKEN");
+}
+
+// Where the ranks' output goes: --log-dir, --tee, --local-ranks-filter.
+void add_output_flags(CLI::App& app, LaunchFlags& flags) {
+  launch::LaunchOptions& o = flags.options;
   app.add_option(both_spellings("--log-dir"), o.log_dir,
                  "Also write each rank's output to DIR/attempt_<k>/rank_<r>.log")
       ->type_name("DIR");
@@ -166,30 +191,40 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
   app.add_option(both_spellings("--local-ranks-filter"), flags.ranks_filter,
                  "Local ranks shown on the console, e.g. 0,1 (all are still logged)")
       ->type_name("LIST");
-  app.add_flag(both_spellings("--dry-run"), o.dry_run,
+}
+
+// Flags that start nothing: --dry-run, --emit-sbatch.
+void add_plan_only_flags(CLI::App& app, LaunchFlags& flags) {
+  app.add_flag(both_spellings("--dry-run"), flags.options.dry_run,
                "Print each rank's command line and environment, and exit without starting anything");
   app.add_option(both_spellings("--emit-sbatch"), flags.emit_sbatch,
                  "Write an sbatch script that runs this launch on --nnodes SLURM nodes, and exit")
       ->type_name("FILE");
-  // Unknown words end the launch flags (below), so the global flags cannot fall through to the
-  // root as they do for other commands; these copies hand their value to the root's option.
-  if (CLI::App* root = app.get_parent(); root != nullptr) {
-    for (const char* name : {"--log-level", "--color"}) {
-      CLI::Option* global = root->get_option_no_throw(name);
-      if (global == nullptr) continue;
-      app.add_option_function<std::string>(
-             name, [global](const std::string& value) {
-                   global->add_result(value);
-                   global->run_callback();
-                 },
-             global->get_description())
-          ->type_name(global->get_type_name())
-          ->default_str(global->get_default_str());
-    }
+}
+
+// Unknown words end the launch flags (below), so the global flags cannot fall through to the
+// root as they do for other commands; these copies hand their value to the root's option.
+void add_global_flag_copies(CLI::App& app) {
+  CLI::App* root = app.get_parent();
+  if (root == nullptr) return;
+  for (const char* name : {"--log-level", "--color"}) {
+    CLI::Option* global = root->get_option_no_throw(name);
+    if (global == nullptr) continue;
+    app.add_option_function<std::string>(
+           name, [global](const std::string& value) {
+                 global->add_result(value);
+                 global->run_callback();
+               },
+           global->get_description())
+        ->type_name(global->get_type_name())
+        ->default_str(global->get_default_str());
   }
-  // `--` and what follows it; every other unknown word ends the flags (prefix_command), and the
-  // positional takes a word only after a `--`, which CLI11 records in remaining() when it sees it.
-  // It takes one word, the program: CLI11 would split a "[a,b]" argument given to a list.
+}
+
+// `--` and what follows it; every other unknown word ends the flags (prefix_command), and the
+// positional takes a word only after a `--`, which CLI11 records in remaining() when it sees it.
+// It takes one word, the program: CLI11 would split a "[a,b]" argument given to a list.
+void add_program_positional(CLI::App& app, LaunchFlags& flags) {
   app.prefix_command();
   app.fallthrough(false);
   app.validate_positionals();
@@ -205,6 +240,20 @@ void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
                        : std::string("only after --");
           },
           "", "after--"));
+}
+
+// The flags in --help order: the groups above, one after another.
+void add_launch_flags(CLI::App& app, LaunchFlags& flags) {
+  flags.app = &app;
+  add_layout_flags(app, flags);
+  add_rendezvous_flags(app, flags);
+  add_program_kind_flags(app, flags);
+  add_restart_flags(app, flags);
+  add_identity_flags(app, flags);
+  add_output_flags(app, flags);
+  add_plan_only_flags(app, flags);
+  add_global_flag_copies(app);
+  add_program_positional(app, flags);
 }
 
 std::string self_executable() {

@@ -104,70 +104,102 @@ TEST_CASE("gloo all_reduce works on f16, bf16, i32 and i64", "[process_group]") 
     }
 }
 
+namespace {
+
+// What each rank got, by collective (and ReduceOp), flattened.
+using Results = std::map<std::string, std::vector<float>>;
+
+void record_list(Results& mine, const std::string& name, const std::vector<Tensor>& list) {
+  for (const auto& t : list)
+    for (float v : t.to_vector()) mine[name].push_back(v);
+}
+
+// broadcast from `root`, all_gather and all_gather_tensor.
+void record_broadcast_and_all_gathers(ProcessGroup& pg, int r, int size, int root,
+                                      Results& mine) {
+  Tensor b = input_tensor(r);
+  pg.broadcast(b, {.root = root})->wait();
+  mine["broadcast"] = b.to_vector();
+
+  std::vector<Tensor> gathered;
+  for (int i = 0; i < size; ++i) gathered.push_back(Tensor::zeros({kN}));
+  pg.all_gather(gathered, input_tensor(r))->wait();
+  record_list(mine, "all_gather", gathered);
+  Tensor flat = Tensor::zeros({kN * size});
+  pg.all_gather_tensor(flat, input_tensor(r))->wait();
+  mine["all_gather_tensor"] = flat.to_vector();
+}
+
+// reduce_scatter and reduce_scatter_tensor, SUM and MAX.
+void record_reduce_scatters(ProcessGroup& pg, int r, int size, Results& mine) {
+  // Rank r contributes input_tensor(r + j) as chunk j, so chunk j reduces ranks' j-shifted rows.
+  std::vector<Tensor> chunks;
+  Tensor flat_in = Tensor::zeros({kN * size});
+  for (int j = 0; j < size; ++j) {
+    chunks.push_back(input_tensor(r + j));
+    flat_in.slice(0, j * kN, (j + 1) * kN).copy_(input_tensor(r + j));
+  }
+  for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
+    Tensor out = Tensor::zeros({kN});
+    pg.reduce_scatter(out, chunks, {.op = op})->wait();
+    mine["reduce_scatter" + std::string(reduce_op_name(op))] = out.to_vector();
+    Tensor out_flat = Tensor::zeros({kN});
+    pg.reduce_scatter_tensor(out_flat, flat_in, {.op = op})->wait();
+    mine["reduce_scatter_tensor" + std::string(reduce_op_name(op))] = out_flat.to_vector();
+    // An input the caller gives up may be reduced in place: the same result.
+    Tensor scratch = flat_in.clone();
+    Tensor out_scratch = Tensor::zeros({kN});
+    pg.reduce_scatter_tensor(out_scratch, scratch, {.op = op, .input_is_scratch = true})->wait();
+    mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] = out_scratch.to_vector();
+  }
+}
+
+// reduce (every ReduceOp), gather and scatter, all rooted at `root`; then a barrier.
+void record_rooted(ProcessGroup& pg, int r, int size, int root, Results& mine) {
+  for (ReduceOp op : kAllOps) {
+    Tensor t = input_tensor(r);
+    pg.reduce(t, {.op = op, .root = root})->wait();
+    if (r == root) mine["reduce" + std::string(reduce_op_name(op))] = t.to_vector();
+  }
+
+  std::vector<Tensor> at_root;
+  if (r == root)
+    for (int i = 0; i < size; ++i) at_root.push_back(Tensor::zeros({kN}));
+  pg.gather(at_root, input_tensor(r), {.root = root})->wait();
+  record_list(mine, "gather", at_root);
+
+  std::vector<Tensor> to_send;
+  if (r == root)
+    for (int i = 0; i < size; ++i) to_send.push_back(input_tensor(10 + i));
+  Tensor piece = Tensor::zeros({kN});
+  pg.scatter(piece, to_send, {.root = root})->wait();
+  mine["scatter"] = piece.to_vector();
+  pg.barrier()->wait();
+}
+
+// What rank r's chunk of a reduce_scatter with `op` holds: rank q contributed input_tensor(q + r).
+std::vector<float> expected_reduce_scatter(ReduceOp op, int size, int r) {
+  std::vector<float> want(kN, op == ReduceOp::SUM ? 0.0f : -1e30f);
+  for (int q = 0; q < size; ++q) {
+    auto row = input_tensor(q + r).to_vector();  // rank q's chunk r
+    for (int i = 0; i < kN; ++i)
+      want[i] = op == ReduceOp::SUM ? want[i] + row[i] : std::max(want[i], row[i]);
+  }
+  return want;
+}
+
+}  // namespace
+
 TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter", "[process_group]") {
   for (int size : {2, 3}) {
     const int root = size - 1;
-    std::vector<std::map<std::string, std::vector<float>>> got(static_cast<std::size_t>(size));
+    std::vector<Results> got(static_cast<std::size_t>(size));
     run_ranks(size, [&](int r, std::shared_ptr<rendezvous::Store> store) {
       auto pg = make_gloo_group(r, size, store);
       auto& mine = got[static_cast<std::size_t>(r)];
-      auto record_list = [&](const std::string& name, const std::vector<Tensor>& list) {
-        for (const auto& t : list)
-          for (float v : t.to_vector()) mine[name].push_back(v);
-      };
-
-      Tensor b = input_tensor(r);
-      pg->broadcast(b, {.root = root})->wait();
-      mine["broadcast"] = b.to_vector();
-
-      std::vector<Tensor> gathered;
-      for (int i = 0; i < size; ++i) gathered.push_back(Tensor::zeros({kN}));
-      pg->all_gather(gathered, input_tensor(r))->wait();
-      record_list("all_gather", gathered);
-      Tensor flat = Tensor::zeros({kN * size});
-      pg->all_gather_tensor(flat, input_tensor(r))->wait();
-      mine["all_gather_tensor"] = flat.to_vector();
-
-      // Rank r contributes input_tensor(r + j) as chunk j, so chunk j reduces ranks' j-shifted rows.
-      std::vector<Tensor> chunks;
-      Tensor flat_in = Tensor::zeros({kN * size});
-      for (int j = 0; j < size; ++j) {
-        chunks.push_back(input_tensor(r + j));
-        flat_in.slice(0, j * kN, (j + 1) * kN).copy_(input_tensor(r + j));
-      }
-      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
-        Tensor out = Tensor::zeros({kN});
-        pg->reduce_scatter(out, chunks, {.op = op})->wait();
-        mine["reduce_scatter" + std::string(reduce_op_name(op))] = out.to_vector();
-        Tensor out_flat = Tensor::zeros({kN});
-        pg->reduce_scatter_tensor(out_flat, flat_in, {.op = op})->wait();
-        mine["reduce_scatter_tensor" + std::string(reduce_op_name(op))] = out_flat.to_vector();
-        // An input the caller gives up may be reduced in place: the same result.
-        Tensor scratch = flat_in.clone();
-        Tensor out_scratch = Tensor::zeros({kN});
-        pg->reduce_scatter_tensor(out_scratch, scratch, {.op = op, .input_is_scratch = true})->wait();
-        mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] = out_scratch.to_vector();
-      }
-
-      for (ReduceOp op : kAllOps) {
-        Tensor t = input_tensor(r);
-        pg->reduce(t, {.op = op, .root = root})->wait();
-        if (r == root) mine["reduce" + std::string(reduce_op_name(op))] = t.to_vector();
-      }
-
-      std::vector<Tensor> at_root;
-      if (r == root)
-        for (int i = 0; i < size; ++i) at_root.push_back(Tensor::zeros({kN}));
-      pg->gather(at_root, input_tensor(r), {.root = root})->wait();
-      record_list("gather", at_root);
-
-      std::vector<Tensor> to_send;
-      if (r == root)
-        for (int i = 0; i < size; ++i) to_send.push_back(input_tensor(10 + i));
-      Tensor piece = Tensor::zeros({kN});
-      pg->scatter(piece, to_send, {.root = root})->wait();
-      mine["scatter"] = piece.to_vector();
-      pg->barrier()->wait();
+      record_broadcast_and_all_gathers(*pg, r, size, root, mine);
+      record_reduce_scatters(*pg, r, size, mine);
+      record_rooted(*pg, r, size, root, mine);
     });
 
     std::vector<float> all_inputs;
@@ -180,12 +212,7 @@ TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter",
       REQUIRE(mine["all_gather"] == all_inputs);
       REQUIRE(mine["all_gather_tensor"] == all_inputs);
       for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
-        std::vector<float> want(kN, op == ReduceOp::SUM ? 0.0f : -1e30f);
-        for (int q = 0; q < size; ++q) {
-          auto row = input_tensor(q + r).to_vector();  // rank q's chunk r
-          for (int i = 0; i < kN; ++i)
-            want[i] = op == ReduceOp::SUM ? want[i] + row[i] : std::max(want[i], row[i]);
-        }
+        const std::vector<float> want = expected_reduce_scatter(op, size, r);
         REQUIRE(mine["reduce_scatter" + std::string(reduce_op_name(op))] == want);
         REQUIRE(mine["reduce_scatter_tensor" + std::string(reduce_op_name(op))] == want);
         REQUIRE(mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] == want);

@@ -237,6 +237,83 @@ TEST_CASE("device-side math and strided copies run on the GPU", "[cuda]") {
   CHECK_THROWS_AS(Tensor::zeros({1}, DType::f32, Device::cuda(count)), InvalidArgument);
 }
 
+namespace {
+
+Tensor on_device(std::vector<float> v, const Device& gpu) {
+  const auto len = static_cast<std::int64_t>(v.size());
+  return Tensor::from_vector(v, {len}, gpu);
+}
+
+// Rank r holds {r + 1, 2r + 1, 3}: sums, products, extremes and averages are exact.
+void check_all_reduce_every_op(ProcessGroup& group, const Device& gpu, float r) {
+  const std::map<ReduceOp, std::vector<float>> expected = {
+      {ReduceOp::SUM, {3, 4, 6}},  {ReduceOp::AVG, {1.5f, 2, 3}}, {ReduceOp::MAX, {2, 3, 3}},
+      {ReduceOp::MIN, {1, 1, 3}},  {ReduceOp::PROD, {2, 3, 9}}};
+  for (const auto& [op, want] : expected) {
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}) {
+      if (op == ReduceOp::AVG && !is_floating(dtype)) continue;
+      Tensor t =
+          Tensor::from_vector(std::vector<float>{r + 1, 2 * r + 1, 3}, {3}).to(dtype).to(gpu);
+      group.all_reduce(t, {.op = op})->wait();
+      INFO("all_reduce " << reduce_op_name(op) << " " << dtype_name(dtype));
+      CHECK(t.to_vector() == want);
+    }
+  }
+}
+
+// broadcast, reduce, the all-gathers and the reduce-scatters.
+void check_spreading_collectives(ProcessGroup& group, const Device& gpu, int rank) {
+  const float r = static_cast<float>(rank);
+  auto on_gpu = [&](std::vector<float> v) { return on_device(std::move(v), gpu); };
+  Tensor b = on_gpu({r, r});
+  group.broadcast(b, {.root = 1})->wait();
+  CHECK(b.to_vector() == std::vector<float>{1, 1});
+
+  Tensor red = on_gpu({r + 1, 10});
+  group.reduce(red, {.op = ReduceOp::SUM, .root = 0})->wait();
+  if (rank == 0) CHECK(red.to_vector() == std::vector<float>{3, 20});
+
+  Tensor flat = Tensor::zeros({4}, DType::f32, gpu);
+  group.all_gather_tensor(flat, on_gpu({r, r + 10}))->wait();
+  CHECK(flat.to_vector() == std::vector<float>{0, 10, 1, 11});
+  std::vector<Tensor> gathered = {Tensor::zeros({2}, DType::f32, gpu),
+                                  Tensor::zeros({2}, DType::f32, gpu)};
+  group.all_gather(gathered, on_gpu({r, r + 10}))->wait();
+  CHECK(gathered[1].to_vector() == std::vector<float>{1, 11});
+
+  Tensor chunk = Tensor::zeros({2}, DType::f32, gpu);
+  group.reduce_scatter_tensor(chunk, on_gpu({1, 2, 3 + r, 4}))->wait();
+  CHECK(chunk.to_vector() == (rank == 0 ? std::vector<float>{2, 4} : std::vector<float>{7, 8}));
+  group.reduce_scatter(chunk, {on_gpu({r, 1}), on_gpu({5, r})}, {.op = ReduceOp::MAX})->wait();
+  CHECK(chunk.to_vector() == (rank == 0 ? std::vector<float>{1, 1} : std::vector<float>{5, 1}));
+}
+
+// gather, scatter, send/recv, then a barrier.
+void check_rooted_and_point_to_point(ProcessGroup& group, const Device& gpu, int rank) {
+  const float r = static_cast<float>(rank);
+  auto on_gpu = [&](std::vector<float> v) { return on_device(std::move(v), gpu); };
+  std::vector<Tensor> at_root;
+  if (rank == 1)
+    at_root = {Tensor::zeros({2}, DType::f32, gpu), Tensor::zeros({2}, DType::f32, gpu)};
+  group.gather(at_root, on_gpu({r, -r}), {.root = 1})->wait();
+  if (rank == 1) CHECK(at_root[0].to_vector() == std::vector<float>{0, 0});
+  if (rank == 1) CHECK(at_root[1].to_vector() == std::vector<float>{1, -1});
+
+  Tensor piece = Tensor::zeros({2}, DType::f32, gpu);
+  std::vector<Tensor> pieces;
+  if (rank == 0) pieces = {on_gpu({5, 6}), on_gpu({7, 8})};
+  group.scatter(piece, pieces, {.root = 0})->wait();
+  CHECK(piece.to_vector() == (rank == 0 ? std::vector<float>{5, 6} : std::vector<float>{7, 8}));
+
+  Tensor message = rank == 0 ? on_gpu({42, 43}) : Tensor::zeros({2}, DType::f32, gpu);
+  if (rank == 0) group.send(message, 1, 7)->wait();
+  else group.recv(message, 0, 7)->wait();
+  CHECK(message.to_vector() == std::vector<float>{42, 43});
+  group.barrier()->wait();
+}
+
+}  // namespace
+
 // Not run by default: each of 2 launched ranks runs it (see the next test case).
 TEST_CASE("launched NCCL rank: every collective, exact", "[.][nccl-rank]") {
   REQUIRE(std::getenv("RANK") != nullptr);  // only meaningful under genesis launch
@@ -248,67 +325,10 @@ TEST_CASE("launched NCCL rank: every collective, exact", "[.][nccl-rank]") {
   REQUIRE(n == 2);
   const Device gpu = group->device();
   REQUIRE(gpu.is_cuda());
-  auto on_gpu = [&](std::vector<float> v) {
-    const auto len = static_cast<std::int64_t>(v.size());
-    return Tensor::from_vector(v, {len}, gpu);
-  };
-  const float r = static_cast<float>(rank);
-
-  // Rank r holds {r + 1, 2r + 1, 3}: sums, products, extremes and averages are exact.
-  const std::map<ReduceOp, std::vector<float>> expected = {
-      {ReduceOp::SUM, {3, 4, 6}},  {ReduceOp::AVG, {1.5f, 2, 3}}, {ReduceOp::MAX, {2, 3, 3}},
-      {ReduceOp::MIN, {1, 1, 3}},  {ReduceOp::PROD, {2, 3, 9}}};
-  for (const auto& [op, want] : expected) {
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}) {
-      if (op == ReduceOp::AVG && !is_floating(dtype)) continue;
-      Tensor t =
-          Tensor::from_vector(std::vector<float>{r + 1, 2 * r + 1, 3}, {3}).to(dtype).to(gpu);
-      group->all_reduce(t, {.op = op})->wait();
-      INFO("all_reduce " << reduce_op_name(op) << " " << dtype_name(dtype));
-      CHECK(t.to_vector() == want);
-    }
-  }
-
-  Tensor b = on_gpu({r, r});
-  group->broadcast(b, {.root = 1})->wait();
-  CHECK(b.to_vector() == std::vector<float>{1, 1});
-
-  Tensor red = on_gpu({r + 1, 10});
-  group->reduce(red, {.op = ReduceOp::SUM, .root = 0})->wait();
-  if (rank == 0) CHECK(red.to_vector() == std::vector<float>{3, 20});
-
-  Tensor flat = Tensor::zeros({4}, DType::f32, gpu);
-  group->all_gather_tensor(flat, on_gpu({r, r + 10}))->wait();
-  CHECK(flat.to_vector() == std::vector<float>{0, 10, 1, 11});
-  std::vector<Tensor> gathered = {Tensor::zeros({2}, DType::f32, gpu),
-                                  Tensor::zeros({2}, DType::f32, gpu)};
-  group->all_gather(gathered, on_gpu({r, r + 10}))->wait();
-  CHECK(gathered[1].to_vector() == std::vector<float>{1, 11});
-
-  Tensor chunk = Tensor::zeros({2}, DType::f32, gpu);
-  group->reduce_scatter_tensor(chunk, on_gpu({1, 2, 3 + r, 4}))->wait();
-  CHECK(chunk.to_vector() == (rank == 0 ? std::vector<float>{2, 4} : std::vector<float>{7, 8}));
-  group->reduce_scatter(chunk, {on_gpu({r, 1}), on_gpu({5, r})}, {.op = ReduceOp::MAX})->wait();
-  CHECK(chunk.to_vector() == (rank == 0 ? std::vector<float>{1, 1} : std::vector<float>{5, 1}));
-
-  std::vector<Tensor> at_root;
-  if (rank == 1)
-    at_root = {Tensor::zeros({2}, DType::f32, gpu), Tensor::zeros({2}, DType::f32, gpu)};
-  group->gather(at_root, on_gpu({r, -r}), {.root = 1})->wait();
-  if (rank == 1) CHECK(at_root[0].to_vector() == std::vector<float>{0, 0});
-  if (rank == 1) CHECK(at_root[1].to_vector() == std::vector<float>{1, -1});
-
-  Tensor piece = Tensor::zeros({2}, DType::f32, gpu);
-  std::vector<Tensor> pieces;
-  if (rank == 0) pieces = {on_gpu({5, 6}), on_gpu({7, 8})};
-  group->scatter(piece, pieces, {.root = 0})->wait();
-  CHECK(piece.to_vector() == (rank == 0 ? std::vector<float>{5, 6} : std::vector<float>{7, 8}));
-
-  Tensor message = rank == 0 ? on_gpu({42, 43}) : Tensor::zeros({2}, DType::f32, gpu);
-  if (rank == 0) group->send(message, 1, 7)->wait();
-  else group->recv(message, 0, 7)->wait();
-  CHECK(message.to_vector() == std::vector<float>{42, 43});
-  group->barrier()->wait();
+  auto on_gpu = [&](std::vector<float> v) { return on_device(std::move(v), gpu); };
+  check_all_reduce_every_op(*group, gpu, static_cast<float>(rank));
+  check_spreading_collectives(*group, gpu, rank);
+  check_rooted_and_point_to_point(*group, gpu, rank);
 
   // Arguments on the wrong device are refused on the caller's thread, before anything runs.
   Tensor host = Tensor::zeros({2});

@@ -165,16 +165,96 @@ TEST_CASE("the HELLO limit is small and an over-long token fails at once", "[sto
   CHECK(good.get("k") == "v");
 }
 
+namespace {
+
+// What the flooded server's child process measured, sent back to the parent in one write.
+struct FloodReport {
+  std::int64_t cpu_flooded_ms = -1;  // CPU of the whole process over 1 s, server flooded
+  int free_while_flooded = -1;       // descriptors the process could still open
+  int pipe_ok = 0;                   // pipe() worked while flooded
+  std::int64_t cpu_exhausted_ms = -1;  // CPU over 1 s with accept failing for EMFILE
+  int client_ok = 0;
+  std::int64_t client_ms = -1;
+};
+
+// The child's part: a server with room for about 64 connections, measured while the parent
+// floods it ('F'), while the rest of the process has taken every descriptor ('G'), and for a
+// genuine client once the flood is gone ('C'). Leaves with _exit on a broken handshake.
+FloodReport measure_flooded_server(int in, int out) {
+  FloodReport report;
+  try {
+    setup_logging(LogLevel::error, ColorMode::never);  // the warnings are tested below
+    // Room for 128 more descriptors than are open, so the server may hold about 64. Counted,
+    // not taken from the highest number: a shell may leave one open at 255.
+    const auto open_now = std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                        std::filesystem::directory_iterator());
+    rlimit rl{};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = static_cast<rlim_t>(open_now + 128);
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(3);
+    TCPStoreServerOptions options{"127.0.0.1", 0, "tok"};
+    options.max_unauthenticated = 100'000;  // so the flood reaches the descriptor limit
+    options.auth_timeout = 60s;
+    TCPStoreServer server(options);
+    const int port = server.port();
+    if (write(out, &port, sizeof(port)) != sizeof(port)) _exit(4);
+
+    if (recv_byte(in) != 'F') _exit(5);  // the parent holds its flood open
+    std::this_thread::sleep_for(300ms);
+    std::int64_t cpu0 = cpu_ms();
+    std::this_thread::sleep_for(1s);
+    report.cpu_flooded_ms = cpu_ms() - cpu0;
+    int p[2];
+    report.pipe_ok = pipe(p) == 0;
+    if (report.pipe_ok) {
+      close(p[0]);
+      close(p[1]);
+    }
+
+    // Now the rest of the process takes every descriptor left: accept fails with EMFILE.
+    std::vector<int> hog;
+    for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) hog.push_back(fd);
+    report.free_while_flooded = static_cast<int>(hog.size());
+    if (!send_byte(out, 'E') || recv_byte(in) != 'G') _exit(6);
+    std::this_thread::sleep_for(300ms);
+    cpu0 = cpu_ms();
+    std::this_thread::sleep_for(1s);
+    report.cpu_exhausted_ms = cpu_ms() - cpu0;
+    for (int fd : hog) close(fd);
+
+    if (!send_byte(out, 'R') || recv_byte(in) != 'C') _exit(7);  // the flood is gone
+    const auto start = Clock::now();
+    TCPStore client(client_options(port, "tok"));
+    client.set("after", "flood");
+    report.client_ok = client.get("after") == "flood";
+    report.client_ms = std::chrono::duration_cast<Milliseconds>(Clock::now() - start).count();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: %s\n", e.what());
+  }
+  return report;
+}
+
+// The parent's part: 150 connections (half of them parked in half a HELLO) held while the
+// child measures, 20 more waiting in the backlog while it is out of descriptors, then all gone.
+void flood_server(int port, int to_child, int from_child) {
+  std::vector<int> flood;
+  for (int i = 0; i < 150; ++i) {
+    flood.push_back(raw_connect(port));
+    if (i % 2 == 0) REQUIRE(send(flood.back(), half_hello().data(), 6, MSG_NOSIGNAL) == 6);
+  }
+  REQUIRE(send_byte(to_child, 'F'));
+  REQUIRE(recv_byte(from_child) == 'E');
+  for (int i = 0; i < 20; ++i) flood.push_back(raw_connect(port));  // wait in the backlog
+  REQUIRE(send_byte(to_child, 'G'));
+  REQUIRE(recv_byte(from_child) == 'R');
+  for (int fd : flood) close(fd);
+  REQUIRE(send_byte(to_child, 'C'));
+}
+
+}  // namespace
+
 TEST_CASE("with few descriptors the store keeps a reserve, does not spin and recovers",
           "[store][tcp_store]") {
-  struct Report {
-    std::int64_t cpu_flooded_ms = -1;  // CPU of the whole process over 1 s, server flooded
-    int free_while_flooded = -1;       // descriptors the process could still open
-    int pipe_ok = 0;                   // pipe() worked while flooded
-    std::int64_t cpu_exhausted_ms = -1;  // CPU over 1 s with accept failing for EMFILE
-    int client_ok = 0;
-    std::int64_t client_ms = -1;
-  };
   int to_child[2], to_parent[2];
   REQUIRE(pipe(to_child) == 0);
   REQUIRE(pipe(to_parent) == 0);
@@ -185,75 +265,15 @@ TEST_CASE("with few descriptors the store keeps a reserve, does not spin and rec
     close(to_child[1]);
     close(to_parent[0]);
     const int in = to_child[0], out = to_parent[1];
-    Report report;
-    try {
-      setup_logging(LogLevel::error, ColorMode::never);  // the warnings are tested below
-      // Room for 128 more descriptors than are open, so the server may hold about 64. Counted,
-      // not taken from the highest number: a shell may leave one open at 255.
-      const auto open_now = std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                          std::filesystem::directory_iterator());
-      rlimit rl{};
-      getrlimit(RLIMIT_NOFILE, &rl);
-      rl.rlim_cur = static_cast<rlim_t>(open_now + 128);
-      if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(3);
-      TCPStoreServerOptions options{"127.0.0.1", 0, "tok"};
-      options.max_unauthenticated = 100'000;  // so the flood reaches the descriptor limit
-      options.auth_timeout = 60s;
-      TCPStoreServer server(options);
-      const int port = server.port();
-      if (write(out, &port, sizeof(port)) != sizeof(port)) _exit(4);
-
-      if (recv_byte(in) != 'F') _exit(5);  // the parent holds its flood open
-      std::this_thread::sleep_for(300ms);
-      std::int64_t cpu0 = cpu_ms();
-      std::this_thread::sleep_for(1s);
-      report.cpu_flooded_ms = cpu_ms() - cpu0;
-      int p[2];
-      report.pipe_ok = pipe(p) == 0;
-      if (report.pipe_ok) {
-        close(p[0]);
-        close(p[1]);
-      }
-
-      // Now the rest of the process takes every descriptor left: accept fails with EMFILE.
-      std::vector<int> hog;
-      for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) hog.push_back(fd);
-      report.free_while_flooded = static_cast<int>(hog.size());
-      if (!send_byte(out, 'E') || recv_byte(in) != 'G') _exit(6);
-      std::this_thread::sleep_for(300ms);
-      cpu0 = cpu_ms();
-      std::this_thread::sleep_for(1s);
-      report.cpu_exhausted_ms = cpu_ms() - cpu0;
-      for (int fd : hog) close(fd);
-
-      if (!send_byte(out, 'R') || recv_byte(in) != 'C') _exit(7);  // the flood is gone
-      const auto start = Clock::now();
-      TCPStore client(client_options(port, "tok"));
-      client.set("after", "flood");
-      report.client_ok = client.get("after") == "flood";
-      report.client_ms = std::chrono::duration_cast<Milliseconds>(Clock::now() - start).count();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-    }
+    const FloodReport report = measure_flooded_server(in, out);
     _exit(write(out, &report, sizeof(report)) == sizeof(report) ? 0 : 8);
   }
   close(to_child[0]);
   close(to_parent[1]);
   int port = 0;
   REQUIRE(read(to_parent[0], &port, sizeof(port)) == sizeof(port));
-  std::vector<int> flood;
-  for (int i = 0; i < 150; ++i) {
-    flood.push_back(raw_connect(port));
-    if (i % 2 == 0) REQUIRE(send(flood.back(), half_hello().data(), 6, MSG_NOSIGNAL) == 6);
-  }
-  REQUIRE(send_byte(to_child[1], 'F'));
-  REQUIRE(recv_byte(to_parent[0]) == 'E');
-  for (int i = 0; i < 20; ++i) flood.push_back(raw_connect(port));  // wait in the backlog
-  REQUIRE(send_byte(to_child[1], 'G'));
-  REQUIRE(recv_byte(to_parent[0]) == 'R');
-  for (int fd : flood) close(fd);
-  REQUIRE(send_byte(to_child[1], 'C'));
-  Report report;
+  flood_server(port, to_child[1], to_parent[0]);
+  FloodReport report;
   REQUIRE(read(to_parent[0], &report, sizeof(report)) == sizeof(report));
   CHECK(child.wait_exit_code() == 0);
   close(to_child[1]);
@@ -273,21 +293,65 @@ TEST_CASE("with few descriptors the store keeps a reserve, does not spin and rec
   CHECK(report.client_ms < 3000);
 }
 
+namespace {
+
+// Everything written to `file` so far.
+std::string file_text(std::FILE* file) {
+  std::string text;
+  char buf[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = pread(fileno(file), buf, sizeof(buf), at);
+    if (n <= 0) return text;
+    text.append(buf, static_cast<std::size_t>(n));
+    at += n;
+  }
+}
+
+// The child's part: a server logging at info level into `log`, its port written to `out`,
+// running until a byte arrives on `in`.
+[[noreturn]] void serve_logging_to(std::FILE* log, int in, int out) {
+  try {
+    dup2(fileno(log), STDERR_FILENO);
+    setup_logging(LogLevel::info, ColorMode::never);
+    TCPStoreServer server({"127.0.0.1", 0, "right"});
+    const int port = server.port();
+    if (write(out, &port, sizeof(port)) != sizeof(port)) _exit(4);
+    recv_byte(in);  // until the parent is done reading the log
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child: %s\n", e.what());
+    _exit(1);
+  }
+  _exit(0);
+}
+
+// The log's lines, the rejections shown one by one, and those counted in summary lines.
+struct RejectionLog {
+  int lines = 0, shown = 0;
+  long suppressed = 0;
+};
+
+RejectionLog count_rejections(const std::string& text) {
+  RejectionLog log;
+  const std::regex summary(R"((\d+) more similar warnings suppressed \(clients rejected)");
+  std::size_t begin = 0;
+  for (std::size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    const std::string line = text.substr(begin, end - begin);
+    ++log.lines;
+    if (line.find("rejected client ") != std::string::npos) ++log.shown;
+    std::smatch m;
+    if (std::regex_search(line, m, summary)) log.suppressed += std::stol(m[1]);
+  }
+  return log;
+}
+
+}  // namespace
+
 TEST_CASE("a flood of wrong-token clients logs a few warnings and a count of the rest",
           "[store][tcp_store]") {
   // The child's stderr (where the genesis logger writes) goes to this file.
   std::FILE* log = std::tmpfile();
   REQUIRE(log != nullptr);
-  const auto log_text = [&] {
-    std::string text;
-    char buf[4096];
-    for (off_t at = 0;;) {
-      const ssize_t n = pread(fileno(log), buf, sizeof(buf), at);
-      if (n <= 0) return text;
-      text.append(buf, static_cast<std::size_t>(n));
-      at += n;
-    }
-  };
+  const auto log_text = [&] { return file_text(log); };
   int to_child[2], to_parent[2];
   REQUIRE(pipe(to_child) == 0);
   REQUIRE(pipe(to_parent) == 0);
@@ -297,18 +361,7 @@ TEST_CASE("a flood of wrong-token clients logs a few warnings and a count of the
   if (child.pid == 0) {
     close(to_child[1]);
     close(to_parent[0]);
-    try {
-      dup2(fileno(log), STDERR_FILENO);
-      setup_logging(LogLevel::info, ColorMode::never);
-      TCPStoreServer server({"127.0.0.1", 0, "right"});
-      const int port = server.port();
-      if (write(to_parent[1], &port, sizeof(port)) != sizeof(port)) _exit(4);
-      recv_byte(to_child[0]);  // until the parent is done reading the log
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      _exit(1);
-    }
-    _exit(0);
+    serve_logging_to(log, to_child[0], to_parent[1]);
   }
   close(to_child[0]);
   close(to_parent[1]);
@@ -339,17 +392,7 @@ TEST_CASE("a flood of wrong-token clients logs a few warnings and a count of the
   close(to_parent[0]);
   std::fclose(log);
 
-  int lines = 0, shown = 0;
-  long suppressed = 0;
-  const std::regex summary(R"((\d+) more similar warnings suppressed \(clients rejected)");
-  std::size_t begin = 0;
-  for (std::size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
-    const std::string line = text.substr(begin, end - begin);
-    ++lines;
-    if (line.find("rejected client ") != std::string::npos) ++shown;
-    std::smatch m;
-    if (std::regex_search(line, m, summary)) suppressed += std::stol(m[1]);
-  }
+  const auto [lines, shown, suppressed] = count_rejections(text);
   INFO("flood took " << flood_s << " s; log:\n" << text);
   CHECK(suppressed > 0);
   CHECK(shown + suppressed == kClients);  // every rejection is shown or counted

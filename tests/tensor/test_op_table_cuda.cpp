@@ -256,16 +256,12 @@ std::string check_untouched(const Buffer& b) {
   return s.str();
 }
 
-// Runs one case on the CPU and, given a table, on the GPU; returns "" when everything agrees,
-// else a report naming each disagreement.
-std::string run_case(const OpCase& c, const KernelTable* cuda) {
-  const OpInfo& info = op_info(c.op);
-  if ((info.num_inputs >= 0 && static_cast<int>(c.in.size()) != info.num_inputs) ||
-      static_cast<int>(c.out.size()) != info.num_outputs)
-    return "case error: the row takes " + std::to_string(info.num_inputs) + " inputs and " +
-           std::to_string(info.num_outputs) + " outputs\n";
+// The host storages a case's tensors use, keyed by storage, each flattened and with what the
+// call may write in it marked (views of one storage share one buffer).
+using Buffers = std::map<const Storage*, Buffer>;
 
-  std::map<const Storage*, Buffer> buffers;
+Buffers collect_buffers(const OpCase& c) {
+  Buffers buffers;
   auto enlist = [&](const Tensor& t, bool input, const std::string& name) {
     if (!t.defined()) return;
     Buffer& b = buffers[t.storage().get()];
@@ -284,21 +280,24 @@ std::string run_case(const OpCase& c, const KernelTable* cuda) {
     enlist(c.in[i], true, "in[" + std::to_string(i) + "]");
   for (std::size_t j = 0; j < c.out.size(); ++j)
     enlist(c.out[j], false, "out[" + std::to_string(j) + "]");
-  auto buffer_of = [&](const Tensor& t) -> Buffer& { return buffers.at(t.storage().get()); };
 
   // Marks what the call may write.
   for (auto& [storage, b] : buffers) b.written.assign(static_cast<std::size_t>(b.flat.numel()), 0);
   auto mark = [&](const Tensor& t) {
-    Buffer& b = buffer_of(t);
+    Buffer& b = buffers.at(t.storage().get());
     for (std::int64_t off : storage_offsets(t)) b.written[static_cast<std::size_t>(off)] = 1;
   };
   for (const Tensor& t : c.out) mark(t);
   for (int i : c.written_inputs) mark(c.in[static_cast<std::size_t>(i)]);
+  return buffers;
+}
 
-  // ---- the CPU reference: contiguous copies, in-place aliasing kept
-  std::vector<Tensor> cpu_in(c.in.size()), cpu_out(c.out.size());
+// The CPU reference: contiguous copies, in-place aliasing kept. "" or a case error.
+std::string run_cpu_reference(const OpCase& c, Buffers& buffers, std::vector<Tensor>& cpu_in,
+                              std::vector<Tensor>& cpu_out) {
   for (std::size_t i = 0; i < c.in.size(); ++i)
-    if (c.in[i].defined()) cpu_in[i] = cpu_copy(c.in[i], buffer_of(c.in[i]).device_dtype);
+    if (c.in[i].defined())
+      cpu_in[i] = cpu_copy(c.in[i], buffers.at(c.in[i].storage().get()).device_dtype);
   for (std::size_t j = 0; j < c.out.size(); ++j) {
     for (std::size_t i = 0; i < c.in.size() && !cpu_out[j].defined(); ++i)
       if (same_view(c.out[j], c.in[i])) cpu_out[j] = cpu_in[i];
@@ -311,11 +310,12 @@ std::string run_case(const OpCase& c, const KernelTable* cuda) {
   } catch (const std::exception& e) {
     return std::string("case error: the CPU kernel threw: ") + e.what() + "\n";
   }
-  if (cuda == nullptr) return "";
-  const Kernel kernel = (*cuda)[static_cast<int>(c.op)];
-  if (kernel == nullptr) return "the CUDA table has no kernel in this row\n";
+  return "";
+}
 
-  // ---- the GPU: every buffer uploaded as bytes (inputs converted on the host, outputs poisoned)
+// The GPU: every buffer uploaded as bytes (inputs converted on the host, outputs poisoned), the
+// kernel run on views mirroring the case's, every buffer read back. "" or what went wrong.
+std::string run_on_gpu(const OpCase& c, Kernel kernel, Buffers& buffers) {
   for (auto& [storage, b] : buffers) {
     const std::int64_t n = b.flat.numel();
     b.uploaded = Tensor::empty({n}, b.device_dtype);
@@ -326,7 +326,8 @@ std::string run_case(const OpCase& c, const KernelTable* cuda) {
     b.device = b.uploaded.to(Device::cuda(0));
   }
   auto device_view = [&](const Tensor& t) {
-    return t.defined() ? make_view(buffer_of(t).device, t.shape(), t.strides(), t.offset())
+    return t.defined() ? make_view(buffers.at(t.storage().get()).device, t.shape(), t.strides(),
+                                   t.offset())
                        : Tensor();
   };
   std::vector<Tensor> dev_in, dev_out;
@@ -345,6 +346,27 @@ std::string run_case(const OpCase& c, const KernelTable* cuda) {
     return std::string("reading the results back failed (a device fault in the kernel?): ") +
            e.what() + "\n";
   }
+  return "";
+}
+
+// Runs one case on the CPU and, given a table, on the GPU; returns "" when everything agrees,
+// else a report naming each disagreement.
+std::string run_case(const OpCase& c, const KernelTable* cuda) {
+  const OpInfo& info = op_info(c.op);
+  if ((info.num_inputs >= 0 && static_cast<int>(c.in.size()) != info.num_inputs) ||
+      static_cast<int>(c.out.size()) != info.num_outputs)
+    return "case error: the row takes " + std::to_string(info.num_inputs) + " inputs and " +
+           std::to_string(info.num_outputs) + " outputs\n";
+
+  Buffers buffers = collect_buffers(c);
+  auto buffer_of = [&](const Tensor& t) -> Buffer& { return buffers.at(t.storage().get()); };
+  std::vector<Tensor> cpu_in(c.in.size()), cpu_out(c.out.size());
+  if (std::string error = run_cpu_reference(c, buffers, cpu_in, cpu_out); !error.empty())
+    return error;
+  if (cuda == nullptr) return "";
+  const Kernel kernel = (*cuda)[static_cast<int>(c.op)];
+  if (kernel == nullptr) return "the CUDA table has no kernel in this row\n";
+  if (std::string error = run_on_gpu(c, kernel, buffers); !error.empty()) return error;
 
   // ---- the comparison
   std::string report;

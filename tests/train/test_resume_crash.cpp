@@ -74,6 +74,23 @@ std::int64_t resumed_step(const std::string& out, std::string* from = nullptr) {
   return std::stoll(line.substr(paren + 7, line.size() - paren - 8));
 }
 
+// A save cut short leaves its temporary directory (cleared by the next save).
+bool has_cut_save(const fs::path& checkpoints) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoints, ec))
+    if (entry.path().filename().string().rfind(".tmp-", 0) == 0) return true;
+  return false;
+}
+
+// A kill while pruning leaves each old checkpoint whole or renamed for deletion, never a
+// step-N/ without its manifest that nothing would list or remove.
+void check_every_step_has_manifest(const fs::path& checkpoints) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoints, ec))
+    if (entry.path().filename().string().rfind("step-", 0) == 0)
+      CHECK(fs::exists(entry.path() / "manifest.json"));
+}
+
 }  // namespace
 
 TEST_CASE("resume: SIGKILL at random moments of checkpoint saves never breaks `latest`",
@@ -118,18 +135,8 @@ TEST_CASE("resume: SIGKILL at random moments of checkpoint saves never breaks `l
       ++resumed;
     }
 
-    // A save cut short leaves its temporary directory (cleared by the next save).
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(checkpoints, ec))
-      if (entry.path().filename().string().rfind(".tmp-", 0) == 0) {
-        ++cut_saves;
-        break;
-      }
-    // A kill while pruning leaves each old checkpoint whole or renamed for deletion, never a
-    // step-N/ without its manifest that nothing would list or remove.
-    for (const auto& entry : fs::directory_iterator(checkpoints, ec))
-      if (entry.path().filename().string().rfind("step-", 0) == 0)
-        CHECK(fs::exists(entry.path() / "manifest.json"));
+    cut_saves += has_cut_save(checkpoints);
+    check_every_step_has_manifest(checkpoints);
     const std::optional<fs::path> latest = ckpt::read_latest(checkpoints);
     REQUIRE(latest);  // every run was killed after a save had committed
     INFO("latest: " << latest->string());

@@ -23,6 +23,11 @@ class AccumulateGrad : public Node {
 // `sum += grad` in place, where the add kernel can (both f32, one shape and device; it allows its
 // output to alias an input); false, with nothing done, otherwise.
 bool add_in_place(const Tensor& sum, const Tensor& grad);
+// `a + b` into a new tensor, computed as ops' add computes it (backward runs without grad, so the
+// op would record nothing either): both widened to f32, the add kernel over their broadcast
+// shape, the sum cast back to the widest floating input type. Autograd sits below ops, so it
+// sums gradients through the op table itself.
+Tensor add_out_of_place(const Tensor& a, const Tensor& b);
 
 // The AccumulateGrad node of a leaf, created on first use and cached weakly on the leaf.
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);

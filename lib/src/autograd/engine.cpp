@@ -14,7 +14,6 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/ops/ops.hpp"
 
 namespace genesis::autograd {
 
@@ -49,7 +48,7 @@ void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
   if (!sum.defined())
     sum = std::move(grad);
   else if (!owned_alone(sum) || !add_in_place(sum, grad))
-    sum = add(sum, grad);
+    sum = add_out_of_place(sum, grad);
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include "accumulate_grad.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
+#include "tensor/tensor_convert.hpp"
 
 namespace genesis::autograd {
 
@@ -93,21 +93,40 @@ bool add_in_place(const Tensor& sum, const Tensor& grad) {
   return true;
 }
 
+Tensor add_out_of_place(const Tensor& a, const Tensor& b) {
+  const Tensor a32 = detail::converted(a, DType::f32), b32 = detail::converted(b, DType::f32);
+  const Shape shape = detail::broadcast_for("add", a.shape(), b.shape());
+  Tensor out = Tensor::empty(shape, DType::f32, a32.device());
+  dispatch(OpId::add,
+           {detail::broadcast_view(a32.detach(), shape), detail::broadcast_view(b32.detach(), shape)},
+           {out});
+  return detail::converted(out, detail::float_result_type({&a, &b}));
+}
+
+// A private copy of `incoming` in the leaf's shape, its elements in row-major order (what
+// reshape(shape).clone() gives, without the view ops of the layer above).
+Tensor private_copy(const Tensor& incoming, const Shape& shape) {
+  GENESIS_CHECK(shape_numel(shape) == incoming.numel(), InvalidArgument,
+                "cannot reshape " + shape_str(incoming.shape()) + " into " + shape_str(shape));
+  const Tensor copy = detail::fresh_copy(incoming);
+  return make_view(copy, shape, contiguous_strides(shape), 0);
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor incoming = std::move(grad_outputs.at(0));
   Tensor var(variable_);
   if (incoming.defined()) {
-    if (incoming.dtype() != var.dtype()) incoming = incoming.to(var.dtype());
+    if (incoming.dtype() != var.dtype()) incoming = detail::converted(incoming, var.dtype());
     Tensor existing = var.grad();
     if (existing.defined()) {
       // In place, so a .grad that views a DDP bucket keeps viewing it.
-      if (!add_in_place(existing, incoming)) existing.copy_(add(existing, incoming));
+      if (!add_in_place(existing, incoming)) existing.copy_(add_out_of_place(existing, incoming));
     } else {
       // Keep the gradient only if nobody else shares its storage (it may be a view of a
       // saved tensor); otherwise take a private copy.
       if (!incoming.is_contiguous() || incoming.storage().use_count() > 1 ||
           incoming.shape() != var.shape())
-        incoming = incoming.reshape(var.shape()).clone();
+        incoming = private_copy(incoming, var.shape());
       var.set_grad(incoming);
     }
   }

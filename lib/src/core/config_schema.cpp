@@ -4,134 +4,175 @@
 #include "config_schema.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace genesis::config_detail {
 
-const std::vector<ConfigKey>& config_schema() {
-  static const std::vector<ConfigKey> schema{
-      {"name", "run directory: <training.output_dir>/<name>/",
-       [](Config& c) -> Field { return &c.name; }, Rule::run_name},
-      {"seed", "seed for initialisation, data generation and dropout",
-       [](Config& c) -> Field { return &c.seed; }},
+namespace {
 
-      {"model.kind", "model family: mlp | gpt", [](Config& c) -> Field { return &c.model.kind; },
-       Rule::any, {"mlp", "gpt"}},
-      {"model.input_size", "mlp: features per example",
-       [](Config& c) -> Field { return &c.model.input_size; }, Rule::positive},
-      {"model.hidden_sizes", "mlp: width of each hidden layer, ReLU between",
-       [](Config& c) -> Field { return &c.model.hidden_sizes; }, Rule::positive},
-      {"model.num_classes", "mlp: output classes",
-       [](Config& c) -> Field { return &c.model.num_classes; }, Rule::positive},
-      {"model.n_layer", "gpt: transformer blocks",
-       [](Config& c) -> Field { return &c.model.n_layer; }, Rule::positive},
-      {"model.n_head", "gpt: attention heads per block (must divide n_embd)",
-       [](Config& c) -> Field { return &c.model.n_head; }, Rule::positive},
-      {"model.n_embd", "gpt: embedding width",
-       [](Config& c) -> Field { return &c.model.n_embd; }, Rule::positive},
-      {"model.block_size", "gpt: context length in tokens",
-       [](Config& c) -> Field { return &c.model.block_size; }, Rule::positive},
-      {"model.vocab_size", "gpt: vocabulary size",
-       [](Config& c) -> Field { return &c.model.vocab_size; }, Rule::positive},
-      {"model.dropout", "gpt: dropout probability in [0, 1)",
-       [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
-
-      {"data.source",
-       "dataset: synthetic:classification (mlp) | synthetic:tokens | tasks:reverse,sort,... | "
-       "jsonl:FILE (gpt; the last two are SFT data)",
-       [](Config& c) -> Field { return &c.data.source; }, Rule::non_empty},
-      {"data.num_samples", "examples (classification) or sequences (tokens) generated",
-       [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
-      {"data.eval_fraction", "fraction held out for evaluation, in (0, 1)",
-       [](Config& c) -> Field { return &c.data.eval_fraction; }, Rule::open_unit},
-
-      {"training.per_device_train_batch_size", "examples per step on each device",
-       [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
-      {"training.gradient_accumulation_steps", "micro-batches summed before each optimizer step",
-       [](Config& c) -> Field { return &c.training.gradient_accumulation_steps; }, Rule::positive},
-      {"training.max_steps", "optimizer steps to train",
-       [](Config& c) -> Field { return &c.training.max_steps; }, Rule::positive},
-      {"training.learning_rate", "peak learning rate",
-       [](Config& c) -> Field { return &c.training.learning_rate; }, Rule::positive},
-      {"training.weight_decay", "decoupled (adamw) or L2 (adam, sgd) weight decay",
-       [](Config& c) -> Field { return &c.training.weight_decay; }, Rule::non_negative},
-      {"training.optimizer", "adamw | adam | sgd",
-       [](Config& c) -> Field { return &c.training.optimizer; }},
-      {"training.adam_beta1", "adam/adamw: first-moment decay in [0, 1)",
-       [](Config& c) -> Field { return &c.training.adam_beta1; }, Rule::probability},
-      {"training.adam_beta2", "adam/adamw: second-moment decay in [0, 1)",
-       [](Config& c) -> Field { return &c.training.adam_beta2; }, Rule::probability},
-      {"training.adam_epsilon", "adam/adamw: denominator epsilon",
-       [](Config& c) -> Field { return &c.training.adam_epsilon; }, Rule::positive},
-      {"training.momentum", "sgd: momentum in [0, 1)",
-       [](Config& c) -> Field { return &c.training.momentum; }, Rule::probability},
-      {"training.lr_scheduler_type", "constant | linear | cosine (after warmup)",
-       [](Config& c) -> Field { return &c.training.lr_scheduler_type; }},
-      {"training.warmup_ratio", "linear warmup as a fraction of max_steps, in [0, 1)",
-       [](Config& c) -> Field { return &c.training.warmup_ratio; }, Rule::probability},
-      {"training.warmup_steps", "linear warmup steps; wins over warmup_ratio when > 0",
-       [](Config& c) -> Field { return &c.training.warmup_steps; }, Rule::non_negative},
-      {"training.max_grad_norm", "clip gradients to this global norm; 0 disables clipping",
-       [](Config& c) -> Field { return &c.training.max_grad_norm; }, Rule::non_negative},
-      {"training.mixed_precision",
-       "no | bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 "
-       "scales the loss ([loss_scale])",
-       [](Config& c) -> Field { return &c.training.mixed_precision; }},
-      {"training.gradient_checkpointing",
-       "gpt: recompute each block's activations in backward (less memory, same gradients)",
-       [](Config& c) -> Field { return &c.training.gradient_checkpointing; }},
-      {"training.logging_steps", "log loss and accuracy every this many steps",
-       [](Config& c) -> Field { return &c.training.logging_steps; }, Rule::positive},
-      {"training.eval_steps", "evaluate every this many steps; 0: only at the end",
-       [](Config& c) -> Field { return &c.training.eval_steps; }, Rule::non_negative},
-      {"training.eval_batches", "batches per evaluation; 0: the whole eval split",
-       [](Config& c) -> Field { return &c.training.eval_batches; }, Rule::non_negative},
-      {"training.device", "auto | cpu | cuda", [](Config& c) -> Field { return &c.training.device; }},
-      {"training.output_dir", "parent of the run directory",
-       [](Config& c) -> Field { return &c.training.output_dir; }, Rule::non_empty},
-      {"training.save_steps", "checkpoint every this many steps; 0: only after the last step",
-       [](Config& c) -> Field { return &c.training.save_steps; }, Rule::non_negative},
-      {"training.save_total_limit", "checkpoints kept (the oldest go first); 0: keep all",
-       [](Config& c) -> Field { return &c.training.save_total_limit; }, Rule::non_negative},
-      {"training.resume_from_checkpoint",
-       "\"\": start fresh; \"auto\": resume from the run's latest checkpoint if any; or a "
-       "checkpoint path",
-       [](Config& c) -> Field { return &c.training.resume_from_checkpoint; }, Rule::any},
-      {"training.overwrite_output_dir",
-       "a fresh start deletes the run directory's checkpoints (refused when false)",
-       [](Config& c) -> Field { return &c.training.overwrite_output_dir; }},
-
-      {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
-       [](Config& c) -> Field { return &c.distributed.strategy; }},
-      {"distributed.backend", "auto | gloo | nccl (auto: nccl on CUDA, gloo on CPU)",
-       [](Config& c) -> Field { return &c.distributed.backend; }},
-      {"distributed.bucket_cap_mb", "gradient bucket size in MiB, for every strategy (ddp's all-reduce, zero1/zero2's reduce-scatter)",
-       [](Config& c) -> Field { return &c.distributed.bucket_cap_mb; }, Rule::positive},
-      {"distributed.find_unused_parameters",
-       "ddp: parameters without a gradient are marked ready instead of an error",
-       [](Config& c) -> Field { return &c.distributed.find_unused_parameters; }},
-      {"distributed.broadcast_buffers", "ddp: copy rank 0's buffers to every rank before forward",
-       [](Config& c) -> Field { return &c.distributed.broadcast_buffers; }},
-      {"distributed.gradient_as_bucket_view", "ddp: .grad views the bucket (saves a copy)",
-       [](Config& c) -> Field { return &c.distributed.gradient_as_bucket_view; }},
-      {"distributed.timeout_s", "seconds a collective or the rendezvous may wait",
-       [](Config& c) -> Field { return &c.distributed.timeout_s; }, Rule::positive},
-      {"distributed.hsdp_shard_size", "hsdp: ranks per shard group; 0: the ranks of one node",
-       [](Config& c) -> Field { return &c.distributed.hsdp_shard_size; }, Rule::non_negative},
-      {"distributed.offload_optimizer", "none | cpu: optimizer state and update on the host",
-       [](Config& c) -> Field { return &c.distributed.offload_optimizer; }},
-      {"distributed.memory_budget_gb",
-       "auto: per-rank memory for model state, GiB; 0: device memory (GPU) or host memory / ranks",
-       [](Config& c) -> Field { return &c.distributed.memory_budget_gb; }, Rule::non_negative},
-
-      {"loss_scale.initial_scale_power", "fp16: the first loss scale is 2^this",
-       [](Config& c) -> Field { return &c.loss_scale.initial_scale_power; }, Rule::non_negative},
-      {"loss_scale.loss_scale_window", "fp16: steps without overflow before the scale doubles",
-       [](Config& c) -> Field { return &c.loss_scale.loss_scale_window; }, Rule::positive},
-      {"loss_scale.hysteresis", "fp16: overflowing steps absorbed before the scale halves",
-       [](Config& c) -> Field { return &c.loss_scale.hysteresis; }, Rule::positive},
-      {"loss_scale.min_loss_scale", "fp16: an overflow at this scale stops the run",
-       [](Config& c) -> Field { return &c.loss_scale.min_loss_scale; }, Rule::positive},
+// The top-level keys.
+std::vector<ConfigKey> top_level_keys() {
+  return {
+    {"name", "run directory: <training.output_dir>/<name>/",
+     [](Config& c) -> Field { return &c.name; }, Rule::run_name},
+    {"seed", "seed for initialisation, data generation and dropout",
+     [](Config& c) -> Field { return &c.seed; }},
   };
+}
+
+// [model]
+std::vector<ConfigKey> model_keys() {
+  return {
+    {"model.kind", "model family: mlp | gpt", [](Config& c) -> Field { return &c.model.kind; },
+     Rule::any, {"mlp", "gpt"}},
+    {"model.input_size", "mlp: features per example",
+     [](Config& c) -> Field { return &c.model.input_size; }, Rule::positive},
+    {"model.hidden_sizes", "mlp: width of each hidden layer, ReLU between",
+     [](Config& c) -> Field { return &c.model.hidden_sizes; }, Rule::positive},
+    {"model.num_classes", "mlp: output classes",
+     [](Config& c) -> Field { return &c.model.num_classes; }, Rule::positive},
+    {"model.n_layer", "gpt: transformer blocks",
+     [](Config& c) -> Field { return &c.model.n_layer; }, Rule::positive},
+    {"model.n_head", "gpt: attention heads per block (must divide n_embd)",
+     [](Config& c) -> Field { return &c.model.n_head; }, Rule::positive},
+    {"model.n_embd", "gpt: embedding width",
+     [](Config& c) -> Field { return &c.model.n_embd; }, Rule::positive},
+    {"model.block_size", "gpt: context length in tokens",
+     [](Config& c) -> Field { return &c.model.block_size; }, Rule::positive},
+    {"model.vocab_size", "gpt: vocabulary size",
+     [](Config& c) -> Field { return &c.model.vocab_size; }, Rule::positive},
+    {"model.dropout", "gpt: dropout probability in [0, 1)",
+     [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
+  };
+}
+
+// [data]
+std::vector<ConfigKey> data_keys() {
+  return {
+    {"data.source",
+     "dataset: synthetic:classification (mlp) | synthetic:tokens | tasks:reverse,sort,... | "
+     "jsonl:FILE (gpt; the last two are SFT data)",
+     [](Config& c) -> Field { return &c.data.source; }, Rule::non_empty},
+    {"data.num_samples", "examples (classification) or sequences (tokens) generated",
+     [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
+    {"data.eval_fraction", "fraction held out for evaluation, in (0, 1)",
+     [](Config& c) -> Field { return &c.data.eval_fraction; }, Rule::open_unit},
+  };
+}
+
+// [training]
+std::vector<ConfigKey> training_keys() {
+  return {
+    {"training.per_device_train_batch_size", "examples per step on each device",
+     [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
+    {"training.gradient_accumulation_steps", "micro-batches summed before each optimizer step",
+     [](Config& c) -> Field { return &c.training.gradient_accumulation_steps; }, Rule::positive},
+    {"training.max_steps", "optimizer steps to train",
+     [](Config& c) -> Field { return &c.training.max_steps; }, Rule::positive},
+    {"training.learning_rate", "peak learning rate",
+     [](Config& c) -> Field { return &c.training.learning_rate; }, Rule::positive},
+    {"training.weight_decay", "decoupled (adamw) or L2 (adam, sgd) weight decay",
+     [](Config& c) -> Field { return &c.training.weight_decay; }, Rule::non_negative},
+    {"training.optimizer", "adamw | adam | sgd",
+     [](Config& c) -> Field { return &c.training.optimizer; }},
+    {"training.adam_beta1", "adam/adamw: first-moment decay in [0, 1)",
+     [](Config& c) -> Field { return &c.training.adam_beta1; }, Rule::probability},
+    {"training.adam_beta2", "adam/adamw: second-moment decay in [0, 1)",
+     [](Config& c) -> Field { return &c.training.adam_beta2; }, Rule::probability},
+    {"training.adam_epsilon", "adam/adamw: denominator epsilon",
+     [](Config& c) -> Field { return &c.training.adam_epsilon; }, Rule::positive},
+    {"training.momentum", "sgd: momentum in [0, 1)",
+     [](Config& c) -> Field { return &c.training.momentum; }, Rule::probability},
+    {"training.lr_scheduler_type", "constant | linear | cosine (after warmup)",
+     [](Config& c) -> Field { return &c.training.lr_scheduler_type; }},
+    {"training.warmup_ratio", "linear warmup as a fraction of max_steps, in [0, 1)",
+     [](Config& c) -> Field { return &c.training.warmup_ratio; }, Rule::probability},
+    {"training.warmup_steps", "linear warmup steps; wins over warmup_ratio when > 0",
+     [](Config& c) -> Field { return &c.training.warmup_steps; }, Rule::non_negative},
+    {"training.max_grad_norm", "clip gradients to this global norm; 0 disables clipping",
+     [](Config& c) -> Field { return &c.training.max_grad_norm; }, Rule::non_negative},
+    {"training.mixed_precision",
+     "no | bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 "
+     "scales the loss ([loss_scale])",
+     [](Config& c) -> Field { return &c.training.mixed_precision; }},
+    {"training.gradient_checkpointing",
+     "gpt: recompute each block's activations in backward (less memory, same gradients)",
+     [](Config& c) -> Field { return &c.training.gradient_checkpointing; }},
+    {"training.logging_steps", "log loss and accuracy every this many steps",
+     [](Config& c) -> Field { return &c.training.logging_steps; }, Rule::positive},
+    {"training.eval_steps", "evaluate every this many steps; 0: only at the end",
+     [](Config& c) -> Field { return &c.training.eval_steps; }, Rule::non_negative},
+    {"training.eval_batches", "batches per evaluation; 0: the whole eval split",
+     [](Config& c) -> Field { return &c.training.eval_batches; }, Rule::non_negative},
+    {"training.device", "auto | cpu | cuda", [](Config& c) -> Field { return &c.training.device; }},
+    {"training.output_dir", "parent of the run directory",
+     [](Config& c) -> Field { return &c.training.output_dir; }, Rule::non_empty},
+    {"training.save_steps", "checkpoint every this many steps; 0: only after the last step",
+     [](Config& c) -> Field { return &c.training.save_steps; }, Rule::non_negative},
+    {"training.save_total_limit", "checkpoints kept (the oldest go first); 0: keep all",
+     [](Config& c) -> Field { return &c.training.save_total_limit; }, Rule::non_negative},
+    {"training.resume_from_checkpoint",
+     "\"\": start fresh; \"auto\": resume from the run's latest checkpoint if any; or a "
+     "checkpoint path",
+     [](Config& c) -> Field { return &c.training.resume_from_checkpoint; }, Rule::any},
+    {"training.overwrite_output_dir",
+     "a fresh start deletes the run directory's checkpoints (refused when false)",
+     [](Config& c) -> Field { return &c.training.overwrite_output_dir; }},
+  };
+}
+
+// [distributed]
+std::vector<ConfigKey> distributed_keys() {
+  return {
+    {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
+     [](Config& c) -> Field { return &c.distributed.strategy; }},
+    {"distributed.backend", "auto | gloo | nccl (auto: nccl on CUDA, gloo on CPU)",
+     [](Config& c) -> Field { return &c.distributed.backend; }},
+    {"distributed.bucket_cap_mb", "gradient bucket size in MiB, for every strategy (ddp's all-reduce, zero1/zero2's reduce-scatter)",
+     [](Config& c) -> Field { return &c.distributed.bucket_cap_mb; }, Rule::positive},
+    {"distributed.find_unused_parameters",
+     "ddp: parameters without a gradient are marked ready instead of an error",
+     [](Config& c) -> Field { return &c.distributed.find_unused_parameters; }},
+    {"distributed.broadcast_buffers", "ddp: copy rank 0's buffers to every rank before forward",
+     [](Config& c) -> Field { return &c.distributed.broadcast_buffers; }},
+    {"distributed.gradient_as_bucket_view", "ddp: .grad views the bucket (saves a copy)",
+     [](Config& c) -> Field { return &c.distributed.gradient_as_bucket_view; }},
+    {"distributed.timeout_s", "seconds a collective or the rendezvous may wait",
+     [](Config& c) -> Field { return &c.distributed.timeout_s; }, Rule::positive},
+    {"distributed.hsdp_shard_size", "hsdp: ranks per shard group; 0: the ranks of one node",
+     [](Config& c) -> Field { return &c.distributed.hsdp_shard_size; }, Rule::non_negative},
+    {"distributed.offload_optimizer", "none | cpu: optimizer state and update on the host",
+     [](Config& c) -> Field { return &c.distributed.offload_optimizer; }},
+    {"distributed.memory_budget_gb",
+     "auto: per-rank memory for model state, GiB; 0: device memory (GPU) or host memory / ranks",
+     [](Config& c) -> Field { return &c.distributed.memory_budget_gb; }, Rule::non_negative},
+  };
+}
+
+// [loss_scale]
+std::vector<ConfigKey> loss_scale_keys() {
+  return {
+    {"loss_scale.initial_scale_power", "fp16: the first loss scale is 2^this",
+     [](Config& c) -> Field { return &c.loss_scale.initial_scale_power; }, Rule::non_negative},
+    {"loss_scale.loss_scale_window", "fp16: steps without overflow before the scale doubles",
+     [](Config& c) -> Field { return &c.loss_scale.loss_scale_window; }, Rule::positive},
+    {"loss_scale.hysteresis", "fp16: overflowing steps absorbed before the scale halves",
+     [](Config& c) -> Field { return &c.loss_scale.hysteresis; }, Rule::positive},
+    {"loss_scale.min_loss_scale", "fp16: an overflow at this scale stops the run",
+     [](Config& c) -> Field { return &c.loss_scale.min_loss_scale; }, Rule::positive},
+  };
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema = [] {
+    std::vector<ConfigKey> all;
+    for (auto section : {top_level_keys, model_keys, data_keys, training_keys, distributed_keys,
+                         loss_scale_keys})
+      for (ConfigKey& key : section()) all.push_back(std::move(key));
+    return all;
+  }();
   return schema;
 }
 

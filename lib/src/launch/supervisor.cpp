@@ -203,10 +203,11 @@ bool pump(int fd, OutputRelay& relay) {
   return false;
 }
 
-AttemptResult run_attempt(const AttemptPlan& plan, const JobIdentity& job,
-                          const std::filesystem::path& log_dir, const LaunchStreams& streams,
-                          std::vector<Worker>& workers) {
-  const LaunchOptions& options = plan.layout;
+// Creates attempt_<k>/ under log_dir (when there is one) and starts this node's workers, each
+// with its relays (console prefix, log file, the tail kept for the failure summary).
+void start_workers(const LaunchOptions& options, const JobIdentity& job,
+                   const std::filesystem::path& log_dir, const LaunchStreams& streams,
+                   std::vector<Worker>& workers) {
   const int cores = usable_cores();
   const bool user_set_omp = std::getenv("OMP_NUM_THREADS") != nullptr;
   std::filesystem::path attempt_dir;
@@ -238,96 +239,157 @@ AttemptResult run_attempt(const AttemptPlan& plan, const JobIdentity& job,
     if (shown && stderr_is_terminal()) env.emplace_back("GENESIS_TERMINAL", "1");
     w.process.emplace(options.command, merged_environment(env));
   }
+}
 
-  AttemptResult result;
-  std::optional<JobMonitor> monitor;  // the other nodes' launchers, across hosts
-  if (plan.spans_hosts) monitor.emplace(options, job, plan.take_in_up_to);
-  std::optional<Clock::time_point> kill_at, drain_until;
-  bool killed = false;
+// The workers' open stdout/stderr pipes, for poll(), and whose each one is.
+struct Pipes {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::size_t, bool>> owners;  // worker index, is stdout
+};
+
+Pipes open_pipes(const std::vector<Worker>& workers) {
+  Pipes pipes;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const ChildProcess& p = *workers[i].process;
+    for (const auto& [fd, is_out] : {std::pair{p.stdout_fd(), true}, {p.stderr_fd(), false}}) {
+      if (fd < 0) continue;
+      pipes.fds.push_back({fd, POLLIN, 0});
+      pipes.owners.push_back({i, is_out});
+    }
+  }
+  return pipes;
+}
+
+// Waits up to 50 ms for output and relays what came; a pipe at end of stream is closed.
+void relay_output(std::vector<Worker>& workers, Pipes& pipes) {
+  const int ready = poll(pipes.fds.data(), pipes.fds.size(), 50);
+  if (ready <= 0) return;
+  for (std::size_t k = 0; k < pipes.fds.size(); ++k) {
+    if (pipes.fds[k].revents == 0) continue;
+    Worker& w = workers[pipes.owners[k].first];
+    const bool is_out = pipes.owners[k].second;
+    if (!pump(pipes.fds[k].fd, is_out ? *w.out_relay : *w.err_relay))
+      is_out ? w.process->close_stdout() : w.process->close_stderr();
+  }
+}
+
+bool all_exited(const std::vector<Worker>& workers) {
+  return std::all_of(workers.begin(), workers.end(),
+                     [](const Worker& w) { return w.process->exit_status().has_value(); });
+}
+
+// One attempt once its workers run: their output, the launcher's signals, their exits, news
+// from the other nodes' launchers, and the teardown these set off.
+class AttemptWatch {
+ public:
+  AttemptWatch(const AttemptPlan& plan, const JobIdentity& job, const LaunchStreams& streams,
+               std::vector<Worker>& workers)
+      : options_(plan.layout), streams_(streams), workers_(workers) {
+    if (plan.spans_hosts) monitor_.emplace(options_, job, plan.take_in_up_to);
+  }
+
+  // Until every worker has exited and its pipes are drained (or kDrainTime has passed).
+  AttemptResult run() {
+    std::optional<Clock::time_point> drain_until;
+    while (true) {
+      Pipes pipes = open_pipes(workers_);
+      if (all_exited(workers_)) {
+        if (!drain_until) drain_until = Clock::now() + kDrainTime;
+        if (pipes.fds.empty() || Clock::now() >= *drain_until) break;
+      }
+      relay_output(workers_, pipes);
+      take_signals();
+      reap_exits();
+      hear_other_nodes();
+      if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
+        for (auto& w : workers_) w.process->signal_group(SIGKILL);
+        killed_ = true;
+      }
+    }
+    for (auto& w : workers_) {
+      w.out_relay->flush();
+      w.err_relay->flush();
+    }
+    if (monitor_) monitor_->finish(!result_.ending());
+    return result_;
+  }
+
+ private:
   // A signal from outside (a scheduler, Ctrl-C) gives the ranks the whole grace period to save
   // and exit; ranks stopped because another failed get at most kFailureGraceSeconds.
-  auto tear_down = [&](int signal, double grace_s) {
-    for (auto& w : workers) {
+  void tear_down(int signal, double grace_s) {
+    for (auto& w : workers_) {
       w.process->signal_group(signal);
       // A stopped rank (SIGSTOP, Ctrl-Z) would hold the signal until the grace period is over.
       w.process->signal_group(SIGCONT);
     }
-    if (!kill_at) kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(grace_s));
-  };
-  const double failure_grace_s = std::min(options.grace_period_s, kFailureGraceSeconds);
-  while (true) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<std::size_t, bool>> owners;  // worker index, is stdout
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      const ChildProcess& p = *workers[i].process;
-      if (p.stdout_fd() >= 0) fds.push_back({p.stdout_fd(), POLLIN, 0}), owners.push_back({i, true});
-      if (p.stderr_fd() >= 0) fds.push_back({p.stderr_fd(), POLLIN, 0}), owners.push_back({i, false});
-    }
-    bool all_exited = true;
-    for (auto& w : workers) all_exited = all_exited && w.process->exit_status().has_value();
-    if (all_exited) {
-      if (!drain_until) drain_until = Clock::now() + kDrainTime;
-      if (fds.empty() || Clock::now() >= *drain_until) break;
-    }
-    const int ready = poll(fds.data(), fds.size(), 50);
-    if (ready > 0) {
-      for (std::size_t k = 0; k < fds.size(); ++k) {
-        if (fds[k].revents == 0) continue;
-        Worker& w = workers[owners[k].first];
-        const bool is_out = owners[k].second;
-        if (!pump(fds[k].fd, is_out ? *w.out_relay : *w.err_relay))
-          is_out ? w.process->close_stdout() : w.process->close_stderr();
-      }
-    }
-    if (g_received_signal != 0 && result.interrupt_signal == 0) {
-      result.interrupt_signal = g_received_signal;
-      streams.err << "genesis launch: received " << signal_name(result.interrupt_signal)
-                  << ", stopping all workers\n" << std::flush;
-      tear_down(result.interrupt_signal, options.grace_period_s);
+    if (!kill_at_) kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(grace_s));
+  }
+
+  // SIGINT/SIGTERM stop the job; SIGUSR1/SIGUSR2 are passed on to every worker.
+  void take_signals() {
+    if (g_received_signal != 0 && result_.interrupt_signal == 0) {
+      result_.interrupt_signal = g_received_signal;
+      streams_.err << "genesis launch: received " << signal_name(result_.interrupt_signal)
+                   << ", stopping all workers\n" << std::flush;
+      tear_down(result_.interrupt_signal, options_.grace_period_s);
     }
     if (g_forward_signal != 0) {
       const int signal = g_forward_signal;
       g_forward_signal = 0;
-      streams.err << "genesis launch: received " << signal_name(signal)
-                  << ", passing it on to every worker\n" << std::flush;
-      for (auto& w : workers) w.process->signal_group(signal);
+      streams_.err << "genesis launch: received " << signal_name(signal)
+                   << ", passing it on to every worker\n" << std::flush;
+      for (auto& w : workers_) w.process->signal_group(signal);
     }
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      const bool was_running = !workers[i].process->exit_status().has_value();
-      const auto status = workers[i].process->poll_exit();
+  }
+
+  // The first worker to fail stops the others (and, through the monitor, the other nodes).
+  void reap_exits() {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const bool was_running = !workers_[i].process->exit_status().has_value();
+      const auto status = workers_[i].process->poll_exit();
       if (!was_running || !status) continue;
-      if (!status->success() && !result.ending()) {
-        result.failed = i;
-        if (monitor) monitor->report_failure(failure_cause(options, workers[i]));
-        tear_down(SIGTERM, failure_grace_s);
+      if (!status->success() && !result_.ending()) {
+        result_.failed = i;
+        if (monitor_) monitor_->report_failure(failure_cause(options_, workers_[i]));
+        tear_down(SIGTERM, failure_grace_s_);
       }
     }
-    if (monitor && !result.ending()) {
-      if (auto why = monitor->remote_failure()) {
-        result.remote = *why;
-        streams.err << "genesis launch: stopping this node's ranks: " << *why << "\n" << std::flush;
-        tear_down(SIGTERM, failure_grace_s);
-      } else if (auto back = monitor->regroup()) {
-        // The whole grace period, as for a scheduler's signal: genesis train saves first.
-        result.regroup = *back;
-        streams.err << "genesis launch: " << *back << " came back: stopping this node's ranks "
-                    << "(genesis train saves a checkpoint first) to restart the job with it\n"
-                    << std::flush;
-        tear_down(SIGTERM, options.grace_period_s);
-      }
-    }
-    if (kill_at && !killed && Clock::now() >= *kill_at) {
-      for (auto& w : workers) w.process->signal_group(SIGKILL);
-      killed = true;
+  }
+
+  // Another node failed or went away (stop), or a lost node came back (restart to take it in).
+  void hear_other_nodes() {
+    if (!monitor_ || result_.ending()) return;
+    if (auto why = monitor_->remote_failure()) {
+      result_.remote = *why;
+      streams_.err << "genesis launch: stopping this node's ranks: " << *why << "\n" << std::flush;
+      tear_down(SIGTERM, failure_grace_s_);
+    } else if (auto back = monitor_->regroup()) {
+      // The whole grace period, as for a scheduler's signal: genesis train saves first.
+      result_.regroup = *back;
+      streams_.err << "genesis launch: " << *back << " came back: stopping this node's ranks "
+                   << "(genesis train saves a checkpoint first) to restart the job with it\n"
+                   << std::flush;
+      tear_down(SIGTERM, options_.grace_period_s);
     }
   }
-  for (auto& w : workers) {
-    w.out_relay->flush();
-    w.err_relay->flush();
-  }
-  if (monitor) monitor->finish(!result.ending());
-  return result;
+
+  const LaunchOptions& options_;
+  const LaunchStreams& streams_;
+  std::vector<Worker>& workers_;
+  const double failure_grace_s_ = std::min(options_.grace_period_s, kFailureGraceSeconds);
+  std::optional<JobMonitor> monitor_;  // the other nodes' launchers, across hosts
+  AttemptResult result_;
+  std::optional<Clock::time_point> kill_at_;
+  bool killed_ = false;
+};
+
+AttemptResult run_attempt(const AttemptPlan& plan, const JobIdentity& job,
+                          const std::filesystem::path& log_dir, const LaunchStreams& streams,
+                          std::vector<Worker>& workers) {
+  start_workers(plan.layout, job, log_dir, streams, workers);
+  return AttemptWatch(plan, job, streams, workers).run();
 }
 
 // A rank that timed out in a collective only noticed the hang; its error names the ranks that

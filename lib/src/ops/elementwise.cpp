@@ -15,6 +15,7 @@ namespace genesis {
 
 using autograd::NeedsGrad;
 using autograd::record;
+using detail::broadcast_for;
 using detail::float_result_type;
 using detail::require_defined;
 using detail::to_f32;
@@ -22,19 +23,6 @@ using detail::to_result;
 using Grads = std::vector<Tensor>;
 
 namespace {
-
-// broadcast_shapes with the op's name in front of the message that names both shapes.
-Shape broadcast_for(const char* op, const Shape& a, const Shape& b) {
-  const std::size_t n = std::max(a.size(), b.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    GENESIS_CHECK(da == db || da == 1 || db == 1, InvalidArgument,
-                  std::string(op) + ": shapes " + shape_str(a) + " and " + shape_str(b) +
-                      " do not broadcast");
-  }
-  return broadcast_shapes(a, b);
-}
 
 // A stride-0 view of t at `shape`, outside the graph (the op records its own backward).
 Tensor expanded(const Tensor& t, const Shape& shape) { return t.detach().expand(shape); }

@@ -1,6 +1,7 @@
 // The dtype rule shared by the elementwise, reduction and linear-algebra front ends: kernels run
 // in f32, f16/bf16 inputs are widened for them and the result is cast back to the widest float
-// input type; integer and bool inputs become f32. Widening and narrowing go through Tensor::to,
+// input type (float_result_type, in tensor/tensor_convert.hpp so that autograd's gradient sums
+// share it); integer and bool inputs become f32. Widening and narrowing go through Tensor::to,
 // which records its own backward, so an op's recorded backward only ever sees f32.
 #pragma once
 
@@ -9,23 +10,9 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/tensor.hpp"
+#include "tensor/tensor_convert.hpp"
 
 namespace genesis::detail {
-
-// f32 if any input is f32 or the 16-bit formats are mixed; the one 16-bit type if all floating
-// inputs share it; f32 when no input is floating. Undefined tensors (an absent bias) are skipped.
-inline DType float_result_type(std::initializer_list<const Tensor*> inputs) {
-  bool have_half = false;
-  DType half = DType::f32;
-  for (const Tensor* t : inputs) {
-    if (t == nullptr || !t->defined() || !is_floating(t->dtype())) continue;
-    if (t->dtype() == DType::f32) return DType::f32;
-    if (have_half && half != t->dtype()) return DType::f32;
-    have_half = true;
-    half = t->dtype();
-  }
-  return half;
-}
 
 inline Tensor to_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }
 

@@ -8,28 +8,13 @@
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
-#ifdef GENESIS_WITH_CUDA
-#include "tensor/backends/cuda/device_copy.hpp"
-#endif
+#include "tensor/tensor_convert.hpp"
 
 namespace genesis {
 
 using autograd::NeedsGrad;
 using autograd::record;
 using Grads = std::vector<Tensor>;
-
-Shape broadcast_shapes(const Shape& a, const Shape& b) {
-  std::size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    GENESIS_CHECK(da == db || da == 1 || db == 1, InvalidArgument,
-                  "shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
 
 namespace {
 
@@ -186,23 +171,8 @@ Tensor Tensor::select(std::int64_t d, std::int64_t index) const {
 }
 
 Tensor Tensor::expand(Shape target) const {
-  GENESIS_CHECK(target.size() >= shape().size(), InvalidArgument,
-                "expand: cannot expand " + shape_str(shape()) + " to " + shape_str(target));
-  const std::size_t lead = target.size() - shape().size();
-  Shape st(target.size(), 0);
-  for (std::size_t i = 0; i < target.size(); ++i) {
-    if (i < lead) {
-      GENESIS_CHECK(target[i] >= 0, InvalidArgument, "expand: -1 in a new leading dim");
-      continue;
-    }
-    std::int64_t have = shape()[i - lead];
-    if (target[i] == -1) target[i] = have;
-    GENESIS_CHECK(have == target[i] || have == 1, InvalidArgument,
-                  "expand: cannot expand " + shape_str(shape()) + " to " + shape_str(target));
-    st[i] = have == target[i] ? strides()[i - lead] : 0;
-  }
-  if (target == shape()) return *this;
-  Tensor out = view_as(*this, target, st, offset());
+  Tensor out = detail::broadcast_view(*this, std::move(target));
+  if (out.shape() == shape()) return *this;
   Shape in_shape = shape();
   record("expand", {*this}, {out}, [in_shape](const Grads& g, const NeedsGrad&) -> Grads {
     return {sum_to(g[0], in_shape)};
@@ -228,16 +198,14 @@ Tensor Tensor::squeeze(std::int64_t d) const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
-  Tensor out = Tensor::empty(shape(), dtype(), device());
-  dispatch(OpId::copy, {*this}, {out});
+  Tensor out = detail::fresh_copy(*this);
   record("clone", {*this}, {out}, [](const Grads& g, const NeedsGrad&) -> Grads { return {g[0]}; });
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  Tensor out = Tensor::empty(shape(), target, device());
-  dispatch(OpId::copy, {*this}, {out});
+  Tensor out = detail::converted(*this, target);
   if (is_floating(target) && is_floating(dtype())) {
     DType back = dtype();
     record("to_dtype", {*this}, {out},
@@ -248,20 +216,13 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-#ifdef GENESIS_WITH_CUDA
-  Tensor out = Tensor::empty(shape(), dtype(), target);
-  cuda::copy_tensor(out, *this, "to(" + target.str() + ")");
+  Tensor out = detail::on_device(*this, target);
   if (is_floating(dtype())) {
     Device back = device();
     record("to_device", {*this}, {out},
            [back](const Grads& g, const NeedsGrad&) -> Grads { return {g[0].to(back)}; });
   }
   return out;
-#else
-  // Storage refuses CUDA tensors in a build without CUDA, so one side of this copy cannot exist.
-  throw NotSupported("copy from " + device().str() + " to " + target.str() +
-                     ": built without CUDA: reconfigure with -DGENESIS_CUDA=ON");
-#endif
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim) {

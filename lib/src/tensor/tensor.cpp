@@ -1,14 +1,17 @@
 // Tensor metadata, factories, element access, and the non-differentiable in-place helpers.
 // The differentiable views and conversions are in ops/shape.cpp, backward() in
-// autograd/tensor_backward.cpp: this layer sits below both.
+// autograd/tensor_backward.cpp: this layer sits below both, and copies through
+// tensor_convert.hpp, which records nothing.
 #include "genesis/tensor/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"
+#include "tensor_convert.hpp"
 #ifdef GENESIS_WITH_CUDA
 #include "backends/cuda/device_copy.hpp"
 #endif
@@ -37,6 +40,19 @@ std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim) {
                 "dim " + std::to_string(dim) + " out of range for a " + std::to_string(ndim) +
                     "-d tensor");
   return dim < 0 ? dim + n : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  std::size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    GENESIS_CHECK(da == db || da == 1 || db == 1, InvalidArgument,
+                  "shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
 }
 
 std::string shape_str(const Shape& shape) {
@@ -94,7 +110,9 @@ constexpr DType dtype_of() {
 }
 
 // Host staging then one copy to the target device.
-Tensor host_to(Tensor host, Device device) { return device.is_cpu() ? host : host.to(device); }
+Tensor host_to(Tensor host, Device device) {
+  return device.is_cpu() ? host : detail::on_device(host, device);
+}
 }  // namespace
 
 template <typename T>
@@ -120,14 +138,14 @@ Tensor Tensor::arange(std::int64_t n, DType dtype, Device device) {
   Tensor t = empty({n}, DType::i64);
   auto* d = t.data<std::int64_t>();
   for (std::int64_t i = 0; i < n; ++i) d[i] = i;
-  return host_to(dtype == DType::i64 ? t : t.to(dtype), device);
+  return host_to(detail::converted(t, dtype), device);
 }
 
 Tensor Tensor::randn(Shape shape, Generator& gen, double std, DType dtype, Device device) {
   Tensor t = empty(std::move(shape), DType::f32);
   float* d = t.data<float>();
   for (std::int64_t i = 0, n = t.numel(); i < n; ++i) d[i] = static_cast<float>(gen.normal() * std);
-  return host_to(dtype == DType::f32 ? t : t.to(dtype), device);
+  return host_to(detail::converted(t, dtype), device);
 }
 
 Tensor Tensor::rand(Shape shape, Generator& gen, double lo, double hi, DType dtype, Device device) {
@@ -135,7 +153,7 @@ Tensor Tensor::rand(Shape shape, Generator& gen, double lo, double hi, DType dty
   float* d = t.data<float>();
   for (std::int64_t i = 0, n = t.numel(); i < n; ++i)
     d[i] = static_cast<float>(lo + (hi - lo) * gen.uniform());
-  return host_to(dtype == DType::f32 ? t : t.to(dtype), device);
+  return host_to(detail::converted(t, dtype), device);
 }
 
 Tensor Tensor::pin_memory() const {
@@ -196,7 +214,7 @@ template <typename T>
 T Tensor::item() const {
   GENESIS_CHECK(numel() == 1, InvalidArgument,
                 "item() needs a one-element tensor, got shape " + shape_str(shape()));
-  Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  Tensor host = detail::on_device(*this, Device::cpu());
   if (host.dtype() == DType::i64) return static_cast<T>(*host.data<std::int64_t>());
   float f;
   convert_elements(host.raw_data(), host.dtype(), &f, DType::f32, 1);
@@ -209,7 +227,8 @@ template int Tensor::item<int>() const;
 template bool Tensor::item<bool>() const;
 
 std::vector<float> Tensor::to_vector() const {
-  Tensor c = detach().to(Device::cpu()).to(DType::f32).contiguous();
+  Tensor c = detail::converted(detail::on_device(detach(), Device::cpu()), DType::f32);
+  if (!c.is_contiguous()) c = detail::fresh_copy(c);
   const float* d = c.data<float>();
   return std::vector<float>(d, d + c.numel());
 }
@@ -255,7 +274,7 @@ void Tensor::remove_grad_ready_hook(int id) {
 // ---- in place
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  Tensor from = src.shape() == shape() ? src.detach() : src.detach().expand(shape());
+  Tensor from = src.shape() == shape() ? src.detach() : detail::broadcast_view(src.detach(), shape());
   if (from.device() != device()) {
 #ifdef GENESIS_WITH_CUDA
     cuda::copy_tensor(*this, from, "copy_");

@@ -91,7 +91,4 @@ inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 
-// The broadcast of two shapes, or InvalidArgument naming both.
-Shape broadcast_shapes(const Shape& a, const Shape& b);
-
 }  // namespace genesis

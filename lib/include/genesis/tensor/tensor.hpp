@@ -148,6 +148,8 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, std::int64_t of
 Shape contiguous_strides(const Shape& shape);
 std::int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);
+// The broadcast of two shapes, or InvalidArgument naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
 // Normalises a possibly negative dim against rank `ndim`; throws InvalidArgument when out of range.
 std::int64_t wrap_dim(std::int64_t dim, std::int64_t ndim);
 

@@ -65,6 +65,85 @@ __device__ __forceinline__ float lane_of(float4 v, int u) {
   return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
 }
 
+// The score step (warp = kRowsPerWarp query rows from r0, pitch DM; lane = key, pitch DM + 4):
+// acc[r] += q . k. The second form, for the backward, also sums dp[r] += dout . v.
+template <int DM>
+__device__ __forceinline__ void row_scores(float (&acc)[kRowsPerWarp], const float* sQ,
+                                           const float* sK, int r0, int lane) {
+  constexpr int kKP = DM + 4;
+#pragma unroll 4
+  for (int d = 0; d < DM; d += 4) {
+    const float4 kv = *reinterpret_cast<const float4*>(sK + lane * kKP + d);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      acc[r] = dot4(*reinterpret_cast<const float4*>(sQ + (r0 + r) * DM + d), kv, acc[r]);
+  }
+}
+template <int DM>
+__device__ __forceinline__ void row_scores(float (&sc)[kRowsPerWarp], float (&dp)[kRowsPerWarp],
+                                           const float* sQ, const float* sdO, const float* sK,
+                                           const float* sV, int r0, int lane) {
+  constexpr int kKP = DM + 4;
+#pragma unroll 4
+  for (int d = 0; d < DM; d += 4) {
+    const float4 kv = *reinterpret_cast<const float4*>(sK + lane * kKP + d);
+    const float4 vv = *reinterpret_cast<const float4*>(sV + lane * kKP + d);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      sc[r] = dot4(*reinterpret_cast<const float4*>(sQ + (r0 + r) * DM + d), kv, sc[r]);
+      dp[r] = dot4(*reinterpret_cast<const float4*>(sdO + (r0 + r) * DM + d), vv, dp[r]);
+    }
+  }
+}
+
+// The forward's online softmax for this lane's key of the step from k0: P into the warp's rows
+// of sP, the running max m and sum l updated, O rescaled to the new max.
+template <int DM>
+__device__ __forceinline__ void softmax_step(const float (&acc)[kRowsPerWarp],
+                                             float (&m)[kRowsPerWarp], float (&l)[kRowsPerWarp],
+                                             float (&o)[kRowsPerWarp][DM / 32],
+                                             const int (&limit)[kRowsPerWarp], float* sP,
+                                             float sl2, int k0, int r0, int lane) {
+  const int key = k0 + lane;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const float x = key <= limit[r] ? acc[r] * sl2 : -INFINITY;
+    const float m_new = fmaxf(m[r], warp_max(x));
+    const float ref = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays 0
+    const float alpha = exp2f(m[r] - ref);
+    const float p = exp2f(x - ref);
+    l[r] = l[r] * alpha + warp_sum(p);
+    m[r] = m_new;
+    sP[(r0 + r) * kTile + lane] = p;
+#pragma unroll
+    for (int c = 0; c < DM / 32; ++c) o[r][c] *= alpha;
+  }
+}
+
+// acc[r][c] += sum over the step's keys j of w[r0 + r][j] * rows[j][lane + 32 c]: O += P V in
+// the forward, dq += dS K in dq (w: the warp's own rows, pitch kTile; rows: pitch kPitch). w4
+// holds 4 weights per row at a time; the caller declares it, which keeps the compiled kernels
+// what they were before this loop moved out of them.
+template <int DM, int kPitch>
+__device__ __forceinline__ void accumulate_rows(float (&acc)[kRowsPerWarp][DM / 32],
+                                                const float* w, const float* rows, int r0,
+                                                int lane, float4 (&w4)[kRowsPerWarp]) {
+#pragma unroll 2
+  for (int j = 0; j < kTile; j += 4) {
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      w4[r] = *reinterpret_cast<const float4*>(w + (r0 + r) * kTile + j);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int c = 0; c < DM / 32; ++c) {
+        const float x = rows[(j + u) * kPitch + lane + 32 * c];
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) acc[r][c] = fmaf(lane_of(w4[r], u), x, acc[r][c]);
+      }
+  }
+}
+
 // One block: 32 query rows of one pair; out and lse for them. Query tiles run last-first in
 // the grid so the longest causal rows start first.
 template <typename T, int DM>
@@ -103,43 +182,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     load_rows<T, DM>(sV, DM, v + k0 * a.v.row_stride, a.v.row_stride, s.Tk - k0, s.D);
     __syncthreads();
     float acc[kRowsPerWarp] = {};
-#pragma unroll 4
-    for (int d = 0; d < DM; d += 4) {
-      const float4 kv = *reinterpret_cast<const float4*>(sK + lane * kKP + d);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        acc[r] = dot4(*reinterpret_cast<const float4*>(sQ + (r0 + r) * DM + d), kv, acc[r]);
-    }
-    const int key = k0 + lane;
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const float x = key <= limit[r] ? acc[r] * sl2 : -INFINITY;
-      const float m_new = fmaxf(m[r], warp_max(x));
-      const float ref = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays 0
-      const float alpha = exp2f(m[r] - ref);
-      const float p = exp2f(x - ref);
-      l[r] = l[r] * alpha + warp_sum(p);
-      m[r] = m_new;
-      sP[(r0 + r) * kTile + lane] = p;
-#pragma unroll
-      for (int c = 0; c < DM / 32; ++c) o[r][c] *= alpha;
-    }
+    row_scores<DM>(acc, sQ, sK, r0, lane);
+    softmax_step<DM>(acc, m, l, o, limit, sP, sl2, k0, r0, lane);
     __syncwarp();  // a warp reads back only its own rows of sP
-#pragma unroll 2
-    for (int j = 0; j < kTile; j += 4) {
-      float4 p4[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        p4[r] = *reinterpret_cast<const float4*>(sP + (r0 + r) * kTile + j);
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int c = 0; c < DM / 32; ++c) {
-          const float vv = sV[(j + u) * DM + lane + 32 * c];
-#pragma unroll
-          for (int r = 0; r < kRowsPerWarp; ++r) o[r][c] = fmaf(lane_of(p4[r], u), vv, o[r][c]);
-        }
-    }
+    float4 p4[kRowsPerWarp];
+    accumulate_rows<DM, DM>(o, sP, sV, r0, lane, p4);
   }
   T* out = pair_rows<T>(a.out, pair, s.heads);
 #pragma unroll
@@ -154,6 +201,46 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     }
     if (lane == 0)
       a.lse[static_cast<std::int64_t>(pair) * s.T + row] = (m[r] + log2f(l[r])) * kLn2;
+  }
+}
+
+// The dk/dv kernel's query step from i0: q and dout rows into sQ and sdO, and for each query
+// lse in log2 units (+inf past T: exp2(x - inf) = 0, no row) and delta into sL and sDelta.
+template <typename T, int DM>
+__device__ __forceinline__ void load_query_step(const BackwardArgs& a, float* sQ, float* sdO,
+                                                float* sL, float* sDelta, const T* q,
+                                                const T* dout, const float* lse,
+                                                const float* delta, int i0) {
+  const AttentionShape& s = a.s;
+  load_rows<T, DM>(sQ, DM, q + i0 * a.q.row_stride, a.q.row_stride, s.T - i0, s.D);
+  load_rows<T, DM>(sdO, DM, dout + i0 * a.dout.row_stride, a.dout.row_stride, s.T - i0, s.D);
+  if (threadIdx.x < kTile) {
+    const int i = i0 + threadIdx.x;
+    sL[threadIdx.x] = i < s.T ? lse[i] * kLog2e : INFINITY;  // exp2(x - inf) = 0: no row
+    sDelta[threadIdx.x] = i < s.T ? delta[i] : 0.0f;
+  }
+}
+
+// dv[r] += P^T dout and dk[r] += dS^T q for the warp's keys r0 + r (lane = column d), over the
+// step's `rows` queries.
+template <int DM>
+__device__ __forceinline__ void accumulate_dkdv(float (&dk)[kRowsPerWarp][DM / 32],
+                                                float (&dv)[kRowsPerWarp][DM / 32],
+                                                const float* sP, const float* sS, const float* sQ,
+                                                const float* sdO, int rows, int r0, int lane) {
+#pragma unroll 2
+  for (int i = 0; i < rows; ++i) {
+    const float4 p4 = *reinterpret_cast<const float4*>(sP + i * kTile + r0);
+    const float4 s4 = *reinterpret_cast<const float4*>(sS + i * kTile + r0);
+#pragma unroll
+    for (int c = 0; c < DM / 32; ++c) {
+      const float od = sdO[i * DM + lane + 32 * c], qd = sQ[i * DM + lane + 32 * c];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        dv[r][c] = fmaf(lane_of(p4, r), od, dv[r][c]);
+        dk[r][c] = fmaf(lane_of(s4, r), qd, dk[r][c]);
+      }
+    }
   }
 }
 
@@ -194,25 +281,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 128))
   const int key = k0 + lane;
   for (int i0 = i_begin; i0 < s.T; i0 += kTile) {
     __syncthreads();  // the previous step is done with sQ, sdO, sP, sS (and sK, sV are loaded)
-    load_rows<T, DM>(sQ, DM, q + i0 * a.q.row_stride, a.q.row_stride, s.T - i0, s.D);
-    load_rows<T, DM>(sdO, DM, dout + i0 * a.dout.row_stride, a.dout.row_stride, s.T - i0, s.D);
-    if (threadIdx.x < kTile) {
-      const int i = i0 + threadIdx.x;
-      sL[threadIdx.x] = i < s.T ? lse[i] * kLog2e : INFINITY;  // exp2(x - inf) = 0: no row
-      sDelta[threadIdx.x] = i < s.T ? delta[i] : 0.0f;
-    }
+    load_query_step<T, DM>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, i0);
     __syncthreads();
     float sc[kRowsPerWarp] = {}, dp[kRowsPerWarp] = {};
-#pragma unroll 4
-    for (int d = 0; d < DM; d += 4) {
-      const float4 kv = *reinterpret_cast<const float4*>(sK + lane * kKP + d);
-      const float4 vv = *reinterpret_cast<const float4*>(sV + lane * kKP + d);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        sc[r] = dot4(*reinterpret_cast<const float4*>(sQ + (r0 + r) * DM + d), kv, sc[r]);
-        dp[r] = dot4(*reinterpret_cast<const float4*>(sdO + (r0 + r) * DM + d), vv, dp[r]);
-      }
-    }
+    row_scores<DM>(sc, dp, sQ, sdO, sK, sV, r0, lane);
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       const int i = r0 + r;
@@ -222,21 +294,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 128))
       sS[i * kTile + lane] = p * (dp[r] - sDelta[i]);
     }
     __syncthreads();
-    const int rows = min(kTile, s.T - i0);
-#pragma unroll 2
-    for (int i = 0; i < rows; ++i) {
-      const float4 p4 = *reinterpret_cast<const float4*>(sP + i * kTile + r0);
-      const float4 s4 = *reinterpret_cast<const float4*>(sS + i * kTile + r0);
-#pragma unroll
-      for (int c = 0; c < DM / 32; ++c) {
-        const float od = sdO[i * DM + lane + 32 * c], qd = sQ[i * DM + lane + 32 * c];
-#pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) {
-          dv[r][c] = fmaf(lane_of(p4, r), od, dv[r][c]);
-          dk[r][c] = fmaf(lane_of(s4, r), qd, dk[r][c]);
-        }
-      }
-    }
+    accumulate_dkdv<DM>(dk, dv, sP, sS, sQ, sdO, min(kTile, s.T - i0), r0, lane);
   }
   T* dk_out = pair_rows<T>(a.dk, pair, s.heads);
   T* dv_out = pair_rows<T>(a.dv, pair, s.heads);
@@ -297,16 +355,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     load_rows<T, DM>(sV, kKP, v + k0 * a.v.row_stride, a.v.row_stride, s.Tk - k0, s.D);
     __syncthreads();
     float sc[kRowsPerWarp] = {}, dp[kRowsPerWarp] = {};
-#pragma unroll 4
-    for (int d = 0; d < DM; d += 4) {
-      const float4 kv = *reinterpret_cast<const float4*>(sK + lane * kKP + d);
-      const float4 vv = *reinterpret_cast<const float4*>(sV + lane * kKP + d);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        sc[r] = dot4(*reinterpret_cast<const float4*>(sQ + (r0 + r) * DM + d), kv, sc[r]);
-        dp[r] = dot4(*reinterpret_cast<const float4*>(sdO + (r0 + r) * DM + d), vv, dp[r]);
-      }
-    }
+    row_scores<DM>(sc, dp, sQ, sdO, sK, sV, r0, lane);
     const int key = k0 + lane;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -314,21 +363,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
       sS[(r0 + r) * kTile + lane] = p * (dp[r] - dlt[r]);
     }
     __syncwarp();
-#pragma unroll 2
-    for (int j = 0; j < kTile; j += 4) {
-      float4 s4[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        s4[r] = *reinterpret_cast<const float4*>(sS + (r0 + r) * kTile + j);
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-#pragma unroll
-        for (int c = 0; c < DM / 32; ++c) {
-          const float kd = sK[(j + u) * kKP + lane + 32 * c];
-#pragma unroll
-          for (int r = 0; r < kRowsPerWarp; ++r) dq[r][c] = fmaf(lane_of(s4[r], u), kd, dq[r][c]);
-        }
-    }
+    float4 s4[kRowsPerWarp];
+    accumulate_rows<DM, kKP>(dq, sS, sK, r0, lane, s4);
   }
   T* dq_out = pair_rows<T>(a.dq, pair, s.heads);
 #pragma unroll

@@ -147,6 +147,46 @@ __device__ __forceinline__ void acc_to_a(std::uint32_t (&a)[4], const float (&ac
   a[3] = pack2<T>(acc[2 * kc + 1][2], acc[2 * kc + 1][3]);
 }
 
+// The double-buffered stream of K and V: waits for the step from key k0 in buffer `buf`, first
+// (when `more` steps follow) starting the loads of the next N keys into the other buffer, which
+// every warp finished with at the end of the previous step.
+template <typename T, int D, int N, int kThreads, typename Args>
+__device__ __forceinline__ void next_kv_step(const Args& a, T* sK, T* sV, const T* k, const T* v,
+                                             int k0, int buf, bool more) {
+  if (more) {
+    const int k1 = k0 + N;
+    load_tile<T, D, N, kThreads>(sK + (buf ^ 1) * N * D, k + k1 * a.k.row_stride, a.k.row_stride,
+                                 a.s.Tk - k1);
+    load_tile<T, D, N, kThreads>(sV + (buf ^ 1) * N * D, v + k1 * a.v.row_stride, a.v.row_stride,
+                                 a.s.Tk - k1);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+}
+
+// acc (16 x D per warp) += A B, with A the warp's 16 x N f32 accumulators `a` (taken as 16-bit
+// fragments, 16 columns at a time) and B the N x D tile `tile` (swizzled rows): O += P V in the
+// forward, dq += dS K in the backward.
+template <typename T, int D, int N>
+__device__ __forceinline__ void accumulate_product(float (&acc)[D / 8][4],
+                                                   const float (&a)[N / 8][4], const T* tile,
+                                                   int lane) {
+#pragma unroll
+  for (int kc = 0; kc < N / 16; ++kc) {
+    std::uint32_t fa[4];
+    acc_to_a<T>(fa, a, kc);
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      std::uint32_t b[4];
+      load_b_cols<D>(b, tile, kc * 16, nd * 16, lane);
+      mma_16816<T>(acc[2 * nd], fa, b[0], b[1]);
+      mma_16816<T>(acc[2 * nd + 1], fa, b[2], b[3]);
+    }
+  }
+}
+
 // Writes a warp's 16 x D accumulator (scaled per row half by mul[0], mul[1]) as T into rows
 // m0 .. m0 + 15 of a swizzled tile, then copies those rows to global rows row0.. (stopping at
 // `valid`) as 16-byte stores. Only the calling warp touches those tile rows.

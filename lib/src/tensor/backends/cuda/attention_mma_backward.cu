@@ -36,6 +36,97 @@ constexpr int dq_smem_bytes() {
   return (2 * kBlockRows + 4 * step_rows<D>()) * D * static_cast<int>(sizeof(T));
 }
 
+// Queries i0.. (i0 < T) of one pair into buffer b of the dk/dv kernel's query steps, all by
+// cp.async (a plain load of lse would stall the loading warps for a full memory latency every
+// step). Rows past T are zeros, masked by the caller.
+template <typename T, int D>
+__device__ __forceinline__ void load_query_step(const BackwardArgs& a, T* sQ, T* sdO, float* sL,
+                                                float* sDelta, const T* q, const T* dout,
+                                                const float* lse, const float* delta, int b,
+                                                int i0) {
+  constexpr int kStep = step_rows<D>();
+  const AttentionShape& s = a.s;
+  load_tile<T, D, kStep, kThreads>(sQ + b * kStep * D, q + i0 * a.q.row_stride, a.q.row_stride,
+                                   s.T - i0);
+  load_tile<T, D, kStep, kThreads>(sdO + b * kStep * D, dout + i0 * a.dout.row_stride,
+                                   a.dout.row_stride, s.T - i0);
+  for (int c = threadIdx.x; c < kStep; c += kThreads) {
+    const bool ok = i0 + c < s.T;
+    cp_async_4(smem_u32(sL + b * kStep + c), ok ? lse + i0 + c : lse, ok);
+    cp_async_4(smem_u32(sDelta + b * kStep + c), ok ? delta + i0 + c : delta, ok);
+  }
+}
+
+// S^T = K Q^T and dP^T = V dO^T (16 keys x kStep queries per warp)
+template <typename T, int D, int kStep>
+__device__ __forceinline__ void transposed_scores(float (&st)[kStep / 8][4],
+                                                  float (&dpt)[kStep / 8][4], const T* sK,
+                                                  const T* sV, const T* tQ, const T* tdO, int m0,
+                                                  int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    std::uint32_t ak[4], av[4];
+    load_a<D>(ak, sK, m0, kk * 16, lane);
+    load_a<D>(av, sV, m0, kk * 16, lane);
+#pragma unroll
+    for (int nb = 0; nb < kStep / 16; ++nb) {
+      std::uint32_t b[4];
+      load_b_rows<D>(b, tQ, nb * 16, kk * 16, lane);
+      mma_16816<T>(st[2 * nb], ak, b[0], b[1]);
+      mma_16816<T>(st[2 * nb + 1], ak, b[2], b[3]);
+      load_b_rows<D>(b, tdO, nb * 16, kk * 16, lane);
+      mma_16816<T>(dpt[2 * nb], av, b[0], b[1]);
+      mma_16816<T>(dpt[2 * nb + 1], av, b[2], b[3]);
+    }
+  }
+}
+
+// P^T and dS^T in place of S^T and dP^T for the query step from i0. Masking only where the
+// step's first query misses the block's last key (from k0), or the step runs past T.
+template <int kStep>
+__device__ __forceinline__ void transposed_probs(float (&st)[kStep / 8][4],
+                                                 float (&dpt)[kStep / 8][4],
+                                                 const AttentionShape& s, float sl2, int past,
+                                                 const float* tL, const float* tDelta,
+                                                 const int (&key)[2], int k0, int i0, int t) {
+  const int rows = s.T - i0;  // queries c >= rows are padding
+  const bool masked = (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep;
+#pragma unroll
+  for (int nb = 0; nb < kStep / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int c = nb * 8 + 2 * t + (e & 1);  // query i0 + c
+      float p = fast_exp2(st[nb][e] * sl2 - tL[c] * kLog2e);
+      if (masked && (c >= rows || (s.causal && key[e >> 1] > past + i0 + c))) p = 0.0f;
+      st[nb][e] = p;
+      dpt[nb][e] = p * (dpt[nb][e] - tDelta[c]);
+    }
+}
+
+// dv += P^T dO, dk += dS^T Q (16 keys x D per warp)
+template <typename T, int D, int kStep>
+__device__ __forceinline__ void accumulate_dkdv(float (&dk)[D / 8][4], float (&dv)[D / 8][4],
+                                                const float (&st)[kStep / 8][4],
+                                                const float (&dst)[kStep / 8][4], const T* tQ,
+                                                const T* tdO, int lane) {
+#pragma unroll
+  for (int kc = 0; kc < kStep / 16; ++kc) {
+    std::uint32_t pa[4], da[4];
+    acc_to_a<T>(pa, st, kc);
+    acc_to_a<T>(da, dst, kc);
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      std::uint32_t b[4];
+      load_b_cols<D>(b, tdO, kc * 16, nd * 16, lane);
+      mma_16816<T>(dv[2 * nd], pa, b[0], b[1]);
+      mma_16816<T>(dv[2 * nd + 1], pa, b[2], b[3]);
+      load_b_cols<D>(b, tQ, kc * 16, nd * 16, lane);
+      mma_16816<T>(dk[2 * nd], da, b[0], b[1]);
+      mma_16816<T>(dk[2 * nd + 1], da, b[2], b[3]);
+    }
+  }
+}
+
 // dk, dv for 64 keys of one pair, in transposed form so every product stays in the warp's own
 // 16 key rows: S^T = K Q^T, dP^T = V dO^T, dS^T = P^T * (dP^T - delta), dv += P^T dO,
 // dk += scale dS^T Q. K and V stay in shared memory; query steps are double-buffered.
@@ -63,27 +154,14 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
   // Queries before k0 - past see none of these keys.
   const int i_begin = s.causal ? max(0, k0 - past) / kStep * kStep : 0;
 
-  // Queries i0.. (i0 < T) into buffer b, all by cp.async (a plain load of lse would stall the
-  // loading warps for a full memory latency every step). Rows past T are zeros, masked below.
-  auto load_step = [&](int b, int i0) {
-    load_tile<T, D, kStep, kThreads>(sQ + b * kStep * D, q + i0 * a.q.row_stride, a.q.row_stride,
-                                     s.T - i0);
-    load_tile<T, D, kStep, kThreads>(sdO + b * kStep * D, dout + i0 * a.dout.row_stride,
-                                     a.dout.row_stride, s.T - i0);
-    for (int c = threadIdx.x; c < kStep; c += kThreads) {
-      const bool ok = i0 + c < s.T;
-      cp_async_4(smem_u32(sL + b * kStep + c), ok ? lse + i0 + c : lse, ok);
-      cp_async_4(smem_u32(sDelta + b * kStep + c), ok ? delta + i0 + c : delta, ok);
-    }
-  };
-
   load_tile<T, D, kBlockRows, kThreads>(sK, pair_rows<const T>(a.k, pair, s.heads) +
                                                 k0 * a.k.row_stride,
                                         a.k.row_stride, s.Tk - k0);
   load_tile<T, D, kBlockRows, kThreads>(sV, pair_rows<const T>(a.v, pair, s.heads) +
                                                 k0 * a.v.row_stride,
                                         a.v.row_stride, s.Tk - k0);
-  if (i_begin < s.T) load_step(0, i_begin);
+  if (i_begin < s.T)
+    load_query_step<T, D>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, 0, i_begin);
   cp_async_commit();
 
   int key[2];  // this thread's keys (rows g and g + 8 of the warp)
@@ -93,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
   for (int i0 = i_begin, step = 0; i0 < s.T; i0 += kStep, ++step) {
     const int buf = step & 1;
     if (i0 + kStep < s.T) {
-      load_step(buf ^ 1, i0 + kStep);
+      load_query_step<T, D>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, buf ^ 1, i0 + kStep);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -102,60 +180,11 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
     __syncthreads();
     const T* tQ = sQ + buf * kStep * D;
     const T* tdO = sdO + buf * kStep * D;
-    const float* tL = sL + buf * kStep;
-    const float* tDelta = sDelta + buf * kStep;
-
-    // S^T = K Q^T and dP^T = V dO^T (16 keys x kStep queries per warp)
     float st[kStep / 8][4] = {}, dpt[kStep / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t ak[4], av[4];
-      load_a<D>(ak, sK, m0, kk * 16, lane);
-      load_a<D>(av, sV, m0, kk * 16, lane);
-#pragma unroll
-      for (int nb = 0; nb < kStep / 16; ++nb) {
-        std::uint32_t b[4];
-        load_b_rows<D>(b, tQ, nb * 16, kk * 16, lane);
-        mma_16816<T>(st[2 * nb], ak, b[0], b[1]);
-        mma_16816<T>(st[2 * nb + 1], ak, b[2], b[3]);
-        load_b_rows<D>(b, tdO, nb * 16, kk * 16, lane);
-        mma_16816<T>(dpt[2 * nb], av, b[0], b[1]);
-        mma_16816<T>(dpt[2 * nb + 1], av, b[2], b[3]);
-      }
-    }
-
-    // P^T and dS^T in place. Masking only where the step's first query misses the last key,
-    // or the step runs past T.
-    const int rows = s.T - i0;  // queries c >= rows are padding
-    const bool masked = (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep;
-#pragma unroll
-    for (int nb = 0; nb < kStep / 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = nb * 8 + 2 * t + (e & 1);  // query i0 + c
-        float p = fast_exp2(st[nb][e] * sl2 - tL[c] * kLog2e);
-        if (masked && (c >= rows || (s.causal && key[e >> 1] > past + i0 + c))) p = 0.0f;
-        st[nb][e] = p;
-        dpt[nb][e] = p * (dpt[nb][e] - tDelta[c]);
-      }
-
-    // dv += P^T dO, dk += dS^T Q (16 keys x D per warp)
-#pragma unroll
-    for (int kc = 0; kc < kStep / 16; ++kc) {
-      std::uint32_t pa[4], da[4];
-      acc_to_a<T>(pa, st, kc);
-      acc_to_a<T>(da, dpt, kc);
-#pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        std::uint32_t b[4];
-        load_b_cols<D>(b, tdO, kc * 16, nd * 16, lane);
-        mma_16816<T>(dv[2 * nd], pa, b[0], b[1]);
-        mma_16816<T>(dv[2 * nd + 1], pa, b[2], b[3]);
-        load_b_cols<D>(b, tQ, kc * 16, nd * 16, lane);
-        mma_16816<T>(dk[2 * nd], da, b[0], b[1]);
-        mma_16816<T>(dk[2 * nd + 1], da, b[2], b[3]);
-      }
-    }
+    transposed_scores<T, D, kStep>(st, dpt, sK, sV, tQ, tdO, m0, lane);
+    transposed_probs<kStep>(st, dpt, s, sl2, past, sL + buf * kStep, sDelta + buf * kStep, key,
+                            k0, i0, t);
+    accumulate_dkdv<T, D, kStep>(dk, dv, st, dpt, tQ, tdO, lane);
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
   }
   // With no query step (T == 0) the K, V loads are still in flight, issued by all threads into
@@ -171,6 +200,58 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
   store_rows<T, D>(sV, dv, one, m0,
                    pair_rows<T>(a.dv, pair, s.heads) + (k0 + m0) * a.dv.row_stride,
                    a.dv.row_stride, valid, lane);
+}
+
+// This thread's query rows g and g + 8 of the dq kernel's warp (from q0 + m0): the last key
+// each sees, lse in log2 units (+inf past T, so P = 0 there), and delta.
+__device__ __forceinline__ void query_row_stats(const BackwardArgs& a, int (&limit)[2],
+                                                float (&lse2)[2], float (&dlt)[2], int past,
+                                                int pair, int q0, int m0, int lane) {
+  const AttentionShape& s = a.s;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = q0 + m0 + (lane >> 2) + 8 * h;
+    const std::int64_t at = static_cast<std::int64_t>(pair) * s.T + row;
+    limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
+    lse2[h] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
+    dlt[h] = row < s.T ? a.delta[at] : 0.0f;
+  }
+}
+
+// S = Q K^T and dP = dO V^T (16 rows x kStep keys per warp)
+template <typename T, int D, int kStep>
+__device__ __forceinline__ void row_scores(float (&sc)[kStep / 8][4], float (&dp)[kStep / 8][4],
+                                           const std::uint32_t (&qf)[D / 16][4],
+                                           const std::uint32_t (&df)[D / 16][4], const T* tK,
+                                           const T* tV, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < kStep / 16; ++nb) {
+      std::uint32_t b[4];
+      load_b_rows<D>(b, tK, nb * 16, kk * 16, lane);
+      mma_16816<T>(sc[2 * nb], qf[kk], b[0], b[1]);
+      mma_16816<T>(sc[2 * nb + 1], qf[kk], b[2], b[3]);
+      load_b_rows<D>(b, tV, nb * 16, kk * 16, lane);
+      mma_16816<T>(dp[2 * nb], df[kk], b[0], b[1]);
+      mma_16816<T>(dp[2 * nb + 1], df[kk], b[2], b[3]);
+    }
+}
+
+// dS = P * (dP - delta) in place of S, for the key step from k0.
+template <int kStep>
+__device__ __forceinline__ void row_score_grads(float (&sc)[kStep / 8][4],
+                                                const float (&dp)[kStep / 8][4], float sl2,
+                                                bool masked, int k0, int t, const int (&limit)[2],
+                                                const float (&lse2)[2], const float (&dlt)[2]) {
+#pragma unroll
+  for (int nb = 0; nb < kStep / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float p = fast_exp2(sc[nb][e] * sl2 - lse2[e >> 1]);
+      if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) p = 0.0f;
+      sc[nb][e] = p * (dp[nb][e] - dlt[e >> 1]);
+    }
 }
 
 // dq for 64 query rows of one pair: S = Q K^T, dP = dO V^T, dq += scale dS K, with Q and dO
@@ -196,18 +277,9 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
   const T* k = pair_rows<const T>(a.k, pair, s.heads);
   const T* v = pair_rows<const T>(a.v, pair, s.heads);
 
-  // This thread's rows g and g + 8: the last key each sees, lse in log2 units (+inf past T,
-  // so P = 0 there), and delta.
   int limit[2];
   float lse2[2], dlt[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = q0 + m0 + (lane >> 2) + 8 * h;
-    const std::int64_t at = static_cast<std::int64_t>(pair) * s.T + row;
-    limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
-    lse2[h] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
-    dlt[h] = row < s.T ? a.delta[at] : 0.0f;
-  }
+  query_row_stats(a, limit, lse2, dlt, past, pair, q0, m0, lane);
 
   load_tile<T, D, kBlockRows, kThreads>(sQ, pair_rows<const T>(a.q, pair, s.heads) +
                                                 q0 * a.q.row_stride,
@@ -223,17 +295,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
   float dq[D / 8][4] = {};
   for (int k0 = 0, step = 0; k0 < n_keys; k0 += kStep, ++step) {
     const int buf = step & 1;
-    if (k0 + kStep < n_keys) {
-      const int k1 = k0 + kStep;
-      load_tile<T, D, kStep, kThreads>(sK + (buf ^ 1) * kStep * D, k + k1 * a.k.row_stride,
-                                       a.k.row_stride, s.Tk - k1);
-      load_tile<T, D, kStep, kThreads>(sV + (buf ^ 1) * kStep * D, v + k1 * a.v.row_stride,
-                                       a.v.row_stride, s.Tk - k1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    next_kv_step<T, D, kStep, kThreads>(a, sK, sV, k, v, k0, buf, k0 + kStep < n_keys);
     __syncthreads();
     if (step == 0) {
 #pragma unroll
@@ -244,46 +306,10 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
     }
     const T* tK = sK + buf * kStep * D;
     const T* tV = sV + buf * kStep * D;
-
-    // S = Q K^T and dP = dO V^T (16 rows x kStep keys per warp)
     float sc[kStep / 8][4] = {}, dp[kStep / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int nb = 0; nb < kStep / 16; ++nb) {
-        std::uint32_t b[4];
-        load_b_rows<D>(b, tK, nb * 16, kk * 16, lane);
-        mma_16816<T>(sc[2 * nb], qf[kk], b[0], b[1]);
-        mma_16816<T>(sc[2 * nb + 1], qf[kk], b[2], b[3]);
-        load_b_rows<D>(b, tV, nb * 16, kk * 16, lane);
-        mma_16816<T>(dp[2 * nb], df[kk], b[0], b[1]);
-        mma_16816<T>(dp[2 * nb + 1], df[kk], b[2], b[3]);
-      }
-
-    // dS = P * (dP - delta) in place of S.
-    const bool masked = k0 + kStep - 1 > first_limit;
-#pragma unroll
-    for (int nb = 0; nb < kStep / 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float p = fast_exp2(sc[nb][e] * sl2 - lse2[e >> 1]);
-        if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) p = 0.0f;
-        sc[nb][e] = p * (dp[nb][e] - dlt[e >> 1]);
-      }
-
-    // dq (16 rows x D per warp) += dS K
-#pragma unroll
-    for (int kc = 0; kc < kStep / 16; ++kc) {
-      std::uint32_t da[4];
-      acc_to_a<T>(da, sc, kc);
-#pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        std::uint32_t b[4];
-        load_b_cols<D>(b, tK, kc * 16, nd * 16, lane);
-        mma_16816<T>(dq[2 * nd], da, b[0], b[1]);
-        mma_16816<T>(dq[2 * nd + 1], da, b[2], b[3]);
-      }
-    }
+    row_scores<T, D, kStep>(sc, dp, qf, df, tK, tV, lane);
+    row_score_grads<kStep>(sc, dp, sl2, k0 + kStep - 1 > first_limit, k0, t, limit, lse2, dlt);
+    accumulate_product<T, D, kStep>(dq, sc, tK, lane);  // dq += dS K
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
   }
 

@@ -30,6 +30,87 @@ constexpr int forward_smem_bytes() {
 // without spilling; at D = 128 ptxas's own choice (~230 registers, 2 blocks).
 constexpr int forward_min_blocks(int D) { return D == 64 ? 4 : 0; }
 
+// S (16 x kKeys per warp) = Q K^T
+template <typename T, int D>
+__device__ __forceinline__ void tile_scores(float (&sc)[kKeys / 8][4],
+                                            const std::uint32_t (&qf)[D / 16][4], const T* tK,
+                                            int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < kKeys / 16; ++nb) {
+      std::uint32_t b[4];
+      load_b_rows<D>(b, tK, nb * 16, kk * 16, lane);
+      mma_16816<T>(sc[2 * nb], qf[kk], b[0], b[1]);
+      mma_16816<T>(sc[2 * nb + 1], qf[kk], b[2], b[3]);
+    }
+}
+
+// Scale into log2 units (before the max, so a negative scale is handled too) and mask the keys
+// past limit[h] when the tile starting at key k0 is `masked`.
+__device__ __forceinline__ void scale_and_mask(float (&sc)[kKeys / 8][4], float sl2, bool masked,
+                                               int k0, int t, const int (&limit)[2]) {
+#pragma unroll
+  for (int nb = 0; nb < kKeys / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = sc[nb][e] * sl2;
+      if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) x = -INFINITY;
+      sc[nb][e] = x;
+    }
+}
+
+// Online softmax: a row's 64 scores are spread over the 4 threads of a quad. The scores become
+// P against the new running max m; l and O are rescaled to it.
+template <int D>
+__device__ __forceinline__ void online_softmax(float (&sc)[kKeys / 8][4], float (&m)[2],
+                                               float (&l)[2], float (&o)[D / 8][4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nb = 0; nb < kKeys / 8; ++nb)
+      mx = fmaxf(mx, fmaxf(sc[nb][2 * h], sc[nb][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[h], mx);
+    const float ref = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays 0
+    const float alpha = fast_exp2(m[h] - ref);
+    m[h] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < kKeys / 8; ++nb)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        sc[nb][e] = fast_exp2(sc[nb][e] - ref);
+        sum += sc[nb][e];
+      }
+    l[h] = l[h] * alpha + sum;  // this thread's part; the quad's parts are added at the end
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      o[nd][2 * h] *= alpha;
+      o[nd][2 * h + 1] *= alpha;
+    }
+  }
+}
+
+// Adds up l over the quad and writes lse (natural log) for the thread's rows g and g + 8 of the
+// warp's 16 from q0 + m0; inv gets 1 / l (0 for a row that saw no key).
+__device__ __forceinline__ void finish_rows(const ForwardArgs& a, const float (&m)[2], float (&l)[2],
+                                            float (&inv)[2], int pair, int q0, int m0, int lane) {
+  const AttentionShape& s = a.s;
+  const int t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+    const int row = q0 + m0 + (lane >> 2) + 8 * h;
+    if (t == 0 && row < s.T)
+      a.lse[static_cast<std::int64_t>(pair) * s.T + row] = (m[h] + log2f(l[h])) * kLn2;
+  }
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
     attention_forward_mma(ForwardArgs a) {
@@ -69,17 +150,7 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int j = 0; j < n_tiles; ++j) {
     const int buf = j & 1, k0 = j * kKeys;
-    if (j + 1 < n_tiles) {  // prefetch the next tile into the buffer freed at the end of j - 1
-      const int k1 = k0 + kKeys;
-      load_tile<T, D, kKeys, kThreads>(sK + (buf ^ 1) * kKeys * D, k + k1 * a.k.row_stride,
-                                       a.k.row_stride, s.Tk - k1);
-      load_tile<T, D, kKeys, kThreads>(sV + (buf ^ 1) * kKeys * D, v + k1 * a.v.row_stride,
-                                       a.v.row_stride, s.Tk - k1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    next_kv_step<T, D, kKeys, kThreads>(a, sK, sV, k, v, k0, buf, j + 1 < n_tiles);
     __syncthreads();
     if (j == 0) {
 #pragma unroll
@@ -87,85 +158,15 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
     }
     const T* tK = sK + buf * kKeys * D;
     const T* tV = sV + buf * kKeys * D;
-
-    // S (16 x kKeys per warp) = Q K^T
     float sc[kKeys / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-      for (int nb = 0; nb < kKeys / 16; ++nb) {
-        std::uint32_t b[4];
-        load_b_rows<D>(b, tK, nb * 16, kk * 16, lane);
-        mma_16816<T>(sc[2 * nb], qf[kk], b[0], b[1]);
-        mma_16816<T>(sc[2 * nb + 1], qf[kk], b[2], b[3]);
-      }
-
-    // Scale into log2 units (before the max, so a negative scale is handled too) and mask.
-    const bool masked = k0 + kKeys - 1 > first_limit;
-#pragma unroll
-    for (int nb = 0; nb < kKeys / 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = sc[nb][e] * sl2;
-        if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) x = -INFINITY;
-        sc[nb][e] = x;
-      }
-
-    // Online softmax: a row's 64 scores are spread over the 4 threads of a quad.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nb = 0; nb < kKeys / 8; ++nb)
-        mx = fmaxf(mx, fmaxf(sc[nb][2 * h], sc[nb][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx);
-      const float ref = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays 0
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-      float sum = 0.0f;
-#pragma unroll
-      for (int nb = 0; nb < kKeys / 8; ++nb)
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          sc[nb][e] = fast_exp2(sc[nb][e] - ref);
-          sum += sc[nb][e];
-        }
-      l[h] = l[h] * alpha + sum;  // this thread's part; the quad's parts are added at the end
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        o[nd][2 * h] *= alpha;
-        o[nd][2 * h + 1] *= alpha;
-      }
-    }
-
-    // O (16 x D per warp) += P V
-#pragma unroll
-    for (int kc = 0; kc < kKeys / 16; ++kc) {
-      std::uint32_t pa[4];
-      acc_to_a<T>(pa, sc, kc);
-#pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        std::uint32_t b[4];
-        load_b_cols<D>(b, tV, kc * 16, nd * 16, lane);
-        mma_16816<T>(o[2 * nd], pa, b[0], b[1]);
-        mma_16816<T>(o[2 * nd + 1], pa, b[2], b[3]);
-      }
-    }
+    tile_scores<T, D>(sc, qf, tK, lane);
+    scale_and_mask(sc, sl2, k0 + kKeys - 1 > first_limit, k0, t, limit);
+    online_softmax<D>(sc, m, l, o);
+    accumulate_product<T, D, kKeys>(o, sc, tV, lane);  // O += P V
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
   }
-
   float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-    const int row = q0 + m0 + (lane >> 2) + 8 * h;
-    if (t == 0 && row < s.T)
-      a.lse[static_cast<std::int64_t>(pair) * s.T + row] = (m[h] + log2f(l[h])) * kLn2;
-  }
+  finish_rows(a, m, l, inv, pair, q0, m0, lane);
   // The warp's own rows of sQ are free: its Q fragments are in registers.
   T* out = pair_rows<T>(a.out, pair, s.heads) + (q0 + m0) * a.out.row_stride;
   store_rows<T, D>(sQ, o, inv, m0, out, a.out.row_stride, s.T - q0 - m0, lane);

@@ -7,6 +7,7 @@
 #include "device_memory.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
+#include "tensor/tensor_convert.hpp"
 
 namespace genesis::cuda {
 namespace {
@@ -34,7 +35,7 @@ void copy_tensor(const Tensor& dst, const Tensor& src, std::string_view op) {
   if (to == from) return device_copy(dst, src);
 
   if (to.is_cuda() && from.is_cuda()) {  // peer to peer: contiguous on both ends
-    const Tensor packed = plain(src) ? src : src.contiguous();
+    const Tensor packed = plain(src) ? src : detail::fresh_copy(src);
     Tensor landing = plain(dst) && dst.dtype() == src.dtype()
                          ? dst
                          : Tensor::empty(dst.shape(), src.dtype(), to);
@@ -62,7 +63,7 @@ void copy_tensor(const Tensor& dst, const Tensor& src, std::string_view op) {
     return;
   }
   // Download: the device packs a strided source, the host places and converts.
-  const Tensor packed = plain(src) ? src : src.contiguous();
+  const Tensor packed = plain(src) ? src : detail::fresh_copy(src);
   if (plain(dst) && dst.dtype() == src.dtype()) {
     copy_bytes(dst.raw_data(), to, packed.raw_data(), from, byte_size(dst));
     return;

@@ -85,6 +85,37 @@ __global__ void __launch_bounds__(32 * kNormWarps)
 // With xhat = (x - mean) * rstd and g = dy * w: dx = rstd * (g - mean(g) - xhat * mean(g xhat)),
 // dw = sum over rows of dy * xhat, db = sum over rows of dy.
 
+// The fused backward's last step: warps add their dw, db sums into block_sums (dw (cols) then
+// db (cols)) one after another (warp 0 initialises), then the block stores them to
+// partial[blockIdx.x]. Every warp reaches every barrier, including warps that had no rows.
+template <int kVec, int kNV>
+__device__ __forceinline__ void store_block_sums(const float (&dw_acc)[kNV][kVec],
+                                                 const float (&db_acc)[kNV][kVec],
+                                                 float* block_sums, float* __restrict__ partial,
+                                                 std::int64_t nvec, std::int64_t cols) {
+  const int lane = threadIdx.x, warp = threadIdx.y;
+  for (int k = 0; k < kNormWarps; ++k) {
+    if (warp == k) {
+#pragma unroll
+      for (int j = 0; j < kNV; ++j) {
+        const std::int64_t v = lane + 32 * j;
+        if (v < nvec) {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            const std::int64_t c = v * kVec + i;
+            block_sums[c] = (k == 0 ? 0.0f : block_sums[c]) + dw_acc[j][i];
+            block_sums[cols + c] = (k == 0 ? 0.0f : block_sums[cols + c]) + db_acc[j][i];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float* dst = partial + static_cast<std::int64_t>(blockIdx.x) * 2 * cols;
+  for (std::int64_t c = threadIdx.y * 32 + lane; c < 2 * cols; c += 32 * kNormWarps)
+    dst[c] = block_sums[c];
+}
+
 // Fused: dx, plus this block's dw, db partial sums to partial[blockIdx.x] = (dw (cols), db
 // (cols)). Lane l owns packs l, l + 32, ... (kNV of them, covering the row), so its dw/db
 // accumulators are registers and the same lane of every warp owns the same columns. Warps take
@@ -161,28 +192,7 @@ __global__ void __launch_bounds__(32 * kNormWarps, kNV* kVec <= 24 ? 2 : 1)
     }
   }
 
-  // Warps add their sums into block_sums one after another (warp 0 initialises), then the block
-  // stores them. Every warp reaches every barrier, including warps that had no rows.
-  for (int k = 0; k < kNormWarps; ++k) {
-    if (warp == k) {
-#pragma unroll
-      for (int j = 0; j < kNV; ++j) {
-        const std::int64_t v = lane + 32 * j;
-        if (v < nvec) {
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            const std::int64_t c = v * kVec + i;
-            block_sums[c] = (k == 0 ? 0.0f : block_sums[c]) + dw_acc[j][i];
-            block_sums[cols + c] = (k == 0 ? 0.0f : block_sums[cols + c]) + db_acc[j][i];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  float* dst = partial + static_cast<std::int64_t>(blockIdx.x) * 2 * cols;
-  for (std::int64_t c = threadIdx.y * 32 + lane; c < 2 * cols; c += 32 * kNormWarps)
-    dst[c] = block_sums[c];
+  store_block_sums<kVec, kNV>(dw_acc, db_acc, block_sums, partial, nvec, cols);
 }
 
 // Fallback dx (rows not 16-byte aligned, or too long for the fused kernel's registers): one warp
