@@ -19,6 +19,9 @@
 // Checkpoint state: each rank saves the elements of its shard range of every bucket, parameters
 // (replicated, but saved once) and optimizer state alike; loading reads the full parameters and
 // this rank's optimizer shard, so any saved layout loads into any world size.
+#include <deque>
+#include <utility>
+
 #include <spdlog/spdlog.h>
 
 #include "bucket_engine.hpp"
@@ -245,15 +248,21 @@ double ZeroStage12::grad_norm() {
 void ZeroStage12::step(double lr) {
   optimizer_->set_lr(lr);
   optimizer_->step();
-  // Every rank's updated shard into every rank's full parameters. The shard is copied out
-  // first: it lives inside the all-gather's output buffer.
-  std::vector<std::shared_ptr<dist::Work>> works;
-  std::vector<Tensor> inputs;
+  // Every rank's updated shard into every rank's full parameters. Each shard is copied out first
+  // (it lives inside the all-gather's output buffer); two buckets in flight keep the
+  // communication thread busy while at most two copies exist, not one of every shard.
+  constexpr std::size_t kInFlight = 2;
+  std::deque<std::pair<Tensor, std::shared_ptr<dist::Work>>> gathers;
   for (Bucket& b : buckets_) {
-    inputs.push_back(b.shard_param.detach().clone());
-    works.push_back(group_->all_gather_tensor(b.flat.flat, inputs.back()));
+    if (gathers.size() == kInFlight) {
+      gathers.front().second->wait();
+      gathers.pop_front();
+    }
+    Tensor shard = b.shard_param.detach().clone();
+    std::shared_ptr<dist::Work> work = group_->all_gather_tensor(b.flat.flat, shard);
+    gathers.emplace_back(std::move(shard), std::move(work));
   }
-  for (auto& w : works) w->wait();
+  for (auto& [shard, work] : gathers) work->wait();
   zero_grad();
 }
 
