@@ -84,10 +84,11 @@ void system_release(void* p, std::size_t size) noexcept {
     munmap(p, size);
 }
 
-// Before `size` more bytes come from the system: returns cached blocks, largest first, until
+// Before `size` more bytes come from the system: unmaps cached blocks, largest first, until
 // live and cached bytes together stay within the most that was ever live at once. So the cache
 // never raises the footprint above the working set's high-water mark (a peak with blocks of
-// other sizes still cached would), and what it keeps below that mark is free to keep.
+// other sizes still cached would), and what it keeps below that mark is free to keep. Blocks
+// below kMinMapped stay: glibc would keep their memory in its heap anyway, only fragmented.
 void make_room(Cache& c, std::size_t size) {
   const std::size_t live = allocated_bytes.load(std::memory_order_relaxed) + size;
   const std::size_t limit = std::max(peak_allocated_bytes.load(std::memory_order_relaxed), live);
@@ -95,7 +96,7 @@ void make_room(Cache& c, std::size_t size) {
     std::size_t largest = 0;
     for (const auto& [block, s] : c.sizes)
       if (!s.free.empty()) largest = std::max(largest, block);
-    if (largest == 0) return;
+    if (largest < kMinMapped) return;
     SizeClass& s = c.sizes[largest];
     system_release(s.free.back(), largest);
     s.free.pop_back();

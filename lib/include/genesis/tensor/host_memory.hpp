@@ -2,7 +2,7 @@
 // torch.cuda's caching allocator: what it holds, trimming it to what a training step reuses, and
 // emptying it. Results never depend on it; only resident memory does. The cache never lifts
 // live plus cached bytes above the most ever live at once: a request the cache cannot serve
-// first returns cached blocks of other sizes that would.
+// first unmaps cached blocks (of 1 MiB and up) of other sizes that would.
 #pragma once
 
 #include <cstddef>
