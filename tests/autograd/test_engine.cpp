@@ -33,6 +33,20 @@ TEST_CASE("an existing .grad is updated in place, so views of it stay valid", "[
   REQUIRE(bucket.to_vector() == std::vector<float>{0, 2, 4, 0});
 }
 
+TEST_CASE("a tied weight's gradients add into a .grad that views a bucket, the hook fires once",
+          "[autograd]") {
+  // Each gradient goes into the view as it comes (no sum of them waits beside the bucket), and
+  // the hook still sees the complete gradient.
+  Tensor x = Tensor::from_vector<float>({1, 2}, {2}).set_requires_grad(true);
+  Tensor bucket = Tensor::full({4}, 0.5);
+  x.set_grad(bucket.slice(0, 1, 3));
+  std::vector<float> seen;
+  x.register_grad_ready_hook([&](const Tensor& p) { seen = p.grad().to_vector(); });
+  sum(mul(x, x) + mul(x, 3.0)).backward();  // dy/dx = 2x + 3
+  CHECK(bucket.to_vector() == std::vector<float>{0.5f, 5.5f, 7.5f, 0.5f});
+  CHECK(seen == std::vector<float>{5.5f, 7.5f});
+}
+
 TEST_CASE("grad-ready hooks fire once per parameter, last layer first", "[autograd]") {
   Generator gen(5);
   nn::MLP mlp(6, {5, 4}, 3, gen);

@@ -187,7 +187,11 @@ void run_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       const Edge& e = node->next_edges[i];
       if (!e.fn) continue;
       Pending& next = pending[e.fn.get()];
-      if (i < outputs.size() && outputs[i].defined()) add_into(next.grads, e.input_nr, outputs[i]);
+      if (i < outputs.size() && outputs[i].defined()) {
+        auto* sink = dynamic_cast<AccumulateGrad*>(e.fn.get());
+        if (sink == nullptr || !sink->add_to_existing(outputs[i]))
+          add_into(next.grads, e.input_nr, outputs[i]);
+      }
       if (--next.dependencies == 0) ready.push(e.fn.get());
     }
   }

@@ -112,8 +112,14 @@ Tensor private_copy(const Tensor& incoming, const Shape& shape) {
   return make_view(copy, shape, contiguous_strides(shape), 0);
 }
 
+bool AccumulateGrad::add_to_existing(const Tensor& grad) {
+  const Tensor existing = Tensor(variable_).grad();
+  return existing.defined() && add_in_place(existing, grad);
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
-  Tensor incoming = std::move(grad_outputs.at(0));
+  // Nothing comes in when every gradient went into .grad already (add_to_existing).
+  Tensor incoming = grad_outputs.empty() ? Tensor() : std::move(grad_outputs[0]);
   Tensor var(variable_);
   if (incoming.defined()) {
     if (incoming.dtype() != var.dtype()) incoming = detail::converted(incoming, var.dtype());
