@@ -203,6 +203,22 @@ TEST_CASE("embedding gathers rows and scatters gradients of repeated indices", "
                     InvalidArgument);
 }
 
+TEST_CASE("a tied embedding's gradient is the head's plus the lookup's, bit for bit",
+          "[nn_ops]") {
+  // The lookup adds its rows into the .grad the head's gradient became (no dense table of
+  // zeros); the values must be what two separate weights' gradients add up to.
+  Tensor index = Tensor::from_vector<std::int64_t>({4, 0, 4, 2, 4, 1}, {2, 3});
+  auto loss = [&](const Tensor& table, const Tensor& head) {
+    return sum(mul(linear(embedding(table, index), head), 0.37));
+  };
+  Tensor tied = randn({7, 5}, 43).set_requires_grad(true);
+  loss(tied, tied).backward();
+  Tensor table = randn({7, 5}, 43).set_requires_grad(true);
+  Tensor head = randn({7, 5}, 43).set_requires_grad(true);
+  loss(table, head).backward();
+  CHECK(tied.grad().to_vector() == add(head.grad(), table.grad()).to_vector());
+}
+
 TEST_CASE("dropout keeps elements by the counter hash and replays the mask backward",
           "[nn_ops]") {
   Tensor x = Tensor::ones({100000});

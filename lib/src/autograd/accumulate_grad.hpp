@@ -14,10 +14,11 @@ class AccumulateGrad : public Node {
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable) : variable_(std::move(variable)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
-  // Adds one of the leaf's gradients into its existing .grad in place at once, instead of the
-  // engine summing it with the leaf's other gradients first; false, with nothing done, where
-  // there is no .grad or the add cannot be in place. A .grad that views a bucket then takes a
-  // tied weight's gradients one by one, and no sum of them waits beside it through backward.
+  // Adds one of the leaf's gradients into its .grad in place at once (or makes it .grad, where
+  // there is none and nothing else holds it), instead of the engine summing it with the leaf's
+  // other gradients first; false, with nothing done, where that cannot be in place. A .grad that
+  // views a bucket then takes a tied weight's gradients one by one, and no sum of them waits
+  // beside it through backward.
   bool add_to_existing(const Tensor& grad);
 
  private:

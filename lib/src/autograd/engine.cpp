@@ -183,6 +183,7 @@ void run_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         inputs[k] = Tensor::zeros(m.shape, m.dtype, m.device);
       }
     std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    inputs.clear();  // an output may be an input changed in place: the outputs now hold it alone
     for (std::size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& e = node->next_edges[i];
       if (!e.fn) continue;

@@ -113,8 +113,16 @@ Tensor private_copy(const Tensor& incoming, const Shape& shape) {
 }
 
 bool AccumulateGrad::add_to_existing(const Tensor& grad) {
-  const Tensor existing = Tensor(variable_).grad();
-  return existing.defined() && add_in_place(existing, grad);
+  Tensor var(variable_);
+  const Tensor existing = var.grad();
+  if (existing.defined()) return add_in_place(existing, grad);
+  // The first gradient becomes .grad where AccumulateGrad would keep it as it is: later ones
+  // (an embedding's, see ops/nn.cpp) can then go straight into it.
+  if (grad.dtype() != var.dtype() || grad.shape() != var.shape() || !grad.is_contiguous() ||
+      grad.impl_ptr().use_count() != 1 || grad.storage().use_count() != 1)
+    return false;
+  var.set_grad(grad);
+  return true;
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
