@@ -1,5 +1,6 @@
 // The generation half of a language model's evaluation runs on the model with full parameters
-// (the loop gathers them first), under the same autocast as training.
+// (gathered for it: each rank decodes its own prompts, not in lockstep), under the same autocast
+// as training.
 #include "language_model_objective.hpp"
 
 #include <spdlog/fmt/fmt.h>
@@ -20,6 +21,7 @@ Evaluation LanguageModelObjective::evaluate(const ObjectiveContext& ctx, const E
   Evaluation result = ClassificationObjective::evaluate(ctx, budget);
   auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
   if (prompts_.empty() || gpt == nullptr) return result;
+  ctx.strategy.gather_full_parameters();  // ZeRO-3: until the next forward through the strategy
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
   GenerationEval g = evaluate_generation(*gpt, prompts_, ctx.job, limit);
   result.metrics.push_back(

@@ -81,8 +81,10 @@ class Objective {
   // The training figures made of the window sums, in log-line order.
   virtual std::vector<WindowMetric> window_metrics() const = 0;
 
-  // Collective: every rank calls it with full parameters in ctx.strategy.module(); the figures
-  // are those of all the eval data, whatever the world size.
+  // Collective: every rank calls it; the figures are those of all the eval data, whatever the
+  // world size. A forward through ctx.strategy is collective under ZeRO-3 (each unit is gathered
+  // for it), so every rank runs as many; ctx.strategy.gather_full_parameters() puts the whole
+  // model in module() for work that is not in lockstep (generation), at the cost of its memory.
   virtual Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) = 0;
 
   // State of its own a checkpoint keeps for this rank (a running baseline, say); null: none.

@@ -205,7 +205,6 @@ std::vector<Metric> TrainingLoop::step_metrics(const StepFigures& figures, bool 
 }
 
 void TrainingLoop::evaluate(std::int64_t step) {
-  p_.strategy.gather_full_parameters();  // ZeRO-3: full parameters on every rank until forward
   Evaluation evaluation;
   {
     amp::AutocastGuard autocast(precision_.autocast);  // evaluated as it trains
