@@ -23,6 +23,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
+#include "genesis/core/unique_fd.hpp"
 #include "genesis/rendezvous/tcp_store.hpp"
 #include "support/store_client.hpp"
 
@@ -99,6 +100,38 @@ struct Child {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 };
+
+// A child with a pipe each way; the parent's ends close with it.
+struct PipedChild : Child {
+  UniqueFd to_child, from_child;
+  // The port the child's server announces first.
+  int read_port() const {
+    int port = 0;
+    REQUIRE(read(from_child.get(), &port, sizeof(port)) == sizeof(port));
+    return port;
+  }
+};
+
+// Forks a child that runs body(in, out), which ends the child with _exit, with the ends of the
+// two pipes the parent does not keep.
+template <typename Body>
+void start_child(PipedChild& child, Body body) {
+  int down[2], up[2];
+  REQUIRE(pipe(down) == 0);
+  REQUIRE(pipe(up) == 0);
+  child.pid = fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
+    close(down[1]);
+    close(up[0]);
+    body(down[0], up[1]);
+    _exit(9);  // a body that returns has failed
+  }
+  close(down[0]);
+  close(up[1]);
+  child.to_child.reset(down[1]);
+  child.from_child.reset(up[0]);
+}
 
 }  // namespace
 
@@ -255,29 +288,15 @@ void flood_server(int port, int to_child, int from_child) {
 
 TEST_CASE("with few descriptors the store keeps a reserve, does not spin and recovers",
           "[store][tcp_store]") {
-  int to_child[2], to_parent[2];
-  REQUIRE(pipe(to_child) == 0);
-  REQUIRE(pipe(to_parent) == 0);
-  Child child;
-  child.pid = fork();
-  REQUIRE(child.pid >= 0);
-  if (child.pid == 0) {
-    close(to_child[1]);
-    close(to_parent[0]);
-    const int in = to_child[0], out = to_parent[1];
+  PipedChild child;
+  start_child(child, [](int in, int out) {
     const FloodReport report = measure_flooded_server(in, out);
     _exit(write(out, &report, sizeof(report)) == sizeof(report) ? 0 : 8);
-  }
-  close(to_child[0]);
-  close(to_parent[1]);
-  int port = 0;
-  REQUIRE(read(to_parent[0], &port, sizeof(port)) == sizeof(port));
-  flood_server(port, to_child[1], to_parent[0]);
+  });
+  flood_server(child.read_port(), child.to_child.get(), child.from_child.get());
   FloodReport report;
-  REQUIRE(read(to_parent[0], &report, sizeof(report)) == sizeof(report));
+  REQUIRE(read(child.from_child.get(), &report, sizeof(report)) == sizeof(report));
   CHECK(child.wait_exit_code() == 0);
-  close(to_child[1]);
-  close(to_parent[0]);
 
   INFO("CPU while flooded " << report.cpu_flooded_ms << " ms, while out of descriptors "
                             << report.cpu_exhausted_ms << " ms (per 1000 ms); "
@@ -352,21 +371,9 @@ TEST_CASE("a flood of wrong-token clients logs a few warnings and a count of the
   std::FILE* log = std::tmpfile();
   REQUIRE(log != nullptr);
   const auto log_text = [&] { return file_text(log); };
-  int to_child[2], to_parent[2];
-  REQUIRE(pipe(to_child) == 0);
-  REQUIRE(pipe(to_parent) == 0);
-  Child child;
-  child.pid = fork();
-  REQUIRE(child.pid >= 0);
-  if (child.pid == 0) {
-    close(to_child[1]);
-    close(to_parent[0]);
-    serve_logging_to(log, to_child[0], to_parent[1]);
-  }
-  close(to_child[0]);
-  close(to_parent[1]);
-  int port = 0;
-  REQUIRE(read(to_parent[0], &port, sizeof(port)) == sizeof(port));
+  PipedChild child;
+  start_child(child, [log](int in, int out) { serve_logging_to(log, in, out); });
+  const int port = child.read_port();
 
   constexpr int kClients = 300;
   const auto start = Clock::now();
@@ -386,10 +393,8 @@ TEST_CASE("a flood of wrong-token clients logs a few warnings and a count of the
   while (log_text().find("suppressed") == std::string::npos && Clock::now() < deadline)
     std::this_thread::sleep_for(50ms);
   const std::string text = log_text();
-  send_byte(to_child[1], 'q');
+  send_byte(child.to_child.get(), 'q');
   CHECK(child.wait_exit_code() == 0);
-  close(to_child[1]);
-  close(to_parent[0]);
   std::fclose(log);
 
   const auto [lines, shown, suppressed] = count_rejections(text);

@@ -1,8 +1,9 @@
 // CUDA tensors beyond single kernels, on a GPU only ([cuda]; a WARN and an early return
 // elsewhere): memory statistics as torch.cuda reports them, copies across the host boundary in
 // every layout and dtype, a bad token id surfacing as a clear error at the next sync instead of a
-// crash, and autograd through a small network giving the CPU's gradients. Everywhere: pinned
-// host memory uploads what it holds, or is refused clearly where there is no GPU.
+// crash, and autograd through a small network (and a tied embedding) giving the CPU's gradients.
+// Everywhere: pinned host memory uploads what it holds, or is refused clearly where there is no
+// GPU.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -131,5 +132,25 @@ TEST_CASE("autograd through an MLP on the GPU gives the CPU's gradients", "[cuda
       INFO("parameter " << i << " element " << k);
       CHECK(std::abs(got[k] - want[k]) <= 1e-5 + 1e-4 * std::abs(want[k]));
     }
+  }
+}
+
+TEST_CASE("a tied embedding's gradient on the GPU is the CPU's", "[cuda][tensor]") {
+  // The lookup adds its rows into the .grad the head's gradient became (embedding_backward with
+  // i[0] = 1), on the device as on the host.
+  if (skip_without_gpu()) return;
+  Generator gen(11);
+  const Tensor values = Tensor::randn({9, 6}, gen);
+  const Tensor index = Tensor::from_vector<std::int64_t>({4, 0, 4, 2, 8, 4}, {2, 3});
+  auto grad_of = [&](Device device) {
+    Tensor table = values.to(device).detach().set_requires_grad(true);
+    sum(linear(embedding(table, index.to(device)), table)).backward();
+    return table.grad().to_vector();
+  };
+  const std::vector<float> want = grad_of(Device::cpu()), got = grad_of(kGpu);
+  REQUIRE(got.size() == want.size());
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    INFO("element " << k);
+    CHECK(std::abs(got[k] - want[k]) <= 1e-5 + 1e-4 * std::abs(want[k]));
   }
 }

@@ -35,11 +35,6 @@ struct LaterFirst {
 thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
 thread_local std::vector<std::function<void()>>* current_cleanups = nullptr;
 
-// Whether `sum` may take another gradient in place: nothing else holds it or views its memory.
-bool owned_alone(const Tensor& sum) {
-  return sum.is_contiguous() && sum.impl_ptr().use_count() == 1 && sum.storage().use_count() == 1;
-}
-
 // A second gradient for one input adds into the first where it can: a tied embedding's two
 // gradients are each the size of the vocabulary table, and a third for their sum would be too.
 void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
@@ -47,7 +42,7 @@ void add_into(std::vector<Tensor>& slots, std::size_t index, Tensor grad) {
   Tensor& sum = slots[index];
   if (!sum.defined())
     sum = std::move(grad);
-  else if (!owned_alone(sum) || !add_in_place(sum, grad))
+  else if (!sum.is_contiguous() || !sum.owned_alone() || !add_in_place(sum, grad))
     sum = add_out_of_place(sum, grad);
 }
 

@@ -119,7 +119,7 @@ bool AccumulateGrad::add_to_existing(const Tensor& grad) {
   // The first gradient becomes .grad where AccumulateGrad would keep it as it is: later ones
   // (an embedding's, see ops/nn.cpp) can then go straight into it.
   if (grad.dtype() != var.dtype() || grad.shape() != var.shape() || !grad.is_contiguous() ||
-      grad.impl_ptr().use_count() != 1 || grad.storage().use_count() != 1)
+      !grad.owned_alone())
     return false;
   var.set_grad(grad);
   return true;

@@ -13,12 +13,6 @@ namespace {
 
 constexpr std::int64_t kChunk = std::int64_t{1} << 20;
 
-// Whether the engine's gradient may be rounded where it is: contiguous, and nothing else holds
-// the tensor or its memory.
-bool owned_alone(const Tensor& t) {
-  return t.is_contiguous() && t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1;
-}
-
 }  // namespace
 
 Tensor round_through(const Tensor& t, DType precision, bool in_place) {
@@ -46,7 +40,7 @@ Tensor rounded_for_cpu_kernel(const Tensor& t) {
   autograd::record("autocast_round", {t}, {out},
                    [p = *precision](const std::vector<Tensor>& g,
                                     const autograd::NeedsGrad&) -> std::vector<Tensor> {
-                     return {round_through(g[0], p, owned_alone(g[0]))};
+                     return {round_through(g[0], p, g[0].is_contiguous() && g[0].owned_alone())};
                    });
   return out;
 }

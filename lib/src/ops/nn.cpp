@@ -3,7 +3,6 @@
 // flattened to rows here; the kernels only see contiguous f32 (N, C) rows and i64 indices.
 // Attention is in attention.cpp. Backwards call kernels directly, so they are not twice
 // differentiable.
-#include <algorithm>
 #include <bit>
 #include <string>
 
@@ -149,35 +148,19 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 namespace {
 
 // Where the table is a leaf whose .grad exists already (a tied head's gradient came first, or an
-// earlier micro-batch's), the looked-up rows' gradients are added into it in place: the rows of
-// each index summed in token order as the dense kernel sums them, then added once, so .grad gets
-// the same values without a vocabulary-sized table of mostly zeros beside it. On the CPU only
-// (the row updates are one small op each); false where it does not apply.
+// earlier micro-batch's), the looked-up rows' gradients are added into it in place (the kernel
+// sums each row first, so .grad gets the values adding the dense result would give) without a
+// vocabulary-sized table of mostly zeros beside it. False where it does not apply.
 bool add_rows_into_grad(const Tensor& leaf, const Tensor& dy, const Tensor& index) {
-  const Tensor grad = leaf.grad();
+  Tensor grad = leaf.grad();
   if (!leaf.is_leaf() || !leaf.requires_grad() || !grad.defined() || grad.dtype() != DType::f32 ||
-      !grad.is_contiguous() || grad.shape() != leaf.shape() || !grad.device().is_cpu() ||
-      !index.device().is_cpu())
+      !grad.is_contiguous() || grad.shape() != leaf.shape())
     return false;
-  const Tensor ids = index.contiguous();
-  const std::int64_t n = ids.numel(), C = grad.size(1);
-  const std::int64_t* idx = ids.data<std::int64_t>();
-  std::vector<std::int64_t> rows(idx, idx + n);
-  std::sort(rows.begin(), rows.end());
-  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  std::vector<std::int64_t> slot(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    slot[i] = std::lower_bound(rows.begin(), rows.end(), idx[i]) - rows.begin();
-  const auto U = static_cast<std::int64_t>(rows.size());
-  Tensor sums = Tensor::empty({U, C}, DType::f32, grad.device());
-  dispatch(OpId::embedding_backward, {dy, Tensor::from_vector<std::int64_t>(slot, {n})}, {sums});
-  for (std::int64_t u = 0; u < U; ++u) {
-    Tensor row = make_view(grad, {C}, {1}, grad.offset() + rows[u] * C);
-    dispatch(OpId::add, {row, make_view(sums, {C}, {1}, u * C)}, {row});
-  }
+  OpArgs accumulate;
+  accumulate.i[0] = 1;
+  dispatch(OpId::embedding_backward, {dy, index}, {grad}, accumulate);
   return true;
 }
-
 }  // namespace
 
 // weight (V, C), index (any shape) -> (*index.shape, C); the gradient flows to weight only.

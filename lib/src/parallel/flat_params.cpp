@@ -20,6 +20,16 @@ Tensor FlatParams::param_view(const Tensor& buffer, std::size_t i) const {
   return make_view(buffer, shape, contiguous_strides(shape), buffer.offset() + offsets.at(i));
 }
 
+void FlatParams::take_gradients(const Tensor& grads) const {
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Tensor param(params[i].second);
+    const Tensor view = param_view(grads, i);
+    if (param.grad().defined() && !same_view(param.grad(), view)) Tensor(view).copy_(param.grad());
+    param.set_grad(Tensor());
+  }
+}
+
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
          a.shape() == b.shape();

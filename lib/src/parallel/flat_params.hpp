@@ -28,6 +28,10 @@ struct FlatParams {
   Tensor shard_of(const Tensor& buffer, int index) const;
   // Parameter i's slice of any buffer laid out like `flat`, shaped like the parameter.
   Tensor param_view(const Tensor& buffer, std::size_t i) const;
+  // Moves each parameter's .grad into its slice of `grads` (a buffer laid out like `flat`), where
+  // it is not that slice already, and drops it: one gradient at a time, so each goes as soon as
+  // it is copied and the largest never sits beside all the others and the buffer.
+  void take_gradients(const Tensor& grads) const;
 };
 
 // Copies the parameters' values into a new flat buffer (dtype and device of the first one; all

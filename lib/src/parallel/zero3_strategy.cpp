@@ -217,15 +217,7 @@ void FullyShardedStrategy::missing_gradients(const std::vector<std::size_t>& slo
 void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
   const std::size_t u = reduce_order_[bucket];
   units_[u]->release();
-  const Reduction& r = gradient_buffer(u);
-  const FlatParams& flat = units_[u]->flat();
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < flat.params.size(); ++i) {
-    Tensor param(flat.params[i].second);
-    const Tensor view = flat.param_view(r.grad, i);
-    if (param.grad().defined() && !same_view(param.grad(), view)) Tensor(view).copy_(param.grad());
-    param.set_grad(Tensor());  // the full gradient lives only in the unit's buffer
-  }
+  units_[u]->flat().take_gradients(gradient_buffer(u).grad);
 }
 
 std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {

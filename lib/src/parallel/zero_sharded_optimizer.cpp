@@ -76,7 +76,6 @@ class ZeroStage12 : public Strategy, BucketPolicy {
     Tensor param;
   };
 
-  Tensor grad_view_of(Bucket& b, std::size_t index);
   std::vector<Tensor> shard_params() const;
   double sum_over_ranks(double local) const;
 
@@ -164,17 +163,11 @@ Tensor ZeroStage12::forward(const Tensor& input, bool sync_gradients) {
   return model_->forward(input);
 }
 
-// Parameter `index`'s part of the bucket's full gradient buffer, made (zeroed) on first use.
-Tensor ZeroStage12::grad_view_of(Bucket& b, std::size_t index) {
-  if (!b.grad.defined()) b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(),
-                                                b.flat.flat.device());
-  return b.flat.param_view(b.grad, index);
-}
-
 void ZeroStage12::take_gradient(std::size_t v, bool /*armed*/) {
   Variable& var = variables_[v];
   if (stage_ == 1) {
-    Tensor view = grad_view_of(buckets_[var.bucket], var.index);
+    const Bucket& b = buckets_[var.bucket];
+    Tensor view = b.flat.param_view(b.grad, var.index);
     Tensor grad = var.param.grad();
     // .grad should view the bucket; a caller that reset it gets the bucket back.
     if (!same_view(grad, view)) {
@@ -186,19 +179,12 @@ void ZeroStage12::take_gradient(std::size_t v, bool /*armed*/) {
 }
 
 // Stage 2's bucket buffer exists only from here to its reduction: made once every gradient of
-// the bucket is in, each gradient copied in and let go at once. Made at the first gradient, it
-// would sit beside the ones still to come; a tied embedding's two (the head's, waiting through
-// the whole backward, and the lookup's) are each as large as the bucket.
+// the bucket is in. Made at the first gradient, it would sit beside the ones still to come.
 void ZeroStage12::bucket_complete(std::size_t bucket) {
   if (stage_ != 2) return;
   Bucket& b = buckets_[bucket];
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < b.flat.params.size(); ++i) {
-    Tensor param(b.flat.params[i].second);
-    Tensor view = grad_view_of(b, i);
-    if (param.grad().defined()) view.copy_(param.grad());
-    param.set_grad(Tensor());  // the full gradient lives only in the bucket until reduced
-  }
+  b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
+  b.flat.take_gradients(b.grad);
 }
 
 void ZeroStage12::missing_gradients(const std::vector<std::size_t>& /*variables*/) {

@@ -85,6 +85,9 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // No other handle holds this tensor and no other tensor views its memory: whoever holds this
+  // handle may write into it in place unseen (the autograd engine, with a gradient of its own).
+  bool owned_alone() const { return impl_.use_count() == 1 && impl_->storage.use_count() == 1; }
 
   // Pointer to the first element (storage + offset). The typed form checks that T matches the
   // dtype (uint16_t for f16/bf16, uint8_t for bool).

@@ -299,8 +299,10 @@ void embedding_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
 // (dy (*, C), index) -> dweight (V, C). Positions are bucketed by vocabulary row first (a counting
 // sort), then each row sums its positions in increasing order on one thread: no races, and the
 // result is bit-identical whatever the thread count.
+// Each row's gradients are summed from zero in position order; with i[0] = 1 that sum is then
+// added into the row (a tied weight's .grad), so the values equal adding the dense result.
 void embedding_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
-                               const OpArgs&) {
+                               const OpArgs& args) {
   Tensor& dweight = out[0];
   const std::int64_t V = dweight.size(0), C = dweight.size(1);
   const std::int64_t n = in[1].numel();
@@ -314,14 +316,23 @@ void embedding_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
   std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
   std::vector<std::int64_t> positions(n);
   for (std::int64_t i = 0; i < n; ++i) positions[fill[idx[i]]++] = i;
-#pragma omp parallel for schedule(static) if (V > 1 && (V + n) * C >= kParallelElems)
-  for (std::int64_t v = 0; v < V; ++v) {
-    float* row = dw + v * C;
-    std::memset(row, 0, C * sizeof(float));
-    for (std::int64_t k = start[v]; k < start[v + 1]; ++k) {
-      const float* src = dy + positions[k] * C;
+  const bool accumulate = args.i[0] != 0;
+#pragma omp parallel if (V > 1 && (V + n) * C >= kParallelElems)
+  {
+    std::vector<float> sum(accumulate ? C : 0);
+#pragma omp for schedule(static)
+    for (std::int64_t v = 0; v < V; ++v) {
+      if (accumulate && start[v] == start[v + 1]) continue;
+      float* row = accumulate ? sum.data() : dw + v * C;
+      std::memset(row, 0, C * sizeof(float));
+      for (std::int64_t k = start[v]; k < start[v + 1]; ++k) {
+        const float* src = dy + positions[k] * C;
 #pragma omp simd
-      for (std::int64_t i = 0; i < C; ++i) row[i] += src[i];
+        for (std::int64_t i = 0; i < C; ++i) row[i] += src[i];
+      }
+      if (!accumulate) continue;
+#pragma omp simd
+      for (std::int64_t i = 0; i < C; ++i) dw[v * C + i] += row[i];
     }
   }
 }

@@ -89,14 +89,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // dweight (vocab, cols): a warp per (row v, slice of 32 packs); lane j of the slice sums
-// dy[pos][pack] over row v's positions in increasing order; rows without positions get zeros.
+// dy[pos][pack] over row v's positions in increasing order; rows without positions get zeros,
+// or with `accumulate` the sum is added into the row and rows without positions are left.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(32 * kEmbedWarps)
     embedding_backward_rows_kernel(const T* __restrict__ dy,
                                    const std::int32_t* __restrict__ sorted_pos,
                                    const std::int32_t* __restrict__ starts,
                                    T* __restrict__ dweight, std::int64_t vocab,
-                                   std::int64_t cols, std::int64_t slices) {
+                                   std::int64_t cols, std::int64_t slices, bool accumulate) {
   using P = Pack<T, kVec>;
   const std::int64_t unit = static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (unit >= vocab * slices) return;
@@ -105,6 +106,7 @@ __global__ void __launch_bounds__(32 * kEmbedWarps)
   const std::int64_t j = (unit - v * slices) * 32 + threadIdx.x;
   if (j >= nvec) return;  // no warp-wide operations follow
   const std::int64_t lo = starts[v], hi = starts[v + 1];
+  if (accumulate && lo == hi) return;
   const P* dyp = reinterpret_cast<const P*>(dy);
   float acc[kVec] = {};
   std::int64_t k = lo;
@@ -128,7 +130,14 @@ __global__ void __launch_bounds__(32 * kEmbedWarps)
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] += e[i];
   }
-  reinterpret_cast<P*>(dweight)[v * nvec + j] = pack<T, kVec>(acc);
+  P* out = reinterpret_cast<P*>(dweight) + v * nvec + j;
+  if (accumulate) {
+    float old[kVec];
+    unpack(*out, old);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[i] = old[i] + acc[i];
+  }
+  *out = pack<T, kVec>(acc);
 }
 
 // ---- dropout
@@ -213,7 +222,7 @@ void embedding_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
 
 // (dy (*, C), index (*)) -> dweight (V, C).
 void embedding_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
-                               const OpArgs&) {
+                               const OpArgs& args) {
   const char* op = "embedding_backward";
   const Tensor& dy = in[0];
   const Tensor& index = in[1];
@@ -230,8 +239,9 @@ void embedding_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
   GENESIS_CHECK(n <= INT_MAX && vocab < INT_MAX, NotSupported,
                 "embedding_backward: CUDA kernel takes at most 2^31 - 1 indices and rows, got " +
                     std::to_string(n) + " indices into " + std::to_string(vocab) + " rows");
-  if (n == 0) {  // nothing flows back: dweight is zero
-    if (dweight.numel() > 0)
+  const bool accumulate = args.i[0] != 0;
+  if (n == 0) {  // nothing flows back: dweight is zero, or keeps its values
+    if (dweight.numel() > 0 && !accumulate)
       GENESIS_CUDA_CHECK(cudaMemsetAsync(dweight.raw_data(), 0,
                                          dweight.numel() * dtype_size(dweight.dtype()),
                                          compute_stream()));
@@ -285,7 +295,7 @@ void embedding_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
       embedding_backward_rows_kernel<T, kVec>
           <<<warp_blocks(vocab * slices, op), dim3(32, kEmbedWarps), 0, compute_stream()>>>(
               ptr<T>(dy), ptr<std::int32_t>(sorted_pos), ptr<std::int32_t>(starts),
-              ptr<T>(dweight), vocab, cols, slices);
+              ptr<T>(dweight), vocab, cols, slices, accumulate);
       GENESIS_CUDA_LAUNCH_CHECK();
     });
   });
