@@ -128,6 +128,12 @@ void record_broadcast_and_all_gathers(ProcessGroup& pg, int r, int size, int roo
   Tensor flat = Tensor::zeros({kN * size});
   pg.all_gather_tensor(flat, input_tensor(r))->wait();
   mine["all_gather_tensor"] = flat.to_vector();
+  // In place: the input is this rank's chunk of the output (ZeRO's updated shard).
+  Tensor in_place = Tensor::zeros({kN * size});
+  Tensor chunk = in_place.slice(0, r * kN, (r + 1) * kN);
+  chunk.copy_(input_tensor(r));
+  pg.all_gather_tensor(in_place, chunk)->wait();
+  mine["all_gather_in_place"] = in_place.to_vector();
 }
 
 // reduce_scatter and reduce_scatter_tensor, SUM and MAX.
@@ -151,6 +157,11 @@ void record_reduce_scatters(ProcessGroup& pg, int r, int size, Results& mine) {
     Tensor out_scratch = Tensor::zeros({kN});
     pg.reduce_scatter_tensor(out_scratch, scratch, {.op = op, .input_is_scratch = true})->wait();
     mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] = out_scratch.to_vector();
+    // In place: the output is this rank's chunk of the input (ZeRO-1's shard of its buffer).
+    Tensor buffer = flat_in.clone();
+    Tensor own = buffer.slice(0, r * kN, (r + 1) * kN);
+    pg.reduce_scatter_tensor(own, buffer, {.op = op, .input_is_scratch = true})->wait();
+    mine["reduce_scatter_in_place" + std::string(reduce_op_name(op))] = own.to_vector();
   }
 }
 
@@ -211,11 +222,13 @@ TEST_CASE("gloo broadcast, all_gather, reduce_scatter, reduce, gather, scatter",
       REQUIRE(mine["broadcast"] == input_tensor(root).to_vector());
       REQUIRE(mine["all_gather"] == all_inputs);
       REQUIRE(mine["all_gather_tensor"] == all_inputs);
+      REQUIRE(mine["all_gather_in_place"] == all_inputs);
       for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
         const std::vector<float> want = expected_reduce_scatter(op, size, r);
         REQUIRE(mine["reduce_scatter" + std::string(reduce_op_name(op))] == want);
         REQUIRE(mine["reduce_scatter_tensor" + std::string(reduce_op_name(op))] == want);
         REQUIRE(mine["reduce_scatter_scratch" + std::string(reduce_op_name(op))] == want);
+        REQUIRE(mine["reduce_scatter_in_place" + std::string(reduce_op_name(op))] == want);
       }
       if (r == root) {
         for (ReduceOp op : kAllOps)

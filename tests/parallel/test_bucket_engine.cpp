@@ -4,7 +4,9 @@
 // throws leaves no collective in flight. The bucket rule is checked on its own.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <numeric>
 #include <thread>
 
@@ -31,6 +33,14 @@ struct RecordingPolicy : BucketPolicy {
   BucketEngine* engine = nullptr;
   bool slow = false;
   bool finished = false;
+  std::size_t limit = SIZE_MAX;  // max_in_flight
+  std::size_t completes = 0, most_held = 0;  // buckets complete and not yet reduced
+
+  std::size_t max_in_flight() const override { return limit; }
+  void bucket_complete(std::size_t) override {
+    ++completes;
+    most_held = std::max(most_held, completes - reduced.size());
+  }
 
   ~RecordingPolicy() override {
     for (auto& t : finishers) t.join();
@@ -114,6 +124,22 @@ TEST_CASE("every rank launches its buckets in the same order whatever order grad
   CHECK(policies[1].ready_at_launch.front() == kParams);
 }
 
+TEST_CASE("a policy's max_in_flight bounds the buckets holding a buffer, in the same order",
+          "[bucket_engine]") {
+  std::vector<Tensor> params = leaves(6);
+  RecordingPolicy policy;
+  policy.slow = true;  // each collective takes 200 ms: unbounded, all six would be held at once
+  policy.limit = 2;
+  BucketEngine engine("test", params, {{5}, {4}, {3}, {2}, {1}, {0}}, policy);
+  policy.engine = &engine;
+  engine.arm();
+  loss_using(params, {0, 1, 2, 3, 4, 5}).backward();
+  CHECK(policy.launched == std::vector<std::size_t>{0, 1, 2, 3, 4, 5});
+  CHECK(policy.reduced == std::vector<std::size_t>{0, 1, 2, 3, 4, 5});
+  CHECK(policy.most_held == 2);
+  CHECK(policy.finished);
+}
+
 TEST_CASE("a backward that throws leaves no bucket collective in flight", "[bucket_engine]") {
   std::vector<Tensor> params = leaves(2);
   RecordingPolicy policy;
@@ -131,7 +157,8 @@ TEST_CASE("a backward that throws leaves no bucket collective in flight", "[buck
   CHECK_FALSE(policy.finished);
 }
 
-TEST_CASE("buckets follow reverse registration order, a small first bucket, dtype splits",
+TEST_CASE("buckets follow reverse registration order, a small first bucket, dtype splits, "
+          "large ones alone",
           "[bucket_engine]") {
   const auto mib = [](double m, DType dtype = DType::f32) {
     return Tensor::zeros({static_cast<std::int64_t>(m * 1024 * 1024 / dtype_size(dtype))}, dtype);
@@ -142,4 +169,7 @@ TEST_CASE("buckets follow reverse registration order, a small first bucket, dtyp
   const auto buckets = assign_buckets(params, 1, 2);
   CHECK(buckets == std::vector<std::vector<std::size_t>>{{5}, {4, 3}, {2}, {1}, {0}});
   CHECK_THROWS_AS(assign_buckets(params, 0, 2), InvalidArgument);
+  // A parameter over the cap (3 MiB) is alone, though the bucket before it had room.
+  const std::vector<Tensor> large = {mib(1), mib(3), mib(0.5)};
+  CHECK(assign_buckets(large, 1, 2) == std::vector<std::vector<std::size_t>>{{2}, {1}, {0}});
 }

@@ -118,7 +118,7 @@ void all_reduce_raw(const std::shared_ptr<gloo::Context>& ctx, void* data, DType
 }
 
 void copy_bytes(const Tensor& dst, const void* src) {
-  std::memcpy(dst.raw_data(), src, detail::nbytes(dst));
+  if (dst.raw_data() != src) std::memcpy(dst.raw_data(), src, detail::nbytes(dst));  // in place
 }
 
 std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
@@ -159,12 +159,16 @@ std::shared_ptr<Work> ProcessGroupGloo::all_gather_tensor(Tensor& output, const 
                     " differ in dtype");
   detail::check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
   auto ctx = impl_->context;
-  return impl_->submit("all_gather", options.timeout, true, [ctx, output, input](Milliseconds t) {
+  // In place (input is output's chunk rank()): gloo then sends from the output without a copy.
+  const bool in_place = input.raw_data() == static_cast<const char*>(output.raw_data()) +
+                                               rank() * detail::nbytes(input);
+  return impl_->submit("all_gather", options.timeout, true,
+                       [ctx, output, input, in_place](Milliseconds t) {
     if (input.numel() == 0) return;
     gloo::AllgatherOptions opts(ctx);
     with_element_type(input.dtype(), [&](auto e) {
       using T = decltype(e);
-      opts.setInput(static_cast<T*>(input.raw_data()), count(input));
+      if (!in_place) opts.setInput(static_cast<T*>(input.raw_data()), count(input));
       opts.setOutput(static_cast<T*>(output.raw_data()), count(output));
     });
     opts.setTimeout(t);

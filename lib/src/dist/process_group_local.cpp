@@ -41,7 +41,7 @@ class SingleRankGroup : public ProcessGroup {
     detail::check_tensor(input, "all_gather_tensor", "input", device_);
     detail::check_tensor(output, "all_gather_tensor", "output", device_);
     detail::check_numel(output, input.numel(), "all_gather_tensor", "output");
-    output.copy_(input.reshape(output.shape()));
+    if (input.raw_data() != output.raw_data()) output.copy_(input.reshape(output.shape()));
     return done("all_gather_tensor");
   }
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
@@ -58,7 +58,7 @@ class SingleRankGroup : public ProcessGroup {
     detail::check_tensor(input, "reduce_scatter_tensor", "input", device_);
     detail::check_reduce_op(options.op, output.dtype(), "reduce_scatter_tensor");
     detail::check_numel(input, output.numel(), "reduce_scatter_tensor", "input");
-    output.copy_(input.reshape(output.shape()));
+    if (input.raw_data() != output.raw_data()) output.copy_(input.reshape(output.shape()));
     return done("reduce_scatter_tensor");
   }
   std::shared_ptr<Work> reduce(Tensor& tensor, ReduceOptions options) override {

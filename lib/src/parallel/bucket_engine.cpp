@@ -24,13 +24,18 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<Tensor>& 
                 "bucket_cap_mb and first_bucket_cap_mb must be positive");
   std::vector<std::vector<std::size_t>> buckets;
   double bytes = 0;
+  const auto cap_of = [&](std::size_t bucket) {
+    return (bucket == 0 ? first_cap_mb : cap_mb) * kMiB;
+  };
   for (std::size_t k = params.size(); k-- > 0;) {
     const Tensor& p = params[k];
     bool open_new = buckets.empty();
     if (!open_new) {
       const Tensor& first = params[buckets.back().front()];
-      const double cap = (buckets.size() == 1 ? first_cap_mb : cap_mb) * kMiB;
-      open_new = bytes >= cap || first.dtype() != p.dtype() || first.device() != p.device();
+      // A parameter over the cap opens a bucket of its own: added to smaller ones it would only
+      // hold them back, and alone its gradient can be the bucket's buffer (ZeRO-2).
+      open_new = bytes >= cap_of(buckets.size() - 1) || bytes_of(p) >= cap_of(buckets.size()) ||
+                 first.dtype() != p.dtype() || first.device() != p.device();
     }
     if (open_new) {
       buckets.emplace_back();
@@ -101,26 +106,38 @@ void BucketEngine::mark_ready(std::size_t variable) {
   Variable& v = variables_[variable];
   v.ready = true;
   ++grads_ready_;
-  if (--buckets_[v.bucket].pending == 0) policy_.bucket_complete(v.bucket);
+  if (--buckets_[v.bucket].pending == 0) {
+    wait_for_room();
+    policy_.bucket_complete(v.bucket);
+  }
   launch_ready();
   reap_finished();
 }
 
 void BucketEngine::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    wait_for_room();
     const std::size_t b = next_launch_++;
     buckets_[b].work = policy_.launch(b);
   }
 }
 
+// Only buckets already launched are waited for: every rank launches them, so they finish.
+void BucketEngine::wait_for_room() {
+  while (next_launch_ > next_reap_ && next_launch_ - next_reap_ >= policy_.max_in_flight())
+    reap_next();
+}
+
+void BucketEngine::reap_next() {
+  std::shared_ptr<dist::Work> work = std::move(buckets_[next_reap_].work);
+  work->wait();  // rethrows a failed collective's error
+  policy_.bucket_reduced(next_reap_++);
+}
+
 // Buckets whose collective has finished, in launch order: the policy frees what it needed for them
 // now rather than at the end of backward, so they do not pile up while backward goes on.
 void BucketEngine::reap_finished() {
-  while (next_reap_ < next_launch_ && buckets_[next_reap_].work->is_completed()) {
-    std::shared_ptr<dist::Work> work = std::move(buckets_[next_reap_].work);
-    work->wait();  // rethrows a failed collective's error
-    policy_.bucket_reduced(next_reap_++);
-  }
+  while (next_reap_ < next_launch_ && buckets_[next_reap_].work->is_completed()) reap_next();
 }
 
 void BucketEngine::finish_backward() {
@@ -132,11 +149,7 @@ void BucketEngine::finish_backward() {
     policy_.missing_gradients(missing);  // a refusal throws: on_backward_failure settles
     for (std::size_t k : missing) mark_ready(k);
   }
-  for (; next_reap_ < buckets_.size(); ++next_reap_) {
-    std::shared_ptr<dist::Work> work = std::move(buckets_[next_reap_].work);
-    work->wait();
-    policy_.bucket_reduced(next_reap_);
-  }
+  while (next_reap_ < buckets_.size()) reap_next();
   policy_.finish();
 }
 

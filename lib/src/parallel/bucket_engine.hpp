@@ -8,7 +8,8 @@
 // modules here is registration order: the output layer's gradients are ready first, so the bucket
 // that holds them fills first and its collective starts while backward is still working on the
 // input layers. The first bucket is capped smaller (first_bucket_cap_mb) so communication starts
-// early; dtype and device changes open a new bucket (a bucket is one flat buffer).
+// early; dtype and device changes open a new bucket (a bucket is one flat buffer), and a parameter
+// larger than the cap has a bucket of its own.
 //
 // Same order on every rank. A process group runs collectives in submission order and matches the
 // k-th op of one rank with the k-th op of every other, so every rank must submit the buckets'
@@ -39,7 +40,8 @@ namespace genesis::parallel::detail {
 
 // Buckets of `params` (indices), in launch order: reverse registration order, a new bucket once
 // the current one reaches its cap in MiB (the first bucket's is first_cap_mb) or when dtype or
-// device change. Every bucket holds at least one parameter.
+// device change; a parameter over the cap is alone in its bucket. Every bucket holds at least one
+// parameter.
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<Tensor>& params,
                                                      double first_cap_mb, double cap_mb);
 
@@ -69,6 +71,10 @@ class BucketPolicy {
   virtual void finish() {}
   // Waits for collectives the policy started itself (HSDP's replica all-reduce), never throws.
   virtual void settle() noexcept {}
+  // How many buckets may be complete or in flight before the engine waits for the oldest: a
+  // policy whose buckets hold a buffer until reduced bounds them (DeepSpeed's stage 2 likewise
+  // double-buffers its reduction bucket), else backward piles them up faster than they drain.
+  virtual std::size_t max_in_flight() const { return SIZE_MAX; }
 };
 
 class BucketEngine {
@@ -113,6 +119,8 @@ class BucketEngine {
   void on_grad_ready(std::size_t variable);
   void mark_ready(std::size_t variable);
   void launch_ready();
+  void wait_for_room();
+  void reap_next();
   void reap_finished();
   void finish_backward();
 

@@ -3,6 +3,8 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/ops/ops.hpp"
+#include "genesis/tensor/op_table.hpp"
 
 namespace genesis::parallel::detail {
 namespace {
@@ -28,6 +30,29 @@ void FlatParams::take_gradients(const Tensor& grads) const {
     if (param.grad().defined() && !same_view(param.grad(), view)) Tensor(view).copy_(param.grad());
     param.set_grad(Tensor());
   }
+}
+
+Tensor FlatParams::take_lone_gradient() const {
+  if (params.size() != 1 || numel != padded_numel()) return Tensor();
+  Tensor param(params[0].second);
+  Tensor grad = param.grad();
+  if (!grad.defined() || !grad.is_contiguous() || grad.dtype() != flat.dtype() ||
+      grad.device() != flat.device())
+    return Tensor();
+  param.set_grad(Tensor());
+  if (!grad.owned_alone()) {
+    param.set_grad(grad);
+    return Tensor();
+  }
+  return make_view(grad, {padded_numel()}, {1}, grad.offset());
+}
+
+void add_into(const Tensor& sum, const Tensor& x) {
+  NoGradGuard no_grad;
+  if (sum.dtype() == DType::f32 && x.dtype() == DType::f32 && sum.shape() == x.shape())
+    dispatch(OpId::add, {sum, x}, {sum});  // the add kernel allows its output to alias an input
+  else
+    Tensor(sum).copy_(add(sum, x));
 }
 
 bool same_view(const Tensor& a, const Tensor& b) {

@@ -32,7 +32,14 @@ struct FlatParams {
   // it is not that slice already, and drops it: one gradient at a time, so each goes as soon as
   // it is copied and the largest never sits beside all the others and the buffer.
   void take_gradients(const Tensor& grads) const;
+  // A lone parameter's .grad as a buffer laid out like `flat` (no padding, contiguous, held by
+  // nobody else), taken from the parameter; undefined, with .grad left as it was, otherwise. A
+  // bucket can then reduce in the gradient itself instead of a copy of it beside it.
+  Tensor take_lone_gradient() const;
 };
+
+// sum += x in place (a reduced gradient shard into the one accumulated over micro-batches).
+void add_into(const Tensor& sum, const Tensor& x);
 
 // Copies the parameters' values into a new flat buffer (dtype and device of the first one; all
 // must agree) and rebinds each parameter to view it. `device`, when given, is where the buffer

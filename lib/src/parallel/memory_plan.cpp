@@ -46,7 +46,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   // reduce-scatter + all-gather), stage 3 adds a second all-gather for backward (3x).
   plan.estimates.push_back({"ddp", whole(psi), whole(psi * (in.gradient_as_bucket_view ? 1 : 2)),
                             whole(opt), 2.0, true});
-  plan.estimates.push_back({"zero1", whole(psi), whole(psi) + ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
+  plan.estimates.push_back({"zero1", whole(psi), whole(psi), ceil_div(opt, n), 2.0, true});
   plan.estimates.push_back({"zero2", whole(psi), ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
   plan.estimates.push_back({"zero3", ceil_div(psi, n), ceil_div(psi, n), ceil_div(opt, n), 3.0, true});
   const int shard = in.hsdp_shard_size > 0 ? in.hsdp_shard_size : in.local_world_size;

@@ -249,7 +249,7 @@ void FullyShardedStrategy::accumulate(std::size_t u) {
   Reduction& r = reductions_[u];
   Tensor shard = units_[u]->shard();
   if (shard.grad().defined())
-    Tensor(shard.grad()).copy_(add(shard.grad(), r.reduced));
+    add_into(shard.grad(), r.reduced);
   else
     shard.set_grad(r.reduced);
   r.reduced = Tensor();

@@ -11,15 +11,16 @@
 // every rank. Rank r owns shard r of every bucket; the optimizer sees one flat tensor per bucket.
 //
 // Stage 1 keeps a full gradient buffer per bucket: .grad of every parameter views it, micro-batches
-// of an accumulation window add into it locally, and only the last one reduces. Stage 2 keeps no
-// full gradient between backward passes: each micro-batch's gradients are copied into a transient
-// bucket buffer, reduce-scattered, added to the rank's shard and freed (DeepSpeed's stage 2 also
-// reduces every micro-batch).
+// of an accumulation window add into it locally, and only the last one reduces, in place: the
+// rank's reduced shard is the buffer's own chunk (its contents elsewhere are scratch until
+// zero_grad). Stage 2 keeps no full gradient between backward passes: each micro-batch's
+// gradients are copied into a transient bucket buffer (a lone parameter's gradient is that buffer
+// already), reduce-scattered, added to the rank's shard and freed (DeepSpeed's stage 2 also
+// reduces every micro-batch). After the step every bucket is all-gathered in place.
 //
 // Checkpoint state: each rank saves the elements of its shard range of every bucket, parameters
 // (replicated, but saved once) and optimizer state alike; loading reads the full parameters and
 // this rank's optimizer shard, so any saved layout loads into any world size.
-#include <deque>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -49,6 +50,8 @@ class ZeroStage12 : public Strategy, BucketPolicy {
   void bucket_complete(std::size_t bucket) override;
   std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
   void bucket_reduced(std::size_t bucket) override;
+  // Stage 2: two bucket buffers at a time, one filling while one reduces.
+  std::size_t max_in_flight() const override { return stage_ == 2 ? 2 : SIZE_MAX; }
 
   std::string name() const override { return "zero" + std::to_string(stage_); }
   nn::Module& module() override { return *model_; }
@@ -68,8 +71,9 @@ class ZeroStage12 : public Strategy, BucketPolicy {
     FlatParams flat;
     Tensor grad;        // full gradient buffer (stage 1: always; stage 2: during backward only)
     Tensor shard_param; // this rank's shard of flat.flat: what the optimizer steps
-    Tensor shard_grad;  // the reduced gradient of that shard
-    Tensor reduced;     // reduce-scatter output of the backward in flight
+    Tensor shard_grad;  // the reduced gradient of that shard (stage 1: grad's shard)
+    Tensor reduced;     // stage 2: reduce-scatter output when shard_grad holds a sum already
+    bool shard_grad_zero = true;  // stage 2: since zero_grad, so a reduction may write it
   };
   struct Variable {
     std::size_t bucket = 0, index = 0;  // parameter `index` of bucket's FlatParams
@@ -117,10 +121,13 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
     b.shard_param = make_view(b.flat.flat, {b.flat.shard_numel}, {1},
                               b.flat.flat.offset() + rank * b.flat.shard_numel);
     b.shard_param.set_requires_grad(true);
-    b.shard_grad = Tensor::zeros({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
-    b.shard_param.set_grad(b.shard_grad);
-    if (stage_ == 1)
+    if (stage_ == 1) {
       b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
+      b.shard_grad = b.flat.shard_of(b.grad, rank);
+    } else {
+      b.shard_grad = Tensor::zeros({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
+    }
+    b.shard_param.set_grad(b.shard_grad);
     buckets_.push_back(std::move(b));
   }
   // The engine's variables in bucket order, so its buckets are the ones above.
@@ -183,6 +190,8 @@ void ZeroStage12::take_gradient(std::size_t v, bool /*armed*/) {
 void ZeroStage12::bucket_complete(std::size_t bucket) {
   if (stage_ != 2) return;
   Bucket& b = buckets_[bucket];
+  b.grad = b.flat.take_lone_gradient();
+  if (b.grad.defined()) return;
   b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
   b.flat.take_gradients(b.grad);
 }
@@ -192,24 +201,25 @@ void ZeroStage12::missing_gradients(const std::vector<std::size_t>& /*variables*
   // and stage 2's is made zeroed once the bucket is complete.
 }
 
+// The full gradient is scratch once reduced (stage 2 drops it, stage 1 zeroes it after the step),
+// so the collective may reduce in it. Stage 1 reduces in place into the buffer's own shard; stage 2
+// straight into the shard gradient while that is zero, else beside it for the sum.
 std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket) {
   Bucket& b = buckets_[bucket];
-  b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
-  // Stage 2 drops the full gradient once reduced, so the collective may reduce in it; stage 1's
-  // stays the parameters' .grad.
-  return group_->reduce_scatter_tensor(
-      b.reduced, b.grad, {.op = dist::ReduceOp::AVG, .input_is_scratch = stage_ == 2});
+  const bool direct = stage_ == 1 || b.shard_grad_zero;
+  if (!direct)
+    b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
+  b.shard_grad_zero = false;
+  return group_->reduce_scatter_tensor(direct ? b.shard_grad : b.reduced, b.grad,
+                                       {.op = dist::ReduceOp::AVG, .input_is_scratch = true});
 }
 
 void ZeroStage12::bucket_reduced(std::size_t bucket) {
   Bucket& b = buckets_[bucket];
-  if (stage_ == 2) {
-    b.shard_grad.copy_(add(b.shard_grad, b.reduced));  // accumulation over micro-batches
-    b.grad = Tensor();  // free the full gradient
-  } else {
-    b.shard_grad.copy_(b.reduced);
-  }
+  if (stage_ == 1) return;
+  if (b.reduced.defined()) add_into(b.shard_grad, b.reduced);  // accumulation over micro-batches
   b.reduced = Tensor();
+  b.grad = Tensor();  // free the full gradient
 }
 
 double ZeroStage12::sum_over_ranks(double local) const {
@@ -234,29 +244,24 @@ double ZeroStage12::grad_norm() {
 void ZeroStage12::step(double lr) {
   optimizer_->set_lr(lr);
   optimizer_->step();
-  // Every rank's updated shard into every rank's full parameters. Each shard is copied out first
-  // (it lives inside the all-gather's output buffer); two buckets in flight keep the
-  // communication thread busy while at most two copies exist, not one of every shard.
-  constexpr std::size_t kInFlight = 2;
-  std::deque<std::pair<Tensor, std::shared_ptr<dist::Work>>> gathers;
-  for (Bucket& b : buckets_) {
-    if (gathers.size() == kInFlight) {
-      gathers.front().second->wait();
-      gathers.pop_front();
-    }
-    Tensor shard = b.shard_param.detach().clone();
-    std::shared_ptr<dist::Work> work = group_->all_gather_tensor(b.flat.flat, shard);
-    gathers.emplace_back(std::move(shard), std::move(work));
-  }
-  for (auto& [shard, work] : gathers) work->wait();
+  // Every rank's updated shard into every rank's full parameters, in place: the shard is the
+  // all-gather's own chunk of the flat buffer, so no copy of it is made.
+  std::vector<std::shared_ptr<dist::Work>> gathers;
+  for (Bucket& b : buckets_)
+    gathers.push_back(group_->all_gather_tensor(b.flat.flat, b.shard_param));
+  for (auto& work : gathers) work->wait();
   zero_grad();
 }
 
 void ZeroStage12::zero_grad() {
   // In place: .grad of the shards (and in stage 1 of the parameters) views these buffers.
   for (Bucket& b : buckets_) {
-    b.shard_grad.zero_();
-    if (stage_ == 1) b.grad.zero_();
+    if (stage_ == 1) {
+      b.grad.zero_();  // the shard gradient with it
+    } else {
+      b.shard_grad.zero_();
+      b.shard_grad_zero = true;
+    }
   }
 }
 
@@ -265,8 +270,7 @@ MemoryReport ZeroStage12::memory() const {
   for (const Bucket& b : buckets_) {
     const auto elem = static_cast<std::int64_t>(dtype_size(b.flat.flat.dtype()));
     r.parameter_bytes += b.flat.padded_numel() * elem;
-    r.gradient_bytes += b.flat.shard_numel * elem;
-    if (stage_ == 1) r.gradient_bytes += b.flat.padded_numel() * elem;
+    r.gradient_bytes += (stage_ == 1 ? b.flat.padded_numel() : b.flat.shard_numel) * elem;
   }
   for (auto& [name, t] : optimizer_->state_tensors())
     r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));

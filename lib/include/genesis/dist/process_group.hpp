@@ -70,13 +70,15 @@ class ProcessGroup {
   // outputs[r] becomes rank r's input; size() outputs, each shaped like input.
   virtual std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                            AllGatherOptions options = {}) = 0;
-  // Flat form: output holds size() * input.numel() elements, rank r's input at chunk r.
+  // Flat form: output holds size() * input.numel() elements, rank r's input at chunk r. In place
+  // when input is output's chunk rank() (as NCCL and torch's all_gather_into_tensor allow).
   virtual std::shared_ptr<Work> all_gather_tensor(Tensor& output, const Tensor& input,
                                                   AllGatherOptions options = {}) = 0;
   // output becomes op over ranks of inputs[rank()]; size() inputs, each shaped like output.
   virtual std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                ReduceScatterOptions options = {}) = 0;
   // Flat form: input holds size() * output.numel() elements; output gets chunk rank() reduced.
+  // In place when output is input's chunk rank().
   virtual std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input,
                                                       ReduceScatterOptions options = {}) = 0;
   virtual std::shared_ptr<Work> reduce(Tensor& tensor, ReduceOptions options = {}) = 0;
