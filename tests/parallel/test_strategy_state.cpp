@@ -142,17 +142,20 @@ struct Case {
   int world;
   int hsdp_shard_size = 0;
   bool offload_optimizer = false;
+  bool offload_param = false;
   OptionsOverride options() const {
     const int size = hsdp_shard_size;
-    const bool offload = offload_optimizer;
-    return [size, offload](genesis::parallel::StrategyOptions& o) {
+    const bool offload = offload_optimizer, offload_params = offload_param;
+    return [size, offload, offload_params](genesis::parallel::StrategyOptions& o) {
       o.zero.hsdp_shard_size = size;
       o.zero.offload_optimizer = offload;
+      o.zero.offload_param = offload_params;
     };
   }
 };
-const Case kCases[] = {{"ddp", 2},   {"zero1", 2},       {"zero2", 2},
-                       {"zero3", 2}, {"zero3", 2, 0, true}, {"hsdp", 4, 2}};
+const Case kCases[] = {{"ddp", 2},   {"zero1", 2},          {"zero2", 2},
+                       {"zero3", 2}, {"zero3", 2, 0, true}, {"zero3", 2, 0, false, true},
+                       {"hsdp", 4, 2}};
 constexpr int kAccum = 2;
 
 // Builds `c` on a model initialised from `seed`, loads `resume_from` when given, trains steps
@@ -178,7 +181,8 @@ MemorySource run(const Case& c, Model kind, Opt opt, std::uint64_t seed, int fir
 }
 
 std::string describe(const Case& c, Model kind, Opt opt) {
-  return std::string(c.strategy) + (c.offload_optimizer ? " (offload)" : "") + " on " +
+  return std::string(c.strategy) + (c.offload_optimizer ? " (offload)" : "") +
+         (c.offload_param ? " (offload_param)" : "") + " on " +
          std::to_string(c.world) + " ranks, " +
          (kind == Model::mlp ? "mlp" : "gpt") + ", " + (opt == Opt::sgd ? "sgd" : "adamw");
 }

@@ -187,6 +187,34 @@ TEST_CASE("zero3 with the optimizer offloaded matches zero3", "[zero3]") {
   CHECK(offloaded.memory.optimizer_bytes == plain.memory.optimizer_bytes);
 }
 
+// offload_param: the shards, their gradients and the update live on the host, each unit copied
+// to the device (here: host to host) as it is gathered. The same parameters as zero3, on the GPT
+// (units, root, tied weights) and with hsdp's replicas, with the optimizer offloaded or not.
+TEST_CASE("zero3 and hsdp with the parameters offloaded match them without", "[zero3]") {
+  const auto offload_param = [](genesis::parallel::StrategyOptions& o) {
+    o.zero.offload_param = true;
+  };
+  const auto both = [](genesis::parallel::StrategyOptions& o) {
+    o.zero.offload_param = true;
+    o.zero.offload_optimizer = true;
+  };
+  const Outcome plain = train("zero3", 2, Model::gpt);
+  const Outcome offloaded = train("zero3", 2, Model::gpt, Opt::adamw, 2, 4, offload_param);
+  CHECK(worst_difference(offloaded, plain) == 0);
+  CHECK(worst_difference(train("zero3", 2, Model::gpt, Opt::adamw, 2, 4, both), plain) == 0);
+  // Parameter and gradient shards and the optimizer state: all of it on the host.
+  CHECK(offloaded.memory.offloaded_bytes == 2 * plain.memory.parameter_bytes +
+                                               plain.memory.optimizer_bytes);
+  CHECK(plain.memory.offloaded_bytes == 0);
+
+  const auto hsdp_offload = [](genesis::parallel::StrategyOptions& o) {
+    o.zero.hsdp_shard_size = 2;
+    o.zero.offload_param = true;
+  };
+  CHECK(worst_difference(train("hsdp", 4, Model::mlp, Opt::adamw, 2, 4, hsdp_offload),
+                         train("hsdp", 4, Model::mlp, Opt::adamw, 2, 4, hsdp_shard_2)) == 0);
+}
+
 TEST_CASE("hsdp rejects a shard size that does not divide the world", "[zero3]") {
   try {
     train("hsdp", 3, Model::mlp, Opt::sgd, 1, 1,

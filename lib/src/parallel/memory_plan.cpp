@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ostream>
+#include <string>
 
 #include "genesis/core/error.hpp"
 
@@ -22,6 +23,15 @@ double host_memory_bytes() {
 
 std::int64_t ceil_div(double bytes, int n) {
   return static_cast<std::int64_t>((bytes + n - 1) / n);
+}
+
+// The "on host" column: what offloading keeps in host memory, "-" where it does not apply.
+std::string host_column(const StrategyEstimate& e) {
+  char cell[32];
+  std::snprintf(cell, sizeof cell, " %12s",
+                e.offloaded_bytes > 0 ? format_bytes(static_cast<double>(e.offloaded_bytes)).c_str()
+                                      : "-");
+  return cell;
 }
 
 }  // namespace
@@ -53,6 +63,10 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard), ceil_div(psi, shard), ceil_div(opt, shard),
                         3.0, shard < n && n % shard == 0};
   plan.estimates.push_back(hsdp);
+  for (StrategyEstimate& e : plan.estimates)
+    if (e.name == "zero3" || e.name == "hsdp")
+      e.offloaded_bytes = (in.offload_optimizer || in.offload_param ? e.optimizer_bytes : 0) +
+                          (in.offload_param ? e.parameter_bytes + e.gradient_bytes : 0);
 
   if (in.budget_bytes > 0) {
     plan.budget_bytes = in.budget_bytes;
@@ -71,7 +85,8 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   const double limit = in.headroom * plan.budget_bytes;
   for (const char* name : order) {
     const StrategyEstimate& e = plan.estimate(name);
-    if (!e.available || static_cast<double>(e.total()) > limit) continue;
+    const auto weighed = in.device_memory_bytes > 0 ? e.on_device() : e.total();
+    if (!e.available || static_cast<double>(weighed) > limit) continue;
     plan.chosen = name;
     break;
   }
@@ -107,20 +122,22 @@ void print_memory_plan(const MemoryPlan& plan, std::ostream& out) {
   std::snprintf(line, sizeof line, "  per-rank model state (f32, %d %s; activations not counted):\n",
                 in.world_size, in.world_size == 1 ? "rank" : "ranks");
   out << line;
-  std::snprintf(line, sizeof line, "    %-8s %12s %12s %12s %12s %6s\n", "strategy", "parameters",
-                "gradients", "optimizer", "total", "comm");
+  const bool offload = in.offload_optimizer || in.offload_param;
+  std::snprintf(line, sizeof line, "    %-8s %12s %12s %12s %12s %6s%s\n", "strategy", "parameters",
+                "gradients", "optimizer", "total", "comm", offload ? "      on host" : "");
   out << line;
   for (const auto& e : plan.estimates) {
     if (!e.available) {
       std::snprintf(line, sizeof line, "    %-8s %12s   (needs more ranks than one shard group)\n",
                     e.name.c_str(), "-");
     } else {
-      std::snprintf(line, sizeof line, "  %s %-8s %12s %12s %12s %12s %5.0fx\n",
+      std::snprintf(line, sizeof line, "  %s %-8s %12s %12s %12s %12s %5.0fx%s\n",
                     e.name == plan.chosen ? "*" : " ", e.name.c_str(),
                     format_bytes(static_cast<double>(e.parameter_bytes)).c_str(),
                     format_bytes(static_cast<double>(e.gradient_bytes)).c_str(),
                     format_bytes(static_cast<double>(e.optimizer_bytes)).c_str(),
-                    format_bytes(static_cast<double>(e.total())).c_str(), e.communication);
+                    format_bytes(static_cast<double>(e.total())).c_str(), e.communication,
+                    offload ? host_column(e).c_str() : "");
     }
     out << line;
   }

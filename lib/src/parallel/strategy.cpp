@@ -130,6 +130,12 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
   const bool sharded = *kind == StrategyKind::zero3 || *kind == StrategyKind::hsdp;
   GENESIS_CHECK(deferred == nullptr || sharded, InvalidArgument,
                 "deferred init shards for zero3 or hsdp, not " + options.name);
+  // Rather than train on the device while the user believes the state is on the host.
+  GENESIS_CHECK(sharded || !(options.zero.offload_optimizer || options.zero.offload_param),
+                NotSupported,
+                std::string(options.zero.offload_param ? "offload_param" : "offload_optimizer") +
+                    " = cpu applies to zero3 and hsdp in genesis, not to " + options.name +
+                    " (choose distributed.strategy = zero3)");
   switch (*kind) {
     case StrategyKind::automatic:
     case StrategyKind::ddp:

@@ -68,7 +68,9 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
           }));
     }
   }
-  if (options_.offload_optimizer) {
+  if (options_.offload_param)
+    for (auto& unit : units_) unit->offload_shard();  // the optimizer then steps host shards
+  if (host_copies()) {
     // The optimizer's copy of each shard, and its state, live on the host; step() moves the
     // gradient shard there and the updated shard back. On a CPU build this is one more copy.
     NoGradGuard no_grad;
@@ -248,10 +250,11 @@ void FullyShardedStrategy::accumulate(std::size_t u) {
   NoGradGuard no_grad;
   Reduction& r = reductions_[u];
   Tensor shard = units_[u]->shard();
+  const Tensor reduced = r.reduced.to(shard.device());  // offload_param: to the host shard
   if (shard.grad().defined())
-    add_into(shard.grad(), r.reduced);
+    add_into(shard.grad(), reduced);
   else
-    shard.set_grad(r.reduced);
+    shard.set_grad(reduced);
   r.reduced = Tensor();
 }
 
@@ -303,7 +306,7 @@ void FullyShardedStrategy::step(double lr) {
   pinned_ = false;
   release_all();  // a gather in flight reads the shards the optimizer is about to change
   NoGradGuard no_grad;
-  if (options_.offload_optimizer)
+  if (host_copies())
     for (std::size_t u = 0; u < units_.size(); ++u) {
       const Tensor grad = units_[u]->shard().grad();
       if (grad.defined())
@@ -314,7 +317,7 @@ void FullyShardedStrategy::step(double lr) {
   optimizer_->set_lr(lr);
   optimizer_->step();
   for (std::size_t u = 0; u < units_.size(); ++u)
-    if (options_.offload_optimizer)
+    if (host_copies())
       Tensor(units_[u]->shard()).copy_(host_shards_[u].to(units_[u]->shard().device()));
   zero_grad();
 }
@@ -324,7 +327,7 @@ void FullyShardedStrategy::zero_grad() {
   // offloaded optimizer steps keep their buffers.
   NoGradGuard no_grad;
   for (std::size_t u = 0; u < units_.size(); ++u) {
-    if (options_.offload_optimizer) host_shards_[u].grad().zero_();
+    if (host_copies()) host_shards_[u].grad().zero_();
     Tensor(units_[u]->shard()).set_grad(Tensor());
   }
 }
@@ -365,7 +368,7 @@ void FullyShardedStrategy::load_state(const StateSource& source) {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     const Tensor values = read_shard(source, units_[u]->flat(), index, units_[u]->shard());
     Tensor(units_[u]->shard()).copy_(values);
-    if (options_.offload_optimizer) host_shards_[u].copy_(values);
+    if (host_copies()) host_shards_[u].copy_(values);
     for (const auto& param : units_[u]->flat().params) trainable.push_back(param);
   }
   for (const auto& [pname, p] : frozen_) load_whole(source, model_name(pname), p);
@@ -384,9 +387,11 @@ MemoryReport FullyShardedStrategy::memory() const {
     const std::int64_t bytes = unit->flat().shard_numel * unit->element_bytes();
     r.parameter_bytes += bytes;
     r.gradient_bytes += bytes;
+    if (options_.offload_param) r.offloaded_bytes += 2 * bytes;
   }
   for (auto& [sname, t] : optimizer_->state_tensors())
     r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  if (options_.offload_optimizer || options_.offload_param) r.offloaded_bytes += r.optimizer_bytes;
   return r;
 }
 

@@ -102,6 +102,8 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   std::vector<Tensor> shards() const;
   double sum_over_shards(double local) const;
   bool is_root(std::size_t u) const { return units_[u]->module() == nullptr; }
+  // offload_optimizer without offload_param: the optimizer steps host copies of device shards.
+  bool host_copies() const { return options_.offload_optimizer && !options_.offload_param; }
 
   std::string name_;
   std::shared_ptr<nn::Module> model_;

@@ -112,10 +112,25 @@ std::int64_t ShardedUnit::element_bytes() const {
   return static_cast<std::int64_t>(dtype_size(flat_.flat.dtype()));
 }
 
+void ShardedUnit::offload_shard() {
+  if (offloaded_) return;
+  NoGradGuard no_grad;
+  Tensor host = shard_.device().is_cpu() ? shard_.detach().clone()
+                                         : shard_.detach().to(Device::cpu()).pin_memory();
+  host.set_requires_grad(true);
+  shard_ = host;
+  offloaded_ = true;
+}
+
 bool ShardedUnit::start_gather() {
   if (state_ != State::released) return false;
   flat_.flat.storage()->reallocate();
-  gather_ = group_.all_gather_tensor(flat_.flat, shard_);
+  if (offloaded_) {
+    NoGradGuard no_grad;
+    const Device device = flat_.flat.device();
+    staging_ = device == shard_.device() ? shard_.detach().clone() : shard_.detach().to(device);
+  }
+  gather_ = group_.all_gather_tensor(flat_.flat, offloaded_ ? staging_ : shard_);
   state_ = State::gathering;
   return true;
 }
@@ -127,10 +142,12 @@ void ShardedUnit::wait_gathered() {
     try {
       work->wait();
     } catch (...) {
+      staging_ = Tensor();
       state_ = State::gathered;  // so release() gives the bytes back
       release();
       throw;
     }
+    staging_ = Tensor();
     state_ = State::gathered;
   }
 }

@@ -71,6 +71,11 @@ class ShardedUnit {
   // Waits for a gather in flight without throwing (destructors, error paths); returns false when
   // it failed, and the unit is then released.
   bool settle() noexcept;
+  // offload_param: the shard moves to host memory (pinned when the unit computes on a GPU) and
+  // each gather first copies it to the unit's device, then all-gathers that copy, which goes once
+  // the gather is done. On a CPU run the copy is host to host: the same path, one more copy.
+  void offload_shard();
+  bool offloaded() const { return offloaded_; }
 
   // The persistent shard (shard_numel,), a leaf that requires grad. Its .grad exists only from
   // the first reduced gradient of a step until the step is taken (the strategy sets and drops it).
@@ -82,6 +87,8 @@ class ShardedUnit {
   dist::ProcessGroup& group_;
   FlatParams flat_;
   Tensor shard_;
+  Tensor staging_;  // offload_param: the shard's copy on the unit's device while gathering
+  bool offloaded_ = false;
   State state_ = State::released;
   std::shared_ptr<dist::Work> gather_;
 };

@@ -21,7 +21,9 @@ struct StrategyEstimate {
   std::int64_t optimizer_bytes = 0;
   double communication = 0;  // bytes moved per step per parameter byte (ring algorithms)
   bool available = true;     // false: does not apply at this world size (hsdp on one node)
+  std::int64_t offloaded_bytes = 0;  // of total(), what offloading keeps in host memory
   std::int64_t total() const { return parameter_bytes + gradient_bytes + optimizer_bytes; }
+  std::int64_t on_device() const { return total() - offloaded_bytes; }
 };
 
 struct MemoryPlanInputs {
@@ -31,6 +33,10 @@ struct MemoryPlanInputs {
   int hsdp_shard_size = 0;         // 0: local_world_size
   double optimizer_bytes_per_parameter = 8;  // adam/adamw 8, sgd with momentum 4, plain sgd 0
   bool gradient_as_bucket_view = false;      // ddp keeps one gradient copy instead of two
+  // zero3/hsdp: the optimizer state, and with offload_param the shards and their gradients too,
+  // in host memory; on a GPU auto then weighs what stays on the device.
+  bool offload_optimizer = false;
+  bool offload_param = false;
   double budget_bytes = 0;         // 0: detect (the GPU's memory, or host memory / local ranks)
   double device_memory_bytes = 0;  // a GPU run: the rank's GPU memory; 0 on the CPU
   std::string device_name;         // that GPU, for the budget's description ("cuda:0")

@@ -27,6 +27,7 @@ struct MemoryReport {
   std::int64_t parameter_bytes = 0;
   std::int64_t gradient_bytes = 0;
   std::int64_t optimizer_bytes = 0;  // after the first step (state is created lazily)
+  std::int64_t offloaded_bytes = 0;  // of the above, what lives in host memory (offload_*)
 };
 
 using OptimizerFactory =
@@ -85,6 +86,9 @@ struct ZeroOptions {
   int hsdp_shard_size = 0;     // hsdp: ranks per shard group; 0: LOCAL_WORLD_SIZE (one node)
   bool prefetch = true;        // zero3/hsdp: all-gather the next unit while this one computes
   bool offload_optimizer = false;  // optimizer state and update on the CPU (the CUDA path)
+  // zero3/hsdp: parameter shards (and so their gradients and the update) in host memory, each
+  // unit copied to the device as it is gathered (DeepSpeed's offload_param).
+  bool offload_param = false;
   // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
   // default group (ranks as threads in tests); null: dist::new_group on the default group.
   std::shared_ptr<rendezvous::Store> store;
