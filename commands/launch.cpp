@@ -74,10 +74,11 @@ void add_layout_flags(CLI::App& app, LaunchFlags& flags) {
                      "per CPU), gpu (one per GPU) or cpu (one per usable CPU)")
           ->type_name("N")
           ->capture_default_str();
-  app.add_option("--gpus", flags.gpus,
+  // --num-gpus and --num-nodes are the deepspeed launcher's names for the same counts.
+  app.add_option(both_spellings("--gpus,--num-gpus"), flags.gpus,
                  "Start N workers, each seeing one GPU (CUDA_VISIBLE_DEVICES=<local rank>)")
       ->type_name("N");
-  flags.nnodes_flag = app.add_option("--nnodes", flags.nnodes,
+  flags.nnodes_flag = app.add_option(both_spellings("--nnodes,--num-nodes"), flags.nnodes,
                                      "Nodes in the job, each running one genesis launch (under "
                                      "SLURM: SLURM_NNODES); MIN:MAX for an elastic job that "
                                      "restarts on the nodes left (at least MIN) when one is lost")

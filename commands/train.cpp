@@ -1,5 +1,5 @@
-// `genesis train`: resolve the config (preset, --config, --set), then either list presets,
-// print the config, or hand it to the trainer. Every decision about the config lives in
+// `genesis train`: resolve the config (preset, --deepspeed, --config, --set), then either list
+// presets, print the config, or hand it to the trainer. Every decision about the config lives in
 // lib/src/core/config*.cpp; every decision about training in lib/src/train.
 #include <memory>
 
@@ -17,6 +17,7 @@ namespace {
 struct TrainFlags {
   std::string preset;
   std::string config;
+  std::string deepspeed;
   std::vector<std::string> sets;
   std::string name;
   std::string output_dir;
@@ -33,6 +34,11 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
       ->type_name("PRESET");
   app.add_option("--config,-c", flags.config,
                  "Read the TOML config FILE, applied over the preset (if any)")
+      ->type_name("FILE");
+  app.add_option("--deepspeed", flags.deepspeed,
+                 "Read the DeepSpeed ds_config.json FILE (ZeRO stage, fp16/bf16, optimizer, "
+                 "scheduler, batch sizes) over the preset; keys of --config and --set win (same "
+                 "as --set distributed.deepspeed_config=FILE, applied before --set)")
       ->type_name("FILE");
   app.add_option("--set,-s", flags.sets,
                  "Override one key, e.g. --set training.max_steps=100 or "
@@ -69,6 +75,8 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
     return 0;
   }
   std::vector<std::string> overrides;
+  if (!flags.deepspeed.empty())
+    overrides.push_back("distributed.deepspeed_config=" + flags.deepspeed);
   if (!flags.name.empty()) overrides.push_back("name=" + flags.name);
   if (!flags.output_dir.empty()) overrides.push_back("training.output_dir=" + flags.output_dir);
   if (!flags.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + flags.resume);

@@ -383,3 +383,21 @@ TEST_CASE("a python3 script launched on two ranks sees torchrun's environment", 
   CHECK(direct.exit_code == 0);
   CHECK(direct.out == "default arg0\n");
 }
+
+TEST_CASE("launch takes the deepspeed launcher's spellings of its counts and addresses",
+          "[launch][torchrun]") {
+  // deepspeed --num_gpus=2 --num_nodes=2 --node_rank=1 --master_addr=... --master_port=...
+  const auto ranks = dry_run({"--num_gpus=2", "--num_nodes=2", "--node_rank=1",
+                              "--master_addr=10.1.2.3", "--master_port=29600", "--", "true"});
+  REQUIRE(ranks.size() == 2);
+  for (int local : {0, 1}) {
+    const auto& env = ranks[local].env;
+    CHECK(env.at("RANK") == std::to_string(2 + local));
+    CHECK(env.at("WORLD_SIZE") == "4");
+    CHECK(env.at("GROUP_RANK") == "1");
+    CHECK(env.at("MASTER_ADDR") == "10.1.2.3");
+    CHECK(env.at("MASTER_PORT") == "29600");
+  }
+  CHECK(dry_run({"--num-gpus", "1", "--", "true"}).size() == 1);
+  expect_usage({"--num_nodes", "x", "--", "true"}, "--nnodes");
+}

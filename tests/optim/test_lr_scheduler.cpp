@@ -1,6 +1,9 @@
-// The three schedules at the points that define them (warmup start, middle and end, the decay's
-// middle and end), checked against values worked out by hand from the transformers formulas.
+// The schedules at the points that define them (warmup start, middle and end, the decay's middle
+// and end), checked against values worked out by hand from the transformers formulas and, for
+// warmup_lr, from DeepSpeed's WarmupLR (deepspeed/runtime/lr_schedules.py).
 #include <catch2/catch.hpp>
+
+#include <cmath>
 
 #include "genesis/core/error.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
@@ -41,7 +44,38 @@ TEST_CASE("lr schedules refuse unknown types and negative counts", "[optim]") {
                       Catch::Contains("constant, linear, cosine"));
   REQUIRE_THROWS_AS(lr_at("linear", 1.0, -1, 0, 10), InvalidArgument);
   REQUIRE_THROWS_AS(lr_at("linear", 1.0, 0, -1, 10), InvalidArgument);
-  REQUIRE(lr_scheduler_types() == std::vector<std::string>{"constant", "linear", "cosine"});
+  REQUIRE(lr_scheduler_types() ==
+          std::vector<std::string>{"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr"});
+}
+
+TEST_CASE("warmup_lr is DeepSpeed's WarmupLR, stepped after each update", "[optim][deepspeed]") {
+  // Seed 002's scheduler: warmup_min_lr 0, warmup_max_lr 3e-5, warmup_num_steps 500, log.
+  // DeepSpeed sets min_lr before its first step() and steps after each optimizer step, so
+  // update k runs at last_batch_iteration k - 1: updates 0 and 1 both run at min_lr.
+  const LrSchedule log{LrSchedulerKind::warmup_lr, 3e-5, 500, 1000, 0.0, WarmupType::log};
+  REQUIRE(lr_at(log, 0) == 0.0);
+  REQUIRE(lr_at(log, 1) == 0.0);  // log(0 + 1) = 0
+  REQUIRE(lr_at(log, 2) == Approx(3e-5 * std::log(2.0) / std::log(500.0)));
+  REQUIRE(lr_at(log, 11) == Approx(3e-5 * std::log(11.0) / std::log(500.0)));
+  REQUIRE(lr_at(log, 251) == Approx(3e-5 * std::log(251.0) / std::log(500.0)));
+  REQUIRE(lr_at(log, 500) == Approx(3e-5));  // iteration 499: log(500) / log(500)
+  REQUIRE(lr_at(log, 501) == 3e-5);          // then constant at max_lr, past total_steps too
+  REQUIRE(lr_at(log, 5000) == 3e-5);
+
+  // linear from a non-zero minimum: min + (max - min) * iteration / n.
+  const LrSchedule linear{LrSchedulerKind::warmup_lr, 3e-5, 500, 1000, 1e-5, WarmupType::linear};
+  REQUIRE(lr_at(linear, 0) == 1e-5);
+  REQUIRE(lr_at(linear, 1) == 1e-5);
+  REQUIRE(lr_at(linear, 101) == Approx(1e-5 + 2e-5 * 0.2));
+  REQUIRE(lr_at(linear, 251) == Approx(2e-5));
+  REQUIRE(lr_at(linear, 500) == Approx(1e-5 + 2e-5 * 499.0 / 500.0));
+  REQUIRE(lr_at(linear, 501) == Approx(3e-5));
+
+  // DeepSpeed clamps warmup_num_steps to at least 2 (log(1) would divide by zero).
+  REQUIRE(warmup_lr_at(0.0, 1.0, 0, 0, WarmupType::log) == 0.0);
+  REQUIRE(warmup_lr_at(0.0, 1.0, 1, 1, WarmupType::log) == Approx(1.0));
+  REQUIRE(warmup_lr_at(0.0, 1.0, 1, 1, WarmupType::linear) == Approx(0.5));
+  REQUIRE(warmup_lr_at(0.5, 1.0, -1, 10, WarmupType::linear) == 0.5);
 }
 
 TEST_CASE("LRScheduler drives the optimizer's lr step by step and on resume", "[optim]") {
@@ -59,4 +93,18 @@ TEST_CASE("LRScheduler drives the optimizer's lr step by step and on resume", "[
   sched.set_step(6);
   REQUIRE(sgd.lr() == 0.0);
   REQUIRE_THROWS_AS(LRScheduler(sgd, "exponential", 1.0, 0, 10), InvalidArgument);
+}
+
+TEST_CASE("warmup_decay_lr is DeepSpeed's WarmupDecayLR", "[optim][deepspeed]") {
+  // WarmupLR's warmup over 10 steps, then a linear fall to min_lr at total_num_steps = 110:
+  // gamma = max(0, (110 - iteration) / (110 - 10)), update k at iteration k - 1.
+  const LrSchedule s{LrSchedulerKind::warmup_decay_lr, 1.0, 10, 110, 0.1, WarmupType::log};
+  REQUIRE(lr_at(s, 0) == 0.1);
+  REQUIRE(lr_at(s, 5) == Approx(0.1 + 0.9 * std::log(5.0) / std::log(10.0)));
+  REQUIRE(lr_at(s, 11) == Approx(1.0));  // iteration 10: the decay starts at gamma 1
+  REQUIRE(lr_at(s, 61) == Approx(0.55));
+  REQUIRE(lr_at(s, 86) == Approx(0.1 + 0.9 * 0.25));
+  REQUIRE(lr_at(s, 111) == Approx(0.1));
+  REQUIRE(lr_at(s, 500) == Approx(0.1));  // never below min_lr
+  REQUIRE(warmup_decay_lr_at(0.0, 2.0, 3, 10, 110, WarmupType::linear) == Approx(0.6));
 }

@@ -1,7 +1,8 @@
-// load_config and the preset search path: defaults, then a preset, then a --config file, then
-// --set overrides, each layer checked key by key as it is applied so an error points at the file
-// and line (or the --set) that caused it. The schema rows and value rules are in config_schema.cpp
-// and config_value.cpp; this file only walks files and override strings.
+// load_config and the preset search path: defaults, then a preset, then a DeepSpeed JSON (if
+// distributed.deepspeed_config names one), then a --config file, then --set overrides, each layer
+// checked key by key as it is applied so an error points at the file and line (or the --set)
+// that caused it. The schema rows and value rules are in config_schema.cpp and config_value.cpp,
+// the JSON mapping in deepspeed_*.cpp; this file only walks files and override strings.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <sstream>
 
 #include "config_value.hpp"
+#include "deepspeed_config.hpp"
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis {
@@ -166,6 +169,24 @@ fs::path find_preset(const std::string& name) {
                     (match ? "did you mean '" + *match + "'? " : "") + "available: " + list + ")");
 }
 
+namespace {
+
+// The DeepSpeed file sits between the preset and the user's explicit keys, but its path may be
+// one of those keys, so it is applied last and skips every key the user set (`explicit_keys`).
+void apply_deepspeed(Config& config, const Origins& explicit_keys, Origins& origins) {
+  const std::string file = config.distributed.deepspeed_config;
+  DeepSpeedInput input{file, env::world_size().value_or(1), &explicit_keys};
+  const DeepSpeedOutcome outcome = apply_deepspeed_file(config, file, input, origins);
+  // Every rank reads the config; one of them says what the file set.
+  const bool speak = env::rank().value_or(0) == 0;
+  for (const std::string& line : describe_outcome(file, outcome))
+    speak ? spdlog::info("{}", line) : spdlog::debug("{}", line);
+  if (const std::string line = describe_not_acted_on(file, outcome); !line.empty())
+    speak ? spdlog::warn("{}", line) : spdlog::debug("{}", line);
+}
+
+}  // namespace
+
 Config load_config(const std::string& preset, const fs::path& file,
                    const std::vector<std::string>& overrides) {
   Config config;
@@ -175,14 +196,17 @@ Config load_config(const std::string& preset, const fs::path& file,
     spdlog::debug("config: preset '{}' from {}", preset, path.string());
     apply_file(config, path, origins);
   }
+  Origins explicit_keys;  // set by the user's file or --set: they win over a DeepSpeed file
   if (!file.empty()) {
     spdlog::debug("config: file {}", file.string());
-    apply_file(config, file, origins);
+    apply_file(config, file, explicit_keys);
   }
   for (const auto& text : overrides) {
     spdlog::debug("config: --set {}", text);
-    apply_override(config, text, origins);
+    apply_override(config, text, explicit_keys);
   }
+  for (const auto& [name, loc] : explicit_keys) origins[name] = loc;
+  if (!config.distributed.deepspeed_config.empty()) apply_deepspeed(config, explicit_keys, origins);
   validate_config(config, origins);
   return config;
 }

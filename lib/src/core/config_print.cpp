@@ -26,6 +26,9 @@ std::string config_to_toml(const Config& config) {
 
   std::ostringstream os;
   os << "# genesis config, resolved from defaults, preset, --config and --set (in that order)\n";
+  if (!config.distributed.deepspeed_config.empty())
+    os << "# with " << config.distributed.deepspeed_config
+       << " (DeepSpeed) between preset and --config: the settings it made are logged on stderr\n";
   std::string section;
   for (const auto& line : lines) {
     if (line.section != section) {

@@ -21,7 +21,8 @@ namespace genesis::config_detail {
 // the Setting enums, which TOML spells as a string (one of setting_names(E{})).
 using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*, bool*,
                            std::vector<std::int64_t>*, StrategyKind*, BackendKind*, OffloadKind*,
-                           DeviceKind*, MixedPrecision*, OptimizerKind*, LrSchedulerKind*>;
+                           DeviceKind*, MixedPrecision*, OptimizerKind*, LrSchedulerKind*,
+                           WarmupType*>;
 
 // True for the keys whose TOML value is a string: text and Setting keys.
 bool takes_string(const Field& field);

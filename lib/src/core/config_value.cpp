@@ -93,6 +93,7 @@ void check_string(const ConfigKey& key, const Location& loc, const std::string& 
 std::string describe_location(const Location& loc) {
   if (loc.from_set) return "--set";
   if (loc.file.empty()) return "defaults";
+  if (loc.line == 0) return loc.file;  // a source without lines: "zero1.json: optimizer.params.lr"
   return loc.file + ":" + std::to_string(loc.line);
 }
 

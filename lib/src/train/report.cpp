@@ -51,7 +51,8 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
       {"memory_per_rank_bytes",
        {{"parameters", facts.memory.parameter_bytes},
         {"gradients", facts.memory.gradient_bytes},
-        {"optimizer_state", facts.memory.optimizer_bytes}}},
+        {"optimizer_state", facts.memory.optimizer_bytes},
+        {"offloaded_to_host", facts.memory.offloaded_bytes}}},
       {"device", facts.device},
       {"threads", facts.threads},
       {"world_size", facts.world_size},
@@ -59,6 +60,8 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
       {"strategy", facts.strategy},
       {"effective_batch_size", facts.effective_batch_size},
       {"mixed_precision", facts.mixed_precision},
+      {"optimizer", facts.optimizer},
+      {"lr_scheduler", facts.lr_scheduler},
   };
   // What the plan estimates is memory in tensors (on the GPU, or on the host for a CPU run);
   // resident memory adds the process itself (libraries, the allocator's cache).

@@ -19,7 +19,7 @@ namespace genesis::train {
 
 // What summary.json says beyond TrainResult.
 struct RunFacts {
-  std::string name, model, device, backend, strategy, mixed_precision;
+  std::string name, model, device, backend, strategy, mixed_precision, optimizer, lr_scheduler;
   std::int64_t num_parameters = 0;
   std::int64_t effective_batch_size = 0;  // examples per optimizer step over all ranks
   std::int64_t timed_steps = 0;           // steps after warm-up behind the rates

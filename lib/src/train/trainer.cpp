@@ -72,6 +72,8 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
                                 .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
                                 .optimizer_bytes_per_parameter = state,
                                 .gradient_as_bucket_view = d.gradient_as_bucket_view,
+                                .offload_optimizer = d.offload_optimizer == OffloadKind::cpu,
+                                .offload_param = d.offload_param == OffloadKind::cpu,
                                 .budget_bytes = d.memory_budget_gb * 1024.0 * 1024.0 * 1024.0,
                                 .device_memory_bytes = device_memory,
                                 .device_name = device.str()});
@@ -87,6 +89,7 @@ parallel::StrategyOptions strategy_options(const DistributedConfig& d, std::stri
       .zero = {.bucket_cap_mb = d.bucket_cap_mb,
                .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
                .offload_optimizer = d.offload_optimizer == OffloadKind::cpu,
+               .offload_param = d.offload_param == OffloadKind::cpu,
                .store = nullptr}};
 }
 
@@ -247,6 +250,9 @@ void print_banner(const Run& run, std::ostream& out) {
       << "  device     " << describe_device(run.device, omp_get_max_threads())
       << (world == 1 || run.device.is_cuda() ? "\n" : " per rank\n")
       << "  output     " << run.dir.string() << "\n";
+  if (!run.config.distributed.deepspeed_config.empty())
+    out << "  deepspeed  " << run.config.distributed.deepspeed_config
+        << " (the settings it made are logged above)\n";
   const parallel::StrategyEstimate& e = run.plan.estimate(name);
   out << "  memory     per rank: parameters " << format_bytes(e.parameter_bytes)
       << ", gradients " << format_bytes(e.gradient_bytes) << ", optimizer state "
@@ -292,6 +298,8 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
   facts.backend = run.job.backend();
   facts.strategy = run.strategy->name();
   facts.mixed_precision = to_string(t.mixed_precision);
+  facts.optimizer = to_string(t.optimizer);
+  facts.lr_scheduler = to_string(t.lr_scheduler_type);
   facts.num_parameters = run.task.model->num_parameters();
   facts.effective_batch_size = t.per_device_train_batch_size * world * run.accumulation();
   facts.timed_steps = done.timed_steps;
@@ -302,7 +310,11 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
   facts.peak_rss_mb = run.job.gather(peak_rss_mb());
   facts.peak_host_tensor_mb = run.job.gather(
       static_cast<double>(host_allocator::stats().peak_allocated_bytes) / (1 << 20));
-  facts.estimate_mb = static_cast<double>(run.plan.estimate(facts.strategy).total()) / (1 << 20);
+  // A GPU run's peak is device memory: what offloading keeps on the host is not in it.
+  const parallel::StrategyEstimate& estimate = run.plan.estimate(facts.strategy);
+  facts.estimate_mb =
+      static_cast<double>(run.device.is_cuda() ? estimate.on_device() : estimate.total()) /
+      (1 << 20);
   facts.memory = run.strategy->memory();
   facts.eval = done.state.eval;
   facts.world_size_changes = run.start.elastic.world_size_changes;

@@ -21,11 +21,13 @@ namespace genesis {
 // (TOML, --print-config, error messages, a checkpoint's saved config) is setting_names' below.
 enum class StrategyKind { automatic, ddp, zero1, zero2, zero3, hsdp };  // distributed.strategy
 enum class BackendKind { automatic, gloo, nccl };                        // distributed.backend
-enum class OffloadKind { none, cpu };                            // distributed.offload_optimizer
+enum class OffloadKind { none, cpu };  // distributed.offload_optimizer, offload_param
 enum class DeviceKind { automatic, cpu, cuda };                  // training.device
 enum class MixedPrecision { no, fp16, bf16 };                    // training.mixed_precision
 enum class OptimizerKind { adamw, adam, sgd };                   // training.optimizer
-enum class LrSchedulerKind { constant, linear, cosine };         // training.lr_scheduler_type
+// training.lr_scheduler_type
+enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_lr };
+enum class WarmupType { log, linear };                           // training.warmup_type
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -38,7 +40,10 @@ constexpr SettingNames<2> setting_names(OffloadKind) { return {"none", "cpu"}; }
 constexpr SettingNames<3> setting_names(DeviceKind) { return {"auto", "cpu", "cuda"}; }
 constexpr SettingNames<3> setting_names(MixedPrecision) { return {"no", "fp16", "bf16"}; }
 constexpr SettingNames<3> setting_names(OptimizerKind) { return {"adamw", "adam", "sgd"}; }
-constexpr SettingNames<3> setting_names(LrSchedulerKind) { return {"constant", "linear", "cosine"}; }
+constexpr SettingNames<5> setting_names(LrSchedulerKind) {
+  return {"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr"};
+}
+constexpr SettingNames<2> setting_names(WarmupType) { return {"log", "linear"}; }
 
 template <typename E>
 concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
@@ -94,6 +99,12 @@ struct TrainingConfig {
   LrSchedulerKind lr_scheduler_type = LrSchedulerKind::cosine;
   double warmup_ratio = 0.0;                 // fraction of max_steps
   std::int64_t warmup_steps = 0;             // wins over warmup_ratio when > 0
+  // warmup_lr (DeepSpeed's WarmupLR): the lr rises from warmup_min_lr to learning_rate over the
+  // warmup steps, along log(step + 1) / log(warmup) or linearly, then stays at learning_rate;
+  // warmup_decay_lr (WarmupDecayLR) then falls linearly back to warmup_min_lr at lr_decay_steps.
+  double warmup_min_lr = 0.0;
+  WarmupType warmup_type = WarmupType::log;
+  std::int64_t lr_decay_steps = 0;  // warmup_decay_lr: DeepSpeed's total_num_steps; 0: max_steps
   double max_grad_norm = 1.0;                // 0 disables clipping
   // bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 scales
   // the loss dynamically ([loss_scale]).
@@ -126,7 +137,11 @@ struct DistributedConfig {
   double timeout_s = 1800;  // collectives and rendezvous
   std::int64_t hsdp_shard_size = 0;        // 0: the ranks of one node (LOCAL_WORLD_SIZE)
   OffloadKind offload_optimizer = OffloadKind::none;
+  OffloadKind offload_param = OffloadKind::none;  // zero3/hsdp: parameter shards on the host
   double memory_budget_gb = 0;             // auto's per-rank budget; 0: device or host memory
+  // A DeepSpeed ds_config.json read over the preset: explicit keys of --config and --set win
+  // over what it sets (core/deepspeed_config.cpp). Empty: none.
+  std::string deepspeed_config;
 };
 
 // fp16's dynamic loss scaling, DeepSpeed's keys (amp::GradScalerOptions).
@@ -153,8 +168,10 @@ std::vector<std::filesystem::path> preset_dirs();
 std::vector<std::string> list_presets();                  // names without .toml, sorted
 std::filesystem::path find_preset(const std::string& name);  // ConfigError if missing
 
-// Builds a config from defaults, then the preset (if any), then the file (if any), then each
-// "section.key=value" override in order. Throws ConfigError (exit 2) on any problem.
+// Builds a config from defaults, then the preset (if any), then the DeepSpeed JSON named by
+// distributed.deepspeed_config (if any), then the file (if any), then each "section.key=value"
+// override in order: the JSON is read last but leaves every key the file or an override set.
+// Throws ConfigError (exit 2) on any problem, NotSupported for DeepSpeed features genesis lacks.
 Config load_config(const std::string& preset, const std::filesystem::path& file,
                    const std::vector<std::string>& overrides);
 // A config saved as TOML text (a checkpoint manifest's config_toml) read back over the defaults,

@@ -1,5 +1,7 @@
 // Learning-rate schedules, Hugging Face transformers' spelling: "constant" (constant_with_warmup
-// when warmup_steps > 0), "linear" and "cosine", each with a linear warmup from 0. The schedule is
+// when warmup_steps > 0), "linear" and "cosine", each with a linear warmup from 0; and DeepSpeed's
+// WarmupLR and WarmupDecayLR as "warmup_lr" and "warmup_decay_lr" (a log or linear rise from a
+// minimum lr, then constant, or a linear fall back to it at total_steps). The schedule is
 // a pure function of the step, so resuming a run only needs the step count.
 #pragma once
 
@@ -21,9 +23,35 @@ const std::vector<std::string>& lr_scheduler_types();
 // total_steps (cosine). Throws InvalidArgument for negative counts.
 double lr_at(LrSchedulerKind type, double base_lr, std::int64_t step, std::int64_t warmup_steps,
              std::int64_t total_steps);
+// (warmup_lr here rises from 0 along log; LrSchedule below sets its start and shape.)
 // The same for the type as transformers spells it; InvalidArgument for an unknown one.
 double lr_at(const std::string& type, double base_lr, std::int64_t step, std::int64_t warmup_steps,
              std::int64_t total_steps);
+
+// Everything a schedule depends on besides the step.
+struct LrSchedule {
+  LrSchedulerKind type = LrSchedulerKind::constant;
+  double base_lr = 0;              // the peak (warmup_lr: DeepSpeed's warmup_max_lr)
+  std::int64_t warmup_steps = 0;   // warmup_lr: DeepSpeed's warmup_num_steps
+  std::int64_t total_steps = 0;    // where linear and cosine reach 0, warmup_decay_lr its minimum
+  double warmup_min_lr = 0;        // warmup_lr and warmup_decay_lr only
+  WarmupType warmup_type = WarmupType::log;  // warmup_lr and warmup_decay_lr only
+};
+// lr_at(type, ...) for a whole schedule.
+double lr_at(const LrSchedule& schedule, std::int64_t step);
+
+// DeepSpeed's WarmupLR.get_lr() at its last_batch_iteration `iteration` (-1 before its first
+// step()): min_lr + (max_lr - min_lr) * gamma, gamma = log(iteration + 1) / log(n) (log) or
+// iteration / n (linear) while iteration < n, then 1; n = max(2, warmup_num_steps) as DeepSpeed
+// clamps it, and a negative iteration gives min_lr. DeepSpeed's engine steps the scheduler after
+// each optimizer step, so update `step` (0-based) runs at iteration step - 1: lr_at does that.
+double warmup_lr_at(double min_lr, double max_lr, std::int64_t iteration,
+                    std::int64_t warmup_num_steps, WarmupType type);
+// DeepSpeed's WarmupDecayLR the same way: WarmupLR's warmup, then
+// gamma = max(0, (total_num_steps - iteration) / max(1, total_num_steps - n)).
+double warmup_decay_lr_at(double min_lr, double max_lr, std::int64_t iteration,
+                          std::int64_t warmup_num_steps, std::int64_t total_num_steps,
+                          WarmupType type);
 
 // Drives an optimizer's lr, in the HF Trainer order: optimizer.step(); scheduler.step().
 // Construction sets the lr for the first update (lr_at(0)).
