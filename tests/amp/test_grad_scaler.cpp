@@ -47,6 +47,16 @@ TEST_CASE("an overflow at the minimum scale stops the run with a clear error", "
   CHECK_THROWS_AS(amp::GradScaler({.loss_scale_window = 0}), InvalidArgument);
 }
 
+TEST_CASE("a static loss scale stays put and still reports skipped steps", "[amp]") {
+  amp::GradScaler scaler({.loss_scale_window = 2, .hysteresis = 1, .min_loss_scale = 64,
+                          .static_scale = 128});
+  CHECK(scaler.scale() == 128);
+  for (bool overflow : {false, false, false, true, true, false}) scaler.update(overflow);
+  CHECK(scaler.scale() == 128);  // a dynamic one would have doubled, then halved twice
+  CHECK(scaler.skipped_steps() == 2);
+  CHECK(scaler.steps() == 6);
+}
+
 TEST_CASE("the scaler state round-trips mid-schedule", "[amp]") {
   const amp::GradScalerOptions o{.initial_scale_power = 5, .loss_scale_window = 4, .hysteresis = 2};
   const std::vector<bool> first{false, true, false, false}, rest{true, true, false, false, false, false};

@@ -189,8 +189,13 @@ TEST_CASE("deepspeed: fp16 and bf16 rows", "[deepspeed]") {
   // 0 is dynamic scaling, which genesis has; a fixed scale it has not.
   CHECK(apply_ds(R"({"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 12}})")
             .config.loss_scale.initial_scale_power == 12);
-  CHECK_THAT(not_supported(R"({"fp16": {"enabled": true, "loss_scale": 128}})"),
-             Catch::StartsWith("ds.json: fp16.loss_scale: a fixed loss scale (128)"));
+  // loss_scale 0 is dynamic, any other value a fixed scale.
+  CHECK(apply_ds(R"({"fp16": {"enabled": true, "loss_scale": 128}})")
+            .config.loss_scale.static_scale == 128);
+  CHECK(apply_ds(R"({"fp16": {"enabled": true, "loss_scale": 0}})")
+            .config.loss_scale.static_scale == 0);
+  CHECK_THAT(config_error(R"({"fp16": {"enabled": true, "loss_scale": -1}})"),
+             Catch::Contains("ds.json: fp16.loss_scale: must be >= 0, got -1"));
   CHECK_THAT(config_error(R"({"fp16": {"hysteresis": 0}})"),
              Catch::Contains(
                  "ds.json: fp16.hysteresis: loss_scale.hysteresis must be a positive integer"));
@@ -258,13 +263,31 @@ TEST_CASE("deepspeed: scheduler rows", "[deepspeed]") {
   CHECK_THAT(config_error(R"({"scheduler": {"type": "WarmupDecayLR"}})"),
              Catch::Contains("ds.json: scheduler.params.total_num_steps: missing"));
 
-  for (const char* type : {"WarmupCosineLR", "OneCycle", "LRRangeTest"})
+  // WarmupCosineLR: ratios of the optimizer's lr, which it leaves as the config has it.
+  const Config cosine = apply_ds(R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.002}},
+      "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 300,
+      "warmup_num_steps": 20, "warmup_min_ratio": 0.1, "warmup_type": "linear"}}})")
+                            .config;
+  CHECK(cosine.training.lr_scheduler_type == "warmup_cosine_lr");
+  CHECK(cosine.training.learning_rate == 0.002);
+  CHECK(cosine.training.lr_decay_steps == 300);
+  CHECK(cosine.training.warmup_steps == 20);
+  CHECK(cosine.training.warmup_min_ratio == 0.1);
+  CHECK(cosine.training.cos_min_ratio == 0.0001);  // DeepSpeed's default
+  CHECK(cosine.training.warmup_type == "linear");
+  CHECK_THAT(config_error(R"({"scheduler": {"type": "WarmupCosineLR"}})"),
+             Catch::Contains("ds.json: scheduler.params.total_num_steps: missing: WarmupCosineLR"));
+  CHECK_THAT(config_error(R"({"scheduler": {"type": "WarmupCosineLR", "params": {
+                 "total_num_steps": 10, "warmup_max_lr": 0.1}}})"),
+             Catch::Contains("scheduler.params.warmup_max_lr: is not a parameter of WarmupCosineLR"));
+
+  for (const char* type : {"OneCycle", "LRRangeTest"})
     CHECK_THAT(not_supported(std::string(R"({"scheduler": {"type": ")") + type + "\"}}"),
                Catch::StartsWith(std::string("ds.json: scheduler.type: \"") + type +
                                  "\" is not implemented"));
   CHECK_THAT(config_error(R"({"scheduler": {"type": "WarmupLRR"}})"),
-             Catch::Contains("unknown scheduler \"WarmupLRR\" (WarmupLR or WarmupDecayLR) (did you "
-                             "mean 'WarmupLR'?)"));
+             Catch::Contains("unknown scheduler \"WarmupLRR\" (WarmupLR, WarmupDecayLR or "
+                             "WarmupCosineLR) (did you mean 'WarmupLR'?)"));
   CHECK_THAT(
       config_error(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "cos"}}})"),
       Catch::Contains("scheduler.params.warmup_type: must be \"log\" or \"linear\""));

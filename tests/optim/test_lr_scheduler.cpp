@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <numbers>
 
 #include "genesis/core/error.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
@@ -44,8 +45,9 @@ TEST_CASE("lr schedules refuse unknown types and negative counts", "[optim]") {
                       Catch::Contains("constant, linear, cosine"));
   REQUIRE_THROWS_AS(lr_at("linear", 1.0, -1, 0, 10), InvalidArgument);
   REQUIRE_THROWS_AS(lr_at("linear", 1.0, 0, -1, 10), InvalidArgument);
-  REQUIRE(lr_scheduler_types() ==
-          std::vector<std::string>{"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr"});
+  REQUIRE(lr_scheduler_types() == std::vector<std::string>{"constant", "linear", "cosine",
+                                                           "warmup_lr", "warmup_decay_lr",
+                                                           "warmup_cosine_lr"});
 }
 
 TEST_CASE("warmup_lr is DeepSpeed's WarmupLR, stepped after each update", "[optim][deepspeed]") {
@@ -107,4 +109,21 @@ TEST_CASE("warmup_decay_lr is DeepSpeed's WarmupDecayLR", "[optim][deepspeed]") 
   REQUIRE(lr_at(s, 111) == Approx(0.1));
   REQUIRE(lr_at(s, 500) == Approx(0.1));  // never below min_lr
   REQUIRE(warmup_decay_lr_at(0.0, 2.0, 3, 10, 110, WarmupType::linear) == Approx(0.6));
+}
+
+TEST_CASE("warmup_cosine_lr is DeepSpeed's WarmupCosineLR", "[optim][deepspeed]") {
+  // lr 2, warmup over 10 steps from ratio 0.1 (log), then a half cosine over the 100 steps to
+  // total_num_steps = 110 down to ratio 0.01; update k at iteration k - 1, lr 0 before the first.
+  LrSchedule s{LrSchedulerKind::warmup_cosine_lr, 2.0, 10, 110};
+  s.warmup_min_ratio = 0.1;
+  s.cos_min_ratio = 0.01;
+  REQUIRE(lr_at(s, 0) == 0.0);
+  REQUIRE(lr_at(s, 1) == Approx(2.0 * 0.1));
+  REQUIRE(lr_at(s, 6) == Approx(2.0 * (0.1 + 0.9 * std::log(6.0) / std::log(10.0))));
+  const double first = 0.01 + 0.99 * (1.0 + std::cos(std::numbers::pi / 100.0)) / 2.0;
+  REQUIRE(lr_at(s, 11) == Approx(2.0 * first));  // iteration 10: one step into the cosine
+  REQUIRE(lr_at(s, 60) == Approx(2.0 * 0.505));   // halfway: cos(pi / 2) = 0
+  REQUIRE(lr_at(s, 110) == Approx(2.0 * 0.01));   // the end: cos_min_ratio
+  s.warmup_type = WarmupType::linear;
+  REQUIRE(lr_at(s, 4) == Approx(2.0 * (0.1 + 0.9 * 3.0 / 10.0)));
 }

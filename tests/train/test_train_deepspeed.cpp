@@ -151,3 +151,20 @@ TEST_CASE("seed 002's zero1, zero2 and zero3 files train on 2 ranks as they say"
   CHECK(diff.exit_code == 0);
   CHECK(diff.out.find("identical") != std::string::npos);
 }
+
+TEST_CASE("train --print-config --deepspeed marks each setting the file made", "[deepspeed]") {
+  const fs::path file = kData / "zero1.json";
+  const testing::CliResult r = testing::run_genesis(
+      {"train", "--preset", "sft", "--deepspeed", file.string(), "--print-config", "--set",
+       "training.max_grad_norm=0.5"},
+      {{{"WORLD_SIZE", std::nullopt}}, {}});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto strategy = lines_with(r.out, "strategy = \"zero1\"");
+  REQUIRE(strategy.size() == 1);
+  CHECK_THAT(strategy[0], Catch::Contains("# from " + file.string() + ": zero_optimization.stage"));
+  // --set wins over gradient_clipping, and the line says nothing of the file.
+  const auto clip = lines_with(r.out, "max_grad_norm = 0.5");
+  REQUIRE(clip.size() == 1);
+  CHECK(clip[0].find("from ") == std::string::npos);
+}

@@ -17,10 +17,18 @@ GradScaler::GradScaler(GradScalerOptions options)
                     options.min_loss_scale > 0,
                 InvalidArgument,
                 "GradScaler needs loss_scale_window >= 1, hysteresis >= 1 and min_loss_scale > 0");
-  scale_ = std::max(scale_, options.min_loss_scale);
+  GENESIS_CHECK(options.static_scale >= 0, InvalidArgument,
+                "GradScaler needs static_scale >= 0 (0: dynamic)");
+  scale_ = options.static_scale > 0 ? options.static_scale
+                                    : std::max(scale_, options.min_loss_scale);
 }
 
 void GradScaler::update(bool overflow) {
+  if (options_.static_scale > 0) {
+    if (overflow) ++skipped_;
+    ++iteration_;
+    return;
+  }
   if (overflow) {
     ++skipped_;
     if (options_.hysteresis == 1 || hysteresis_left_ == 1) {

@@ -177,6 +177,7 @@ void apply_deepspeed(Config& config, const Origins& explicit_keys, Origins& orig
   const std::string file = config.distributed.deepspeed_config;
   DeepSpeedInput input{file, env::world_size().value_or(1), &explicit_keys};
   const DeepSpeedOutcome outcome = apply_deepspeed_file(config, file, input, origins);
+  for (const DeepSpeedSetting& s : outcome.applied) config.from_deepspeed[s.key] = s.json_path;
   // Every rank reads the config; one of them says what the file set.
   const bool speak = env::rank().value_or(0) == 0;
   for (const std::string& line : describe_outcome(file, outcome))

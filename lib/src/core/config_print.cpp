@@ -11,14 +11,18 @@ using namespace config_detail;
 std::string config_to_toml(const Config& config) {
   struct Line {
     std::string section, text;
-    std::string_view help;
+    std::string help;
   };
   std::vector<Line> lines;
   for (const auto& key : config_schema()) {
     auto dot = key.name.find('.');
     std::string section = dot == std::string_view::npos ? "" : std::string(key.name.substr(0, dot));
     std::string leaf(dot == std::string_view::npos ? key.name : key.name.substr(dot + 1));
-    lines.push_back({section, leaf + " = " + describe_node(*value_node(config, key)), key.help});
+    std::string help(key.help);
+    if (auto from = config.from_deepspeed.find(std::string(key.name));
+        from != config.from_deepspeed.end())
+      help = "from " + config.distributed.deepspeed_config + ": " + from->second + "; " + help;
+    lines.push_back({section, leaf + " = " + describe_node(*value_node(config, key)), help});
   }
   // Comments line up in one column, capped so one long value does not push every comment right.
   std::size_t column = 0;
@@ -28,7 +32,7 @@ std::string config_to_toml(const Config& config) {
   os << "# genesis config, resolved from defaults, preset, --config and --set (in that order)\n";
   if (!config.distributed.deepspeed_config.empty())
     os << "# with " << config.distributed.deepspeed_config
-       << " (DeepSpeed) between preset and --config: the settings it made are logged on stderr\n";
+       << " (DeepSpeed) between preset and --config: the settings it made say \"from\" it\n";
   std::string section;
   for (const auto& line : lines) {
     if (line.section != section) {

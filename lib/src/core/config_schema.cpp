@@ -84,8 +84,8 @@ std::vector<ConfigKey> training_keys() {
     {"training.momentum", "sgd: momentum in [0, 1)",
      [](Config& c) -> Field { return &c.training.momentum; }, Rule::probability},
     {"training.lr_scheduler_type",
-     "constant | linear | cosine (after a linear warmup) | warmup_lr | warmup_decay_lr "
-     "(DeepSpeed's WarmupLR, WarmupDecayLR)",
+     "constant | linear | cosine (after a linear warmup) | warmup_lr | warmup_decay_lr | "
+     "warmup_cosine_lr (DeepSpeed's WarmupLR, WarmupDecayLR, WarmupCosineLR)",
      [](Config& c) -> Field { return &c.training.lr_scheduler_type; }},
     {"training.warmup_ratio", "linear warmup as a fraction of max_steps, in [0, 1)",
      [](Config& c) -> Field { return &c.training.warmup_ratio; }, Rule::probability},
@@ -93,11 +93,19 @@ std::vector<ConfigKey> training_keys() {
      [](Config& c) -> Field { return &c.training.warmup_steps; }, Rule::non_negative},
     {"training.warmup_min_lr", "warmup_lr, warmup_decay_lr: the lr the warmup starts from",
      [](Config& c) -> Field { return &c.training.warmup_min_lr; }, Rule::non_negative},
-    {"training.warmup_type", "warmup_lr, warmup_decay_lr: log | linear rise over the warmup",
+    {"training.warmup_type",
+     "warmup_lr, warmup_decay_lr, warmup_cosine_lr: log | linear rise over the warmup",
      [](Config& c) -> Field { return &c.training.warmup_type; }},
     {"training.lr_decay_steps",
-     "warmup_decay_lr: the step where the lr is back at warmup_min_lr; 0: max_steps",
+     "warmup_decay_lr, warmup_cosine_lr: the step where the decay ends (DeepSpeed's "
+     "total_num_steps); 0: max_steps",
      [](Config& c) -> Field { return &c.training.lr_decay_steps; }, Rule::non_negative},
+    {"training.warmup_min_ratio",
+     "warmup_cosine_lr: the fraction of learning_rate the warmup starts from, in [0, 1)",
+     [](Config& c) -> Field { return &c.training.warmup_min_ratio; }, Rule::probability},
+    {"training.cos_min_ratio",
+     "warmup_cosine_lr: the fraction of learning_rate the cosine ends at, in [0, 1)",
+     [](Config& c) -> Field { return &c.training.cos_min_ratio; }, Rule::probability},
     {"training.max_grad_norm", "clip gradients to this global norm; 0 disables clipping",
      [](Config& c) -> Field { return &c.training.max_grad_norm; }, Rule::non_negative},
     {"training.mixed_precision",
@@ -176,6 +184,10 @@ std::vector<ConfigKey> loss_scale_keys() {
      [](Config& c) -> Field { return &c.loss_scale.hysteresis; }, Rule::positive},
     {"loss_scale.min_loss_scale", "fp16: an overflow at this scale stops the run",
      [](Config& c) -> Field { return &c.loss_scale.min_loss_scale; }, Rule::positive},
+    {"loss_scale.static_scale",
+     "fp16: 0 scales dynamically (the keys above); any other value is a fixed scale, an "
+     "overflowing step is skipped and the scale stays (DeepSpeed's fp16.loss_scale)",
+     [](Config& c) -> Field { return &c.loss_scale.static_scale; }, Rule::non_negative},
   };
 }
 

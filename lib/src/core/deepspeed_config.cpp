@@ -1,8 +1,8 @@
 // A DeepSpeed ds_config.json read and mapped onto genesis's TOML keys. This file: parsing, the
 // mapper that applies one setting, zero_optimization -> [distributed] and fp16/bf16 ->
 // mixed_precision and [loss_scale]; deepspeed_training.cpp maps the [training] half. Every value
-// goes through the TOML key's own checks (set_value). What genesis cannot do (NVMe offload, a
-// fixed loss scale) is refused by name, never faked.
+// goes through the TOML key's own checks (set_value). What genesis cannot do (NVMe offload) is
+// refused by name, never faked.
 #include "deepspeed_config.hpp"
 
 #include <fstream>
@@ -123,12 +123,10 @@ Switch read_switch(const json& root, const char* section) {
 }
 
 void map_loss_scale(DeepSpeedMapper& m, const json& fp16, Switch state) {
-  if (const json* scale = given(fp16, "loss_scale");
-      scale && scale->get<double>() != 0 && state != Switch::off)
-    m.unsupported("fp16.loss_scale",
-                  "a fixed loss scale (" + scale->dump() +
-                      ") is not implemented in genesis: its "
-                      "fp16 loss scale is dynamic; use 0 (dynamic, with initial_scale_power)");
+  if (const json* scale = given(fp16, "loss_scale"); scale && state != Switch::off) {
+    if (scale->get<double>() < 0) m.fail("fp16.loss_scale", "must be >= 0, got " + scale->dump());
+    m.set_number("loss_scale.static_scale", scale->get<double>(), "fp16.loss_scale");
+  }
   for (const char* name : {"initial_scale_power", "loss_scale_window", "hysteresis"})
     if (const json* v = given(fp16, name))
       m.set_integer(std::string("loss_scale.") + name,

@@ -141,7 +141,7 @@ const std::vector<DeepSpeedKey>& deepspeed_keys() {
       {"scheduler.params.warmup_max_lr", K::number, true},
       {"scheduler.params.warmup_num_steps", K::integer, true},
       {"scheduler.params.warmup_type", K::string, true},
-      {"scheduler.params.total_num_steps", K::integer, true},  // WarmupDecayLR
+      {"scheduler.params.total_num_steps", K::integer, true},  // WarmupDecay/CosineLR
       // WarmupCosineLR's, so a file using it reaches its own NotSupported line.
       {"scheduler.params.warmup_min_ratio", K::number, true},
       {"scheduler.params.cos_min_ratio", K::number, true},

@@ -1,8 +1,8 @@
 // The [training] half of a DeepSpeed config: optimizer, scheduler, the batch triple
 // (train_batch_size = micro x accumulation x world size, any two determine the third, as
 // deepspeed/runtime/config.py resolves them), gradient clipping and steps_per_print.
-// WarmupLR and WarmupDecayLR are the DeepSpeed schedules genesis has (lr_scheduler_type
-// "warmup_lr" and "warmup_decay_lr").
+// WarmupLR, WarmupDecayLR and WarmupCosineLR are the DeepSpeed schedules genesis has
+// (lr_scheduler_type "warmup_lr", "warmup_decay_lr" and "warmup_cosine_lr").
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -21,9 +21,9 @@ constexpr std::array<std::string_view, 3> kOptimizers = {"AdamW", "Adam", "SGD"}
 constexpr std::array<std::string_view, 9> kOtherOptimizers = {
     "onebitadam", "zerooneadam", "onebitlamb", "lamb", "adagrad",
     "lion",       "muadam",      "muadamw",    "musgd"};
-constexpr std::array<std::string_view, 2> kSchedulers = {"WarmupLR", "WarmupDecayLR"};
-constexpr std::array<std::string_view, 3> kOtherSchedulers = {"WarmupCosineLR", "OneCycle",
-                                                              "LRRangeTest"};
+constexpr std::array<std::string_view, 3> kSchedulers = {"WarmupLR", "WarmupDecayLR",
+                                                        "WarmupCosineLR"};
+constexpr std::array<std::string_view, 2> kOtherSchedulers = {"OneCycle", "LRRangeTest"};
 
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -81,64 +81,101 @@ void map_optimizer(DeepSpeedMapper& m, const json& root) {
 
 // --- scheduler ---
 
-// WarmupDecayLR's horizon, which DeepSpeed requires ("auto": training.max_steps).
-void map_decay_steps(DeepSpeedMapper& m, const json& params) {
+// The horizon of WarmupDecayLR and WarmupCosineLR, which DeepSpeed requires ("auto":
+// training.max_steps).
+void map_decay_steps(DeepSpeedMapper& m, const json& params, const char* type) {
   const std::string path = "scheduler.params.total_num_steps";
   if (!params.contains("total_num_steps"))
-    m.fail(path, "missing: WarmupDecayLR needs it (\"auto\" for training.max_steps)");
+    m.fail(path, std::string("missing: ") + type + " needs it (\"auto\" for training.max_steps)");
   if (const json* v = given(params, "total_num_steps"))
     m.set_integer("training.lr_decay_steps", json_integer(*v, m.file(), path), path);
 }
 
-// DeepSpeed's WarmupLR (decay = false) or WarmupDecayLR, their defaults included
-// (lr_schedules.py), so the file alone decides the schedule as it would under DeepSpeed; "auto"
-// leaves a setting as the rest of the config has it.
+// One scheduler's params, with DeepSpeed's defaults (lr_schedules.py), so the file alone decides
+// the schedule as it would under DeepSpeed; "auto" leaves a setting as the rest of the config has
+// it (nullopt).
+class SchedulerParams {
+ public:
+  SchedulerParams(DeepSpeedMapper& m, const json& params) : m_(m), params_(params) {}
+
+  std::optional<double> number(const char* name, double fallback) const {
+    if (!params_.contains(name)) return fallback;
+    const json* v = given(params_, name);
+    return v ? std::optional<double>(v->get<double>()) : std::nullopt;
+  }
+  std::string path(const char* name) const {
+    return std::string("scheduler.params.") + name +
+           (params_.contains(name) ? "" : ", DeepSpeed's default");
+  }
+  void set_number(const char* name, double fallback, const char* key) const {
+    if (auto v = number(name, fallback)) m_.set_number(key, *v, path(name));
+  }
+  // warmup_num_steps (1000) and warmup_type (log), which every warmup schedule has.
+  void set_warmup() const {
+    if (!params_.contains("warmup_num_steps") || given(params_, "warmup_num_steps")) {
+      const json* v = given(params_, "warmup_num_steps");
+      const std::int64_t steps = v ? json_integer(*v, m_.file(), path("warmup_num_steps")) : 1000;
+      m_.set_integer("training.warmup_steps", steps, path("warmup_num_steps"));
+      m_.set_number("training.warmup_ratio", 0.0, path("warmup_num_steps"));  // steps, not a ratio
+    }
+    if (!params_.contains("warmup_type") || given(params_, "warmup_type")) {
+      const json* v = given(params_, "warmup_type");
+      const std::string type = v ? v->get<std::string>() : "log";
+      if (type != "log" && type != "linear")
+        m_.fail(path("warmup_type"), "must be \"log\" or \"linear\", got " + v->dump());
+      m_.set_text("training.warmup_type", type, path("warmup_type"));
+    }
+  }
+  // A parameter of another schedule is a mistake DeepSpeed would stop at too.
+  void refuse(std::initializer_list<const char*> others, const char* type) const {
+    for (const char* other : others)
+      if (params_.contains(other))
+        m_.fail(std::string("scheduler.params.") + other,
+                std::string("is not a parameter of ") + type);
+  }
+
+ private:
+  DeepSpeedMapper& m_;
+  const json& params_;
+};
+
+// WarmupLR (decay = false) or WarmupDecayLR: from warmup_min_lr up to warmup_max_lr.
 void map_warmup_lr(DeepSpeedMapper& m, const json& params, bool decay) {
   const char* type = decay ? "WarmupDecayLR" : "WarmupLR";
-  for (const char* other : {"total_num_steps", "warmup_min_ratio", "cos_min_ratio"})
-    if (params.contains(other) && !(decay && std::string_view(other) == "total_num_steps"))
-      m.fail(std::string("scheduler.params.") + other,
-             std::string("is not a parameter of ") + type);
+  const SchedulerParams p(m, params);
+  p.refuse({"warmup_min_ratio", "cos_min_ratio"}, type);
+  if (!decay) p.refuse({"total_num_steps"}, type);
   m.set_text("training.lr_scheduler_type", decay ? "warmup_decay_lr" : "warmup_lr",
              "scheduler.type");
-  if (decay) map_decay_steps(m, params);
-  auto number = [&](const char* name, double fallback) -> std::optional<double> {
-    if (params.contains(name)) {
-      const json* v = given(params, name);
-      return v ? std::optional<double>(v->get<double>()) : std::nullopt;
-    }
-    return fallback;
-  };
-  const auto path = [&](const char* name) {
-    return std::string("scheduler.params.") + name +
-           (params.contains(name) ? "" : ", DeepSpeed's default");
-  };
-  if (auto v = number("warmup_min_lr", 0.0))
-    m.set_number("training.warmup_min_lr", *v, path("warmup_min_lr"));
-  if (auto v = number("warmup_max_lr", 0.001))
-    m.set_number("training.learning_rate", *v, path("warmup_max_lr"));
-  if (!params.contains("warmup_num_steps") || given(params, "warmup_num_steps")) {
-    const json* v = given(params, "warmup_num_steps");
-    const std::int64_t steps = v ? json_integer(*v, m.file(), path("warmup_num_steps")) : 1000;
-    m.set_integer("training.warmup_steps", steps, path("warmup_num_steps"));
-    m.set_number("training.warmup_ratio", 0.0, path("warmup_num_steps"));  // steps, not a ratio
-  }
-  if (!params.contains("warmup_type") || given(params, "warmup_type")) {
-    const json* v = given(params, "warmup_type");
-    const std::string type = v ? v->get<std::string>() : "log";
-    if (type != "log" && type != "linear")
-      m.fail(path("warmup_type"), "must be \"log\" or \"linear\", got " + v->dump());
-    m.set_text("training.warmup_type", type, path("warmup_type"));
-  }
+  if (decay) map_decay_steps(m, params, type);
+  p.set_number("warmup_min_lr", 0.0, "training.warmup_min_lr");
+  p.set_number("warmup_max_lr", 0.001, "training.learning_rate");
+  p.set_warmup();
+}
+
+// WarmupCosineLR: ratios of the optimizer's lr (training.learning_rate), which it leaves alone.
+void map_warmup_cosine_lr(DeepSpeedMapper& m, const json& params) {
+  const SchedulerParams p(m, params);
+  p.refuse({"warmup_min_lr", "warmup_max_lr"}, "WarmupCosineLR");
+  m.set_text("training.lr_scheduler_type", "warmup_cosine_lr", "scheduler.type");
+  map_decay_steps(m, params, "WarmupCosineLR");
+  p.set_number("warmup_min_ratio", 0.0, "training.warmup_min_ratio");
+  p.set_number("cos_min_ratio", 0.0001, "training.cos_min_ratio");
+  p.set_warmup();
 }
 
 void map_scheduler(DeepSpeedMapper& m, const json& root) {
   auto section = root.find("scheduler");
   if (section == root.end()) return;
   if (section->find("type") == section->end())
-    m.fail("scheduler.type", "missing: WarmupLR or WarmupDecayLR");
+    m.fail("scheduler.type", "missing: WarmupLR, WarmupDecayLR or WarmupCosineLR");
   const std::optional<std::string> type = type_of(root, "scheduler");
-  if (type) map_warmup_lr(m, section->value("params", json::object()), *type == "WarmupDecayLR");
+  if (!type) return;
+  const json params = section->value("params", json::object());
+  if (*type == "WarmupCosineLR")
+    map_warmup_cosine_lr(m, params);
+  else
+    map_warmup_lr(m, params, *type == "WarmupDecayLR");
 }
 
 // --- the batch triple ---
@@ -225,11 +262,12 @@ void check_deepspeed_types(const json& root, const std::string& file) {
         kOtherSchedulers.end())
       throw NotSupported(
           file + ": scheduler.type: \"" + *type +
-          "\" is not implemented in genesis yet (it has WarmupLR and WarmupDecayLR; or drop "
-          "the scheduler and set training.lr_scheduler_type)");
+          "\" is not implemented in genesis yet (it has WarmupLR, WarmupDecayLR and "
+          "WarmupCosineLR; or drop the scheduler and set training.lr_scheduler_type)");
     if (std::find(kSchedulers.begin(), kSchedulers.end(), *type) == kSchedulers.end())
       throw ConfigError(file + ": scheduler.type: unknown scheduler \"" + *type +
-                        "\" (WarmupLR or WarmupDecayLR)" + did_you_mean(*type, names(kSchedulers)));
+                        "\" (WarmupLR, WarmupDecayLR or WarmupCosineLR)" +
+                        did_you_mean(*type, names(kSchedulers)));
   }
 }
 

@@ -23,7 +23,8 @@ LrSchedulerKind parse_type(const std::string& type) {
   const std::optional<LrSchedulerKind> kind = parse_setting<LrSchedulerKind>(type);
   GENESIS_CHECK(kind.has_value(), InvalidArgument,
                 "unknown lr_scheduler_type \"" + type +
-                    "\" (valid: constant, linear, cosine, warmup_lr, warmup_decay_lr)");
+                    "\" (valid: constant, linear, cosine, warmup_lr, warmup_decay_lr, "
+                    "warmup_cosine_lr)");
   return *kind;
 }
 
@@ -63,6 +64,22 @@ double warmup_decay_lr_at(double min_lr, double max_lr, std::int64_t iteration,
   return min_lr + (max_lr - min_lr) * gamma;
 }
 
+double warmup_cosine_lr_at(const LrSchedule& s, std::int64_t iteration) {
+  if (iteration < 0) return 0.0;  // DeepSpeed: "before it has started", lr 0
+  const std::int64_t n = std::max<std::int64_t>(2, s.warmup_steps);
+  double ratio = 0;
+  if (iteration < n) {
+    const double gamma = warmup_lr_at(0.0, 1.0, iteration, n, s.warmup_type);
+    ratio = s.warmup_min_ratio + gamma * (1.0 - s.warmup_min_ratio);
+  } else {
+    const auto done = static_cast<double>(iteration - n + 1);
+    const auto span = static_cast<double>(s.total_steps - n);
+    const double cosine = (1.0 + std::cos(std::numbers::pi * done / span)) / 2.0;
+    ratio = std::max(0.0, s.cos_min_ratio + (1.0 - s.cos_min_ratio) * cosine);
+  }
+  return s.base_lr * ratio;
+}
+
 double lr_at(const LrSchedule& schedule, std::int64_t step) {
   const std::int64_t warmup_steps = schedule.warmup_steps, total_steps = schedule.total_steps;
   GENESIS_CHECK(step >= 0 && warmup_steps >= 0 && total_steps >= 0, InvalidArgument,
@@ -77,6 +94,7 @@ double lr_at(const LrSchedule& schedule, std::int64_t step) {
   if (type == LrSchedulerKind::warmup_decay_lr)
     return warmup_decay_lr_at(schedule.warmup_min_lr, base_lr, step - 1, warmup_steps,
                               total_steps, schedule.warmup_type);
+  if (type == LrSchedulerKind::warmup_cosine_lr) return warmup_cosine_lr_at(schedule, step - 1);
   const auto s = static_cast<double>(step);
   const auto warmup = static_cast<double>(warmup_steps);
   const auto total = static_cast<double>(total_steps);

@@ -16,7 +16,8 @@ Precision make_precision(MixedPrecision mode, const LossScaleConfig& s) {
         .initial_scale_power = static_cast<int>(s.initial_scale_power),
         .loss_scale_window = s.loss_scale_window,
         .hysteresis = static_cast<int>(s.hysteresis),
-        .min_loss_scale = s.min_loss_scale});
+        .min_loss_scale = s.min_loss_scale,
+        .static_scale = s.static_scale});
   }
   return p;
 }

@@ -124,13 +124,15 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
     p_.strategy.backward(scale_loss(precision_, weight == 1.0 ? out.loss : out.loss * weight));
   }
   const GradientCheck check = finish_gradients(precision_, p_.strategy, c.max_grad_norm);
-  // warmup_decay_lr decays over its own horizon (DeepSpeed's total_num_steps) when one is set.
-  const bool own_horizon =
-      c.lr_scheduler_type == LrSchedulerKind::warmup_decay_lr && c.lr_decay_steps > 0;
+  // DeepSpeed's decaying schedules decay over their own horizon (total_num_steps) when one is set.
+  const bool own_horizon = (c.lr_scheduler_type == LrSchedulerKind::warmup_decay_lr ||
+                            c.lr_scheduler_type == LrSchedulerKind::warmup_cosine_lr) &&
+                           c.lr_decay_steps > 0;
   const std::int64_t total = own_horizon ? c.lr_decay_steps : c.max_steps;
-  const double lr = optim::lr_at(
-      {c.lr_scheduler_type, c.learning_rate, warmup_steps_, total, c.warmup_min_lr, c.warmup_type},
-      step - 1);
+  const double lr = optim::lr_at({c.lr_scheduler_type, c.learning_rate, warmup_steps_, total,
+                                  c.warmup_min_lr, c.warmup_type, c.warmup_min_ratio,
+                                  c.cos_min_ratio},
+                                 step - 1);
   if (!check.overflow) {
     p_.strategy.step(lr);
   } else if (p_.job.is_main()) {

@@ -18,6 +18,9 @@ struct GradScalerOptions {
   int hysteresis = 2;                     // overflows absorbed before the scale halves
   double min_loss_scale = 1.0;
   bool consecutive_hysteresis = false;    // a clean step restores the full hysteresis
+  // > 0: this scale throughout (DeepSpeed's static LossScaler); an overflowing step is still
+  // skipped, as DeepSpeed's fp16 optimizer skips it, but the scale stays.
+  double static_scale = 0;
 };
 
 class GradScaler {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,7 +27,7 @@ enum class DeviceKind { automatic, cpu, cuda };                  // training.dev
 enum class MixedPrecision { no, fp16, bf16 };                    // training.mixed_precision
 enum class OptimizerKind { adamw, adam, sgd };                   // training.optimizer
 // training.lr_scheduler_type
-enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_lr };
+enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_lr, warmup_cosine_lr };
 enum class WarmupType { log, linear };                           // training.warmup_type
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
@@ -40,8 +41,8 @@ constexpr SettingNames<2> setting_names(OffloadKind) { return {"none", "cpu"}; }
 constexpr SettingNames<3> setting_names(DeviceKind) { return {"auto", "cpu", "cuda"}; }
 constexpr SettingNames<3> setting_names(MixedPrecision) { return {"no", "fp16", "bf16"}; }
 constexpr SettingNames<3> setting_names(OptimizerKind) { return {"adamw", "adam", "sgd"}; }
-constexpr SettingNames<5> setting_names(LrSchedulerKind) {
-  return {"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr"};
+constexpr SettingNames<6> setting_names(LrSchedulerKind) {
+  return {"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr", "warmup_cosine_lr"};
 }
 constexpr SettingNames<2> setting_names(WarmupType) { return {"log", "linear"}; }
 
@@ -102,9 +103,13 @@ struct TrainingConfig {
   // warmup_lr (DeepSpeed's WarmupLR): the lr rises from warmup_min_lr to learning_rate over the
   // warmup steps, along log(step + 1) / log(warmup) or linearly, then stays at learning_rate;
   // warmup_decay_lr (WarmupDecayLR) then falls linearly back to warmup_min_lr at lr_decay_steps.
+  // warmup_cosine_lr (WarmupCosineLR) scales learning_rate: up from warmup_min_ratio over the
+  // warmup, then a half cosine down to cos_min_ratio at lr_decay_steps.
   double warmup_min_lr = 0.0;
   WarmupType warmup_type = WarmupType::log;
-  std::int64_t lr_decay_steps = 0;  // warmup_decay_lr: DeepSpeed's total_num_steps; 0: max_steps
+  std::int64_t lr_decay_steps = 0;  // warmup_decay/cosine_lr: DeepSpeed's total_num_steps; 0: max_steps
+  double warmup_min_ratio = 0.0;
+  double cos_min_ratio = 0.0001;
   double max_grad_norm = 1.0;                // 0 disables clipping
   // bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 scales
   // the loss dynamically ([loss_scale]).
@@ -150,6 +155,7 @@ struct LossScaleConfig {
   std::int64_t loss_scale_window = 1000;  // clean steps before the scale doubles
   std::int64_t hysteresis = 2;            // overflowing steps absorbed before it halves
   double min_loss_scale = 1;              // overflowing here stops the run
+  double static_scale = 0;  // 0: dynamic; else this fixed scale (DeepSpeed's fp16.loss_scale)
 };
 
 struct Config {
@@ -160,6 +166,9 @@ struct Config {
   TrainingConfig training;
   DistributedConfig distributed;
   LossScaleConfig loss_scale;
+  // Not a key: the settings a DeepSpeed file made, key -> its JSON path ("distributed.strategy"
+  // -> "zero_optimization.stage"), so --print-config can say where each came from.
+  std::map<std::string, std::string> from_deepspeed;
 };
 
 // Where presets are looked up, first match wins: $GENESIS_PRESET_PATH (':'-separated), then

@@ -1,7 +1,8 @@
 // Learning-rate schedules, Hugging Face transformers' spelling: "constant" (constant_with_warmup
 // when warmup_steps > 0), "linear" and "cosine", each with a linear warmup from 0; and DeepSpeed's
-// WarmupLR and WarmupDecayLR as "warmup_lr" and "warmup_decay_lr" (a log or linear rise from a
-// minimum lr, then constant, or a linear fall back to it at total_steps). The schedule is
+// WarmupLR, WarmupDecayLR and WarmupCosineLR as "warmup_lr", "warmup_decay_lr" and
+// "warmup_cosine_lr" (a log or linear rise from a minimum lr, then constant, a linear fall back to
+// it at total_steps, or a half cosine down to a fraction of the lr at total_steps). The schedule is
 // a pure function of the step, so resuming a run only needs the step count.
 #pragma once
 
@@ -35,7 +36,9 @@ struct LrSchedule {
   std::int64_t warmup_steps = 0;   // warmup_lr: DeepSpeed's warmup_num_steps
   std::int64_t total_steps = 0;    // where linear and cosine reach 0, warmup_decay_lr its minimum
   double warmup_min_lr = 0;        // warmup_lr and warmup_decay_lr only
-  WarmupType warmup_type = WarmupType::log;  // warmup_lr and warmup_decay_lr only
+  WarmupType warmup_type = WarmupType::log;  // the warmup_* schedules
+  double warmup_min_ratio = 0;     // warmup_cosine_lr: where its warmup starts, times base_lr
+  double cos_min_ratio = 0.0001;   // warmup_cosine_lr: where its cosine ends, times base_lr
 };
 // lr_at(type, ...) for a whole schedule.
 double lr_at(const LrSchedule& schedule, std::int64_t step);
@@ -52,6 +55,11 @@ double warmup_lr_at(double min_lr, double max_lr, std::int64_t iteration,
 double warmup_decay_lr_at(double min_lr, double max_lr, std::int64_t iteration,
                           std::int64_t warmup_num_steps, std::int64_t total_num_steps,
                           WarmupType type);
+// DeepSpeed's WarmupCosineLR.get_lr(): 0 before its first step(); then lr times a ratio that rises
+// from warmup_min_ratio to 1 as WarmupLR's gamma does, then
+// max(0, cos_min_ratio + (1 - cos_min_ratio) (1 + cos(pi s / (total_num_steps - n))) / 2) with
+// s = iteration - n + 1, unclamped past total_num_steps as DeepSpeed has it.
+double warmup_cosine_lr_at(const LrSchedule& schedule, std::int64_t iteration);
 
 // Drives an optimizer's lr, in the HF Trainer order: optimizer.step(); scheduler.step().
 // Construction sets the lr for the first update (lr_at(0)).
