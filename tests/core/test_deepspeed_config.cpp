@@ -131,6 +131,16 @@ TEST_CASE("deepspeed: zero2.json is zero2, zero3.json offloads parameters and op
 
   const Applied a = apply_ds(seed_file("zero3.json"));
   CHECK(a.config.distributed.strategy == "zero3");
+  // Its "auto" values say what they left: a setting genesis has, or nothing genesis acts on.
+  CHECK(contains(describe_outcome("ds.json", a.outcome),
+                 "deepspeed: ds.json: zero_optimization.reduce_bucket_size is \"auto\": "
+                 "distributed.bucket_cap_mb stays 25.0"));
+  CHECK(a.outcome.automatic.size() == 1);  // stage3_*'s "auto" are in the not-acted-on warning
+  const Applied batch =
+      apply_ds(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 4})");
+  CHECK(contains(describe_outcome("ds.json", batch.outcome),
+                 "deepspeed: ds.json: train_batch_size is \"auto\": resolved from the rest of "
+                 "the config"));
   CHECK(a.config.distributed.offload_optimizer == "cpu");
   CHECK(a.config.distributed.offload_param == "cpu");
   CHECK(apply_ds(zero3_without_offload_param()).config.distributed.offload_param == "none");

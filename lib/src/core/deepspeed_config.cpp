@@ -172,6 +172,7 @@ DeepSpeedOutcome apply_deepspeed_json(Config& config, const std::string& text,
   map_zero(m, root);
   map_precision(m, root);
   map_deepspeed_training(m, root);
+  outcome.automatic = auto_settings(root, config);
   return outcome;
 }
 
@@ -198,6 +199,10 @@ std::vector<std::string> describe_outcome(const std::string& file,
   for (const auto& s : outcome.kept)
     lines.push_back("deepspeed: " + file + ": " + s.json_path + " not applied: " + s.key +
                     " is set by " + s.value);
+  for (const auto& s : outcome.automatic)
+    lines.push_back("deepspeed: " + file + ": " + s.json_path + " is \"auto\": " +
+                    (s.key.empty() ? std::string("resolved from the rest of the config")
+                                   : s.key + " stays " + s.value));
   return lines;
 }
 

@@ -28,6 +28,9 @@ struct DeepSpeedOutcome {
   // Named by the file, but --config or --set set it; value says where (x.toml:7, --set).
   std::vector<DeepSpeedSetting> kept;
   std::vector<std::string> not_acted_on;  // JSON paths accepted that genesis does not act on
+  // "auto" values of keys genesis acts on: key (empty where none maps 1:1), its value as the rest
+  // of the config left it, and the JSON path.
+  std::vector<DeepSpeedSetting> automatic;
 };
 
 struct DeepSpeedInput {
@@ -108,9 +111,12 @@ struct DeepSpeedKey {
   std::string_view path;  // "zero_optimization.stage"
   JsonKind kind;
   bool acted_on;  // false: accepted, and named in one warning line
+  std::string_view setting = {};  // the genesis key it fills, where one: what "auto" leaves
 };
 
 const std::vector<DeepSpeedKey>& deepspeed_keys();
+// The "auto" values in `root` of keys genesis acts on, with the setting each leaves as it is.
+std::vector<DeepSpeedSetting> auto_settings(const nlohmann::json& root, const Config& config);
 // Checks every key of `root` against the table (unknown keys, with the closest known one
 // suggested, and types); returns the paths present that genesis does not act on.
 std::vector<std::string> check_deepspeed_tree(const nlohmann::json& root, const std::string& file);

@@ -88,20 +88,20 @@ const std::vector<DeepSpeedKey>& deepspeed_keys() {
   using K = JsonKind;
   static const std::vector<DeepSpeedKey> keys = {
       {"train_batch_size", K::integer, true},
-      {"train_micro_batch_size_per_gpu", K::integer, true},
-      {"gradient_accumulation_steps", K::integer, true},
-      {"gradient_clipping", K::number, true},
-      {"steps_per_print", K::integer, true},
+      {"train_micro_batch_size_per_gpu", K::integer, true, "training.per_device_train_batch_size"},
+      {"gradient_accumulation_steps", K::integer, true, "training.gradient_accumulation_steps"},
+      {"gradient_clipping", K::number, true, "training.max_grad_norm"},
+      {"steps_per_print", K::integer, true, "training.logging_steps"},
       {"wall_clock_breakdown", K::boolean, true},
       {"zero_optimization", K::object, true},
-      {"zero_optimization.stage", K::integer, true},
+      {"zero_optimization.stage", K::integer, true, "distributed.strategy"},
       {"zero_optimization.offload_optimizer", K::object, true},
-      {"zero_optimization.offload_optimizer.device", K::string, true},
+      {"zero_optimization.offload_optimizer.device", K::string, true, "distributed.offload_optimizer"},
       {"zero_optimization.offload_optimizer.pin_memory", K::boolean, false},
       {"zero_optimization.offload_param", K::object, true},
-      {"zero_optimization.offload_param.device", K::string, true},
+      {"zero_optimization.offload_param.device", K::string, true, "distributed.offload_param"},
       {"zero_optimization.offload_param.pin_memory", K::boolean, false},
-      {"zero_optimization.reduce_bucket_size", K::number, true},
+      {"zero_optimization.reduce_bucket_size", K::number, true, "distributed.bucket_cap_mb"},
       {"zero_optimization.allgather_bucket_size", K::number, false},
       {"zero_optimization.overlap_comm", K::boolean, false},
       {"zero_optimization.contiguous_gradients", K::boolean, false},
@@ -116,35 +116,35 @@ const std::vector<DeepSpeedKey>& deepspeed_keys() {
       {"zero_optimization.stage3_gather_16bit_weights_on_model_save", K::boolean, false},
       {"zero_optimization.stage3_gather_fp16_weights_on_model_save", K::boolean, false},
       {"fp16", K::object, true},
-      {"fp16.enabled", K::boolean, true},
-      {"fp16.loss_scale", K::number, true},
-      {"fp16.initial_scale_power", K::integer, true},
-      {"fp16.loss_scale_window", K::integer, true},
-      {"fp16.hysteresis", K::integer, true},
-      {"fp16.min_loss_scale", K::number, true},
+      {"fp16.enabled", K::boolean, true, "training.mixed_precision"},
+      {"fp16.loss_scale", K::number, true, "loss_scale.static_scale"},
+      {"fp16.initial_scale_power", K::integer, true, "loss_scale.initial_scale_power"},
+      {"fp16.loss_scale_window", K::integer, true, "loss_scale.loss_scale_window"},
+      {"fp16.hysteresis", K::integer, true, "loss_scale.hysteresis"},
+      {"fp16.min_loss_scale", K::number, true, "loss_scale.min_loss_scale"},
       {"bf16", K::object, true},
-      {"bf16.enabled", K::boolean, true},
+      {"bf16.enabled", K::boolean, true, "training.mixed_precision"},
       {"optimizer", K::object, true},
       {"optimizer.type", K::string, true},
       {"optimizer.params", K::object, true},
-      {"optimizer.params.lr", K::number, true},
+      {"optimizer.params.lr", K::number, true, "training.learning_rate"},
       {"optimizer.params.betas", K::number_pair, true},
-      {"optimizer.params.eps", K::number, true},
-      {"optimizer.params.weight_decay", K::number, true},
-      {"optimizer.params.momentum", K::number, true},
+      {"optimizer.params.eps", K::number, true, "training.adam_epsilon"},
+      {"optimizer.params.weight_decay", K::number, true, "training.weight_decay"},
+      {"optimizer.params.momentum", K::number, true, "training.momentum"},
       {"optimizer.params.adam_w_mode", K::boolean, true},
       {"optimizer.params.torch_adam", K::boolean, false},
       {"scheduler", K::object, true},
       {"scheduler.type", K::string, true},
       {"scheduler.params", K::object, true},
-      {"scheduler.params.warmup_min_lr", K::number, true},
-      {"scheduler.params.warmup_max_lr", K::number, true},
-      {"scheduler.params.warmup_num_steps", K::integer, true},
-      {"scheduler.params.warmup_type", K::string, true},
-      {"scheduler.params.total_num_steps", K::integer, true},  // WarmupDecay/CosineLR
-      // WarmupCosineLR's, so a file using it reaches its own NotSupported line.
-      {"scheduler.params.warmup_min_ratio", K::number, true},
-      {"scheduler.params.cos_min_ratio", K::number, true},
+      {"scheduler.params.warmup_min_lr", K::number, true, "training.warmup_min_lr"},
+      {"scheduler.params.warmup_max_lr", K::number, true, "training.learning_rate"},
+      {"scheduler.params.warmup_num_steps", K::integer, true, "training.warmup_steps"},
+      {"scheduler.params.warmup_type", K::string, true, "training.warmup_type"},
+      {"scheduler.params.total_num_steps", K::integer, true, "training.lr_decay_steps"},  // WarmupDecay/CosineLR
+      // WarmupCosineLR's.
+      {"scheduler.params.warmup_min_ratio", K::number, true, "training.warmup_min_ratio"},
+      {"scheduler.params.cos_min_ratio", K::number, true, "training.cos_min_ratio"},
   };
   return keys;
 }
@@ -158,6 +158,32 @@ std::int64_t json_integer(const json& value, const std::string& file, std::strin
     if (std::abs(v) < 9.2e18) return static_cast<std::int64_t>(v);
   }
   throw ConfigError(file + ": " + std::string(path) + ": expected an integer, got " + value.dump());
+}
+
+namespace {
+
+void collect_auto(const json& object, const std::string& prefix, const Config& config,
+                  std::vector<DeepSpeedSetting>& out) {
+  for (const auto& [name, value] : object.items()) {
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    const DeepSpeedKey* key = find_json_key(path);
+    if (key == nullptr) continue;
+    if (value.is_object()) {
+      collect_auto(value, path, config, out);
+    } else if (key->acted_on && is_auto(value)) {
+      const ConfigKey* setting = key->setting.empty() ? nullptr : find_key(key->setting);
+      out.push_back({std::string(key->setting),
+                     setting ? describe_node(*value_node(config, *setting)) : "", path});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<DeepSpeedSetting> auto_settings(const json& root, const Config& config) {
+  std::vector<DeepSpeedSetting> out;
+  if (root.is_object()) collect_auto(root, "", config, out);
+  return out;
 }
 
 std::vector<std::string> check_deepspeed_tree(const json& root, const std::string& file) {
