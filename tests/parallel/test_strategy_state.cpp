@@ -153,9 +153,9 @@ struct Case {
     };
   }
 };
-const Case kCases[] = {{"ddp", 2},   {"zero1", 2},          {"zero2", 2},
-                       {"zero3", 2}, {"zero3", 2, 0, true}, {"zero3", 2, 0, false, true},
-                       {"hsdp", 4, 2}};
+const Case kCases[] = {{"ddp", 2},   {"zero1", 2},          {"zero2", 2, 0, true},
+                       {"zero2", 2}, {"zero3", 2},          {"zero3", 2, 0, true},
+                       {"zero3", 2, 0, false, true},        {"hsdp", 4, 2}};
 constexpr int kAccum = 2;
 
 // Builds `c` on a model initialised from `seed`, loads `resume_from` when given, trains steps

@@ -58,3 +58,22 @@ TEST_CASE("zero1 and zero2 hold 1/N of DDP's optimizer state", "[zero]") {
     }
   }
 }
+
+// ZeRO-Offload: the optimizer steps host copies of the shards (here host to host); the update is
+// the same, and the optimizer state is reported as offloaded. ddp refuses the setting by name.
+TEST_CASE("zero1 and zero2 with the optimizer offloaded match them without", "[zero]") {
+  const auto offload = [](genesis::parallel::StrategyOptions& o) {
+    o.zero.offload_optimizer = true;
+  };
+  for (const char* strategy : {"zero1", "zero2"}) {
+    INFO(strategy);
+    const Outcome plain = train(strategy, 2, Model::gpt);
+    const Outcome offloaded = train(strategy, 2, Model::gpt, Opt::adamw, 2, 4, offload);
+    CHECK(worst_difference(offloaded, plain) == 0);
+    CHECK(offloaded.memory.offloaded_bytes == plain.memory.optimizer_bytes);
+    CHECK(plain.memory.offloaded_bytes == 0);
+  }
+  CHECK_THROWS_WITH(train("ddp", 2, Model::mlp, Opt::adamw, 1, 1, offload),
+                    Catch::Contains("offload_optimizer = cpu applies to zero1, zero2, zero3 and "
+                                    "hsdp, not to ddp"));
+}

@@ -158,6 +158,19 @@ TEST_CASE("train --dry-run prints every strategy's memory and auto's choice", "[
   CHECK(small.out.find("* zero2") != std::string::npos);
   CHECK(small.out.find("auto: zero2 (ddp needs 2.30 MiB per rank, over 80% of the 1.40 MiB budget") !=
         std::string::npos);
+
+  // Offloading asks for a strategy that can offload, and the table says what stays on the host.
+  auto offload = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
+                              "distributed.offload_optimizer=cpu"},
+                             {{{"WORLD_SIZE", "4"}}, {}});
+  INFO(offload.out);
+  CHECK(offload.out.find("auto: zero1 (offload_optimizer asks for a ZeRO stage") !=
+        std::string::npos);
+  CHECK(offload.out.find("on host") != std::string::npos);
+  auto params = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
+                             "distributed.offload_param=cpu"},
+                            {{{"WORLD_SIZE", "4"}}, {}});
+  CHECK(params.out.find("auto: zero3 (offload_param asks for zero3 or hsdp") != std::string::npos);
 }
 
 TEST_CASE("train: auto picks ddp for a small model and says so", "[train][zero]") {

@@ -42,6 +42,58 @@ const StrategyEstimate& MemoryPlan::estimate(const std::string& name) const {
   throw InvalidArgument("no memory estimate for strategy '" + name + "'");
 }
 
+namespace {
+
+// What `strategy = "auto"` picks, and one line saying why.
+void choose_strategy(MemoryPlan& plan) {
+  const MemoryPlanInputs& in = plan.inputs;
+  // Least communication first; among equals the one that shards least (less to coordinate).
+  const char* order[] = {"ddp", "zero1", "zero2", "hsdp", "zero3"};
+  const double limit = in.headroom * plan.budget_bytes;
+  for (const char* name : order) {
+    const StrategyEstimate& e = plan.estimate(name);
+    const auto weighed = in.device_memory_bytes > 0 ? e.on_device() : e.total();
+    // Offloading asks for a strategy that can do it: not ddp, and for parameters zero3 or hsdp.
+    const std::string_view n = name;
+    if ((in.offload_optimizer && n == "ddp") ||
+        (in.offload_param && n != "zero3" && n != "hsdp"))
+      continue;
+    if (!e.available || static_cast<double>(weighed) > limit) continue;
+    plan.chosen = name;
+    break;
+  }
+  const StrategyEstimate& ddp = plan.estimate("ddp");
+  char line[256];
+  if (plan.chosen == "ddp") {
+    std::snprintf(line, sizeof line, "ddp's %s per rank fits %.0f%% of the %s budget (%s)",
+                  format_bytes(static_cast<double>(ddp.total())).c_str(), in.headroom * 100,
+                  format_bytes(plan.budget_bytes).c_str(), plan.budget_source.c_str());
+  } else if (!plan.chosen.empty() && (in.offload_optimizer || in.offload_param)) {
+    std::snprintf(line, sizeof line, "%s asks for %s; %s needs %s per rank",
+                  in.offload_param ? "offload_param" : "offload_optimizer",
+                  in.offload_param ? "zero3 or hsdp" : "a ZeRO stage", plan.chosen.c_str(),
+                  format_bytes(static_cast<double>(plan.estimate(plan.chosen).total())).c_str());
+  } else if (!plan.chosen.empty()) {
+    std::snprintf(line, sizeof line,
+                  "ddp needs %s per rank, over %.0f%% of the %s budget (%s); %s needs %s",
+                  format_bytes(static_cast<double>(ddp.total())).c_str(), in.headroom * 100,
+                  format_bytes(plan.budget_bytes).c_str(), plan.budget_source.c_str(),
+                  plan.chosen.c_str(),
+                  format_bytes(static_cast<double>(plan.estimate(plan.chosen).total())).c_str());
+  } else {
+    // Nothing fits: the smallest one still has the best chance; say so loudly.
+    plan.chosen = "zero3";
+    std::snprintf(line, sizeof line,
+                  "no strategy fits %.0f%% of the %s budget (%s); zero3 needs the least: %s",
+                  in.headroom * 100, format_bytes(plan.budget_bytes).c_str(),
+                  plan.budget_source.c_str(),
+                  format_bytes(static_cast<double>(plan.estimate("zero3").total())).c_str());
+  }
+  plan.reason = line;
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   GENESIS_CHECK(in.world_size >= 1 && in.local_world_size >= 1, InvalidArgument,
                 "plan_memory: world sizes must be >= 1");
@@ -63,10 +115,12 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard), ceil_div(psi, shard), ceil_div(opt, shard),
                         3.0, shard < n && n % shard == 0};
   plan.estimates.push_back(hsdp);
-  for (StrategyEstimate& e : plan.estimates)
-    if (e.name == "zero3" || e.name == "hsdp")
-      e.offloaded_bytes = (in.offload_optimizer || in.offload_param ? e.optimizer_bytes : 0) +
-                          (in.offload_param ? e.parameter_bytes + e.gradient_bytes : 0);
+  for (StrategyEstimate& e : plan.estimates) {
+    const bool fully_sharded = e.name == "zero3" || e.name == "hsdp";
+    if (e.name != "ddp" && (in.offload_optimizer || (fully_sharded && in.offload_param)))
+      e.offloaded_bytes = e.optimizer_bytes;
+    if (fully_sharded && in.offload_param) e.offloaded_bytes += e.parameter_bytes + e.gradient_bytes;
+  }
 
   if (in.budget_bytes > 0) {
     plan.budget_bytes = in.budget_bytes;
@@ -80,39 +134,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
                          (in.local_world_size == 1 ? " rank" : " ranks");
   }
 
-  // Least communication first; among equals the one that shards least (less to coordinate).
-  const char* order[] = {"ddp", "zero1", "zero2", "hsdp", "zero3"};
-  const double limit = in.headroom * plan.budget_bytes;
-  for (const char* name : order) {
-    const StrategyEstimate& e = plan.estimate(name);
-    const auto weighed = in.device_memory_bytes > 0 ? e.on_device() : e.total();
-    if (!e.available || static_cast<double>(weighed) > limit) continue;
-    plan.chosen = name;
-    break;
-  }
-  const StrategyEstimate& ddp = plan.estimate("ddp");
-  char line[256];
-  if (plan.chosen == "ddp") {
-    std::snprintf(line, sizeof line, "ddp's %s per rank fits %.0f%% of the %s budget (%s)",
-                  format_bytes(static_cast<double>(ddp.total())).c_str(), in.headroom * 100,
-                  format_bytes(plan.budget_bytes).c_str(), plan.budget_source.c_str());
-  } else if (!plan.chosen.empty()) {
-    std::snprintf(line, sizeof line,
-                  "ddp needs %s per rank, over %.0f%% of the %s budget (%s); %s needs %s",
-                  format_bytes(static_cast<double>(ddp.total())).c_str(), in.headroom * 100,
-                  format_bytes(plan.budget_bytes).c_str(), plan.budget_source.c_str(),
-                  plan.chosen.c_str(),
-                  format_bytes(static_cast<double>(plan.estimate(plan.chosen).total())).c_str());
-  } else {
-    // Nothing fits: the smallest one still has the best chance; say so loudly.
-    plan.chosen = "zero3";
-    std::snprintf(line, sizeof line,
-                  "no strategy fits %.0f%% of the %s budget (%s); zero3 needs the least: %s",
-                  in.headroom * 100, format_bytes(plan.budget_bytes).c_str(),
-                  plan.budget_source.c_str(),
-                  format_bytes(static_cast<double>(plan.estimate("zero3").total())).c_str());
-  }
-  plan.reason = line;
+  choose_strategy(plan);
   return plan;
 }
 

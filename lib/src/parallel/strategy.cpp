@@ -131,11 +131,12 @@ std::unique_ptr<Strategy> make_strategy(const StrategyOptions& options,
   GENESIS_CHECK(deferred == nullptr || sharded, InvalidArgument,
                 "deferred init shards for zero3 or hsdp, not " + options.name);
   // Rather than train on the device while the user believes the state is on the host.
-  GENESIS_CHECK(sharded || !(options.zero.offload_optimizer || options.zero.offload_param),
-                NotSupported,
-                std::string(options.zero.offload_param ? "offload_param" : "offload_optimizer") +
-                    " = cpu applies to zero3 and hsdp in genesis, not to " + options.name +
+  GENESIS_CHECK(sharded || !options.zero.offload_param, NotSupported,
+                "offload_param = cpu applies to zero3 and hsdp, not to " + options.name +
                     " (choose distributed.strategy = zero3)");
+  GENESIS_CHECK(*kind != StrategyKind::ddp || !options.zero.offload_optimizer, NotSupported,
+                "offload_optimizer = cpu applies to zero1, zero2, zero3 and hsdp, not to ddp "
+                "(choose a ZeRO stage)");
   switch (*kind) {
     case StrategyKind::automatic:
     case StrategyKind::ddp:

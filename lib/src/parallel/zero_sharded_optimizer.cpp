@@ -18,6 +18,10 @@
 // already), reduce-scattered, added to the rank's shard and freed (DeepSpeed's stage 2 also
 // reduces every micro-batch). After the step every bucket is all-gathered in place.
 //
+// offload_optimizer (DeepSpeed's ZeRO-Offload): the optimizer steps host copies of the shards, with
+// its state on the host; step() moves each reduced shard gradient there and the updated shard
+// back before the all-gather. On a CPU run the copies are host to host.
+//
 // Checkpoint state: each rank saves the elements of its shard range of every bucket, parameters
 // (replicated, but saved once) and optimizer state alike; loading reads the full parameters and
 // this rank's optimizer shard, so any saved layout loads into any world size.
@@ -82,6 +86,7 @@ class ZeroStage12 : public Strategy, BucketPolicy {
 
   std::vector<Tensor> shard_params() const;
   double sum_over_ranks(double local) const;
+  void make_host_copies();
 
   int stage_;
   std::shared_ptr<nn::Module> model_;
@@ -89,6 +94,7 @@ class ZeroStage12 : public Strategy, BucketPolicy {
   std::vector<Bucket> buckets_;
   std::vector<Variable> variables_;
   nn::NamedTensors frozen_;  // parameters outside the buckets (no grad): whole on every rank
+  std::vector<Tensor> host_shards_;  // offload_optimizer: what the optimizer steps, per bucket
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<BucketEngine> engine_;  // last: its hooks call into everything above
 };
@@ -143,7 +149,8 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
       variables_.push_back(v);
     }
   }
-  optimizer_ = make_optimizer(shard_params());
+  if (options.offload_optimizer) make_host_copies();
+  optimizer_ = make_optimizer(options.offload_optimizer ? host_shards_ : shard_params());
   engine_ = std::make_unique<BucketEngine>(name(), std::move(in_buckets), std::move(members),
                                            static_cast<BucketPolicy&>(*this));
   spdlog::debug("{}: {} parameters in {} buckets, {} ranks", name(), variables_.size(),
@@ -151,6 +158,17 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
 }
 
 ZeroStage12::~ZeroStage12() { engine_.reset(); }
+
+void ZeroStage12::make_host_copies() {
+  NoGradGuard no_grad;
+  for (const Bucket& b : buckets_) {
+    Tensor host = b.shard_param.detach().to(Device::cpu());
+    if (host.storage() == b.shard_param.storage()) host = host.clone();
+    host.set_requires_grad(true);
+    host.set_grad(Tensor::zeros(host.shape(), host.dtype(), Device::cpu()));
+    host_shards_.push_back(host);
+  }
+}
 
 std::vector<Tensor> ZeroStage12::shard_params() const {
   std::vector<Tensor> out;
@@ -242,8 +260,13 @@ double ZeroStage12::grad_norm() {
 }
 
 void ZeroStage12::step(double lr) {
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < host_shards_.size(); ++i)
+    host_shards_[i].grad().copy_(buckets_[i].shard_grad.to(Device::cpu()));
   optimizer_->set_lr(lr);
   optimizer_->step();
+  for (std::size_t i = 0; i < host_shards_.size(); ++i)
+    Tensor(buckets_[i].shard_param).copy_(host_shards_[i].to(buckets_[i].shard_param.device()));
   // Every rank's updated shard into every rank's full parameters, in place: the shard is the
   // all-gather's own chunk of the flat buffer, so no copy of it is made.
   std::vector<std::shared_ptr<dist::Work>> gathers;
@@ -274,6 +297,7 @@ MemoryReport ZeroStage12::memory() const {
   }
   for (auto& [name, t] : optimizer_->state_tensors())
     r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+  if (!host_shards_.empty()) r.offloaded_bytes = r.optimizer_bytes;
   return r;
 }
 
@@ -302,6 +326,8 @@ void ZeroStage12::load_state(const StateSource& source) {
   // The parameters view the buckets' flat buffers, so the shards the optimizer steps follow.
   for (const auto& [pname, p] : params) load_whole(source, model_name(pname), p);
   for (const auto& [bname, t] : model_->named_buffers()) load_whole(source, model_name(bname), t);
+  for (std::size_t i = 0; i < host_shards_.size(); ++i)
+    host_shards_[i].copy_(buckets_[i].shard_param.detach().to(Device::cpu()));
   const OptimizerLayout layout = optimizer_layout(source, trainable, optimizer_->state_names());
   optim::NamedTensors state;
   for (std::size_t i = 0; i < buckets_.size(); ++i)

@@ -33,8 +33,8 @@ struct MemoryPlanInputs {
   int hsdp_shard_size = 0;         // 0: local_world_size
   double optimizer_bytes_per_parameter = 8;  // adam/adamw 8, sgd with momentum 4, plain sgd 0
   bool gradient_as_bucket_view = false;      // ddp keeps one gradient copy instead of two
-  // zero3/hsdp: the optimizer state, and with offload_param the shards and their gradients too,
-  // in host memory; on a GPU auto then weighs what stays on the device.
+  // The ZeRO stages' optimizer state (offload_optimizer), and for zero3/hsdp with offload_param
+  // the shards and their gradients too, in host memory; on a GPU auto weighs what stays.
   bool offload_optimizer = false;
   bool offload_param = false;
   double budget_bytes = 0;         // 0: detect (the GPU's memory, or host memory / local ranks)

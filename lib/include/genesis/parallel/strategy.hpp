@@ -85,7 +85,7 @@ struct ZeroOptions {
   double first_bucket_cap_mb = 1;   // smaller, so the first reduce-scatter starts early
   int hsdp_shard_size = 0;     // hsdp: ranks per shard group; 0: LOCAL_WORLD_SIZE (one node)
   bool prefetch = true;        // zero3/hsdp: all-gather the next unit while this one computes
-  bool offload_optimizer = false;  // optimizer state and update on the CPU (the CUDA path)
+  bool offload_optimizer = false;  // ZeRO stages: optimizer state and update on the host
   // zero3/hsdp: parameter shards (and so their gradients and the update) in host memory, each
   // unit copied to the device as it is gathered (DeepSpeed's offload_param).
   bool offload_param = false;
