@@ -119,7 +119,8 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
     const bool fully_sharded = e.name == "zero3" || e.name == "hsdp";
     if (e.name != "ddp" && (in.offload_optimizer || (fully_sharded && in.offload_param)))
       e.offloaded_bytes = e.optimizer_bytes;
-    if (fully_sharded && in.offload_param) e.offloaded_bytes += e.parameter_bytes + e.gradient_bytes;
+    if (fully_sharded && in.offload_param)
+      e.offloaded_bytes += e.parameter_bytes + e.gradient_bytes;
   }
 
   if (in.budget_bytes > 0) {
