@@ -1,9 +1,10 @@
-// What the store tests share: a TCPStore client's options, and the message of an exception.
+// What the store tests share: a TCPStore client's options (and thrown_message, included).
 #pragma once
 
 #include <string>
 
 #include "genesis/rendezvous/tcp_store.hpp"
+#include "support/thrown_message.hpp"
 
 namespace genesis::testing {
 
@@ -14,17 +15,6 @@ inline rendezvous::TCPStoreOptions client_options(int port, const std::string& t
   o.token = token;
   o.timeout = timeout;
   return o;
-}
-
-// The message of the E that `f` throws; another exception type escapes and fails the test.
-template <class E, class F>
-std::string thrown_message(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<nothing thrown>";
 }
 
 }  // namespace genesis::testing

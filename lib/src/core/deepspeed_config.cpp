@@ -79,7 +79,8 @@ void map_offload(DeepSpeedMapper& m, const json& zero, const std::string& sectio
   const std::string path = "zero_optimization." + section + ".device";
   const auto d = device->get<std::string>();
   if (d == "nvme")
-    m.unsupported(path, "\"nvme\" offload is not implemented in genesis (use \"cpu\")");
+    m.unsupported(path, "\"nvme\" offload is not supported: genesis offloads to host memory (use "
+                        "\"cpu\")");
   if (d != "cpu" && d != "none")
     m.fail(path, "must be \"cpu\" or \"none\", got " + device->dump());
   m.set_text("distributed." + section, d, path);

@@ -141,8 +141,8 @@ const std::vector<DeepSpeedKey>& deepspeed_keys() {
       {"scheduler.params.warmup_max_lr", K::number, true, "training.learning_rate"},
       {"scheduler.params.warmup_num_steps", K::integer, true, "training.warmup_steps"},
       {"scheduler.params.warmup_type", K::string, true, "training.warmup_type"},
-      {"scheduler.params.total_num_steps", K::integer, true, "training.lr_decay_steps"},  // WarmupDecay/CosineLR
-      // WarmupCosineLR's.
+      // WarmupDecayLR's and WarmupCosineLR's; the two ratios are WarmupCosineLR's.
+      {"scheduler.params.total_num_steps", K::integer, true, "training.lr_decay_steps"},
       {"scheduler.params.warmup_min_ratio", K::number, true, "training.warmup_min_ratio"},
       {"scheduler.params.cos_min_ratio", K::number, true, "training.cos_min_ratio"},
   };

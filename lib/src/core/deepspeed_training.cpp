@@ -251,8 +251,7 @@ void check_deepspeed_types(const json& root, const std::string& file) {
     if (!ours && std::find(kOtherOptimizers.begin(), kOtherOptimizers.end(), lower(*type)) !=
                      kOtherOptimizers.end())
       throw NotSupported(file + ": optimizer.type: \"" + *type +
-                         "\" is not implemented in genesis "
-                         "(it has AdamW, Adam and SGD)");
+                         "\" is not supported: genesis has AdamW, Adam and SGD");
     if (!ours)
       throw ConfigError(file + ": optimizer.type: unknown optimizer \"" + *type +
                         "\" (AdamW, Adam or SGD)" + did_you_mean(*type, known));
@@ -262,8 +261,8 @@ void check_deepspeed_types(const json& root, const std::string& file) {
         kOtherSchedulers.end())
       throw NotSupported(
           file + ": scheduler.type: \"" + *type +
-          "\" is not implemented in genesis yet (it has WarmupLR, WarmupDecayLR and "
-          "WarmupCosineLR; or drop the scheduler and set training.lr_scheduler_type)");
+          "\" is not supported: genesis has WarmupLR, WarmupDecayLR and WarmupCosineLR (or "
+          "drop the scheduler and set training.lr_scheduler_type)");
     if (std::find(kSchedulers.begin(), kSchedulers.end(), *type) == kSchedulers.end())
       throw ConfigError(file + ": scheduler.type: unknown scheduler \"" + *type +
                         "\" (WarmupLR, WarmupDecayLR or WarmupCosineLR)" +
@@ -281,7 +280,7 @@ void map_deepspeed_training(DeepSpeedMapper& m, const json& root) {
     m.set_integer("training.logging_steps", json_integer(*v, m.file(), "steps_per_print"),
                   "steps_per_print");
   if (const json* v = given(root, "wall_clock_breakdown"); v && v->get<bool>())
-    m.not_acted_on("wall_clock_breakdown (not implemented yet)");
+    m.not_acted_on("wall_clock_breakdown (genesis times whole steps: tokens/s in the log)");
 }
 
 }  // namespace genesis::config_detail

@@ -55,6 +55,15 @@ void add_into(const Tensor& sum, const Tensor& x) {
     Tensor(sum).copy_(add(sum, x));
 }
 
+Tensor host_copy_for_optimizer(const Tensor& shard) {
+  NoGradGuard no_grad;
+  Tensor host = shard.detach().to(Device::cpu());
+  if (host.storage() == shard.storage()) host = host.clone();
+  host.set_requires_grad(true);
+  host.set_grad(Tensor::zeros(host.shape(), host.dtype(), Device::cpu()));
+  return host;
+}
+
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
          a.shape() == b.shape();

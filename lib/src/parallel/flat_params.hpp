@@ -41,6 +41,10 @@ struct FlatParams {
 // sum += x in place (a reduced gradient shard into the one accumulated over micro-batches).
 void add_into(const Tensor& sum, const Tensor& x);
 
+// offload_optimizer: a host copy of `shard` (a separate one on a CPU run too) that requires grad
+// and has a zeroed host .grad, for the optimizer to step in the shard's place.
+Tensor host_copy_for_optimizer(const Tensor& shard);
+
 // Copies the parameters' values into a new flat buffer (dtype and device of the first one; all
 // must agree) and rebinds each parameter to view it. `device`, when given, is where the buffer
 // lives instead (deferred init: host-built parameters straight to the training device).

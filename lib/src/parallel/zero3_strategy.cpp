@@ -73,14 +73,7 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
   if (host_copies()) {
     // The optimizer's copy of each shard, and its state, live on the host; step() moves the
     // gradient shard there and the updated shard back. On a CPU build this is one more copy.
-    NoGradGuard no_grad;
-    for (const auto& unit : units_) {
-      Tensor host = unit->shard().detach().to(Device::cpu());
-      if (host.storage() == unit->shard().storage()) host = host.clone();
-      host.set_requires_grad(true);
-      host.set_grad(Tensor::zeros(host.shape(), host.dtype(), Device::cpu()));
-      host_shards_.push_back(host);
-    }
+    for (const auto& unit : units_) host_shards_.push_back(host_copy_for_optimizer(unit->shard()));
     optimizer_ = make_optimizer(host_shards_);
   } else {
     optimizer_ = make_optimizer(shards());

@@ -86,7 +86,6 @@ class ZeroStage12 : public Strategy, BucketPolicy {
 
   std::vector<Tensor> shard_params() const;
   double sum_over_ranks(double local) const;
-  void make_host_copies();
 
   int stage_;
   std::shared_ptr<nn::Module> model_;
@@ -149,7 +148,8 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
       variables_.push_back(v);
     }
   }
-  if (options.offload_optimizer) make_host_copies();
+  if (options.offload_optimizer)
+    for (const Bucket& b : buckets_) host_shards_.push_back(host_copy_for_optimizer(b.shard_param));
   optimizer_ = make_optimizer(options.offload_optimizer ? host_shards_ : shard_params());
   engine_ = std::make_unique<BucketEngine>(name(), std::move(in_buckets), std::move(members),
                                            static_cast<BucketPolicy&>(*this));
@@ -158,17 +158,6 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
 }
 
 ZeroStage12::~ZeroStage12() { engine_.reset(); }
-
-void ZeroStage12::make_host_copies() {
-  NoGradGuard no_grad;
-  for (const Bucket& b : buckets_) {
-    Tensor host = b.shard_param.detach().to(Device::cpu());
-    if (host.storage() == b.shard_param.storage()) host = host.clone();
-    host.set_requires_grad(true);
-    host.set_grad(Tensor::zeros(host.shape(), host.dtype(), Device::cpu()));
-    host_shards_.push_back(host);
-  }
-}
 
 std::vector<Tensor> ZeroStage12::shard_params() const {
   std::vector<Tensor> out;
