@@ -80,12 +80,15 @@ void cross_entropy_cases(CaseList& cases, Generator& gen) {
   for (const Spec& s : shapes) {
     Tensor logits = randn({s.n, s.classes}, gen, 2.0);
     Tensor target = targets(s.n, s.classes, gen, s.all_ignored);
-    OpCase c = make_case(OpId::cross_entropy, s.label, {logits, target}, {Tensor::empty({})}, s.dt);
+    Tensor loss = Tensor::empty({}), dloss = Tensor::full({}, 0.7);  // f32 for every logits type
+    OpCase c = make_case(OpId::cross_entropy, s.label, {logits, target}, {loss}, s.dt);
     c.args = op_args({kIgnore});
+    c.keep_f32 = {loss};
     cases.push_back(c);
     c = make_case(OpId::cross_entropy_backward, std::string(s.label) + ", dloss 0.7",
-                  {Tensor::full({}, 0.7), logits, target}, {Tensor::empty({s.n, s.classes})}, s.dt);
+                  {dloss, logits, target}, {Tensor::empty({s.n, s.classes})}, s.dt);
     c.args = op_args({kIgnore});
+    c.keep_f32 = {dloss};
     cases.push_back(c);
   }
 }

@@ -1,5 +1,5 @@
 // scaled_dot_product_attention and its packed form: shape checks, the compute copies (f32 on the
-// CPU; on CUDA a shared 16-bit type stays as it is, see matmul_dtype), and the backward that
+// CPU; on CUDA a shared 16-bit type stays as it is, see kernel_dtype), and the backward that
 // replays the fused kernel from the saved log-sum-exp instead of a saved (T, T) probability
 // matrix. The kernels themselves are in backends/*/attention.*; they accept views
 // with unit stride along D, which the packed form uses to skip every head-split copy. Under
@@ -31,7 +31,7 @@ Tensor kernel_rows(const Tensor& t, DType kt) {
 }
 
 // The dtype the kernel runs in: f32 on the CPU; on CUDA a shared 16-bit input type is kept.
-DType kernel_type(const Tensor& t) { return detail::matmul_dtype({&t}); }
+DType kernel_type(const Tensor& t) { return detail::kernel_dtype({&t}); }
 
 // The (B, H, T, D) view of heads packed side by side in the last dim of a contiguous
 // (B, T, width) tensor, starting at column `column`.
@@ -67,7 +67,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   OpArgs args;
   args.i[0] = causal ? 1 : 0;
   args.f[0] = scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
-  const DType kt = detail::matmul_dtype({&q, &k, &v});
+  const DType kt = detail::kernel_dtype({&q, &k, &v});
   Tensor qf = kernel_rows(q, kt), kf = kernel_rows(k, kt), vf = kernel_rows(v, kt);
   Tensor o = Tensor::empty(q.shape(), kt, qf.device());
   Tensor lse = Tensor::empty({q.size(0), q.size(1), q.size(2)}, DType::f32, qf.device());

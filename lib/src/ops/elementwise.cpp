@@ -34,9 +34,10 @@ Tensor run_binary(OpId id, const Tensor& a, const Tensor& b, const Shape& shape,
   return out;
 }
 
-// A map kernel over a contiguous f32 input into a fresh output.
+// A map kernel over a contiguous input (f32, or kernel_dtype's 16-bit type) into a fresh output
+// of its type.
 Tensor run_map(OpId id, const Tensor& x, const OpArgs& args = {}) {
-  Tensor out = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   dispatch(id, {x.detach()}, {out}, args);
   return out;
 }
@@ -45,6 +46,13 @@ Tensor run_map(OpId id, const Tensor& x, const OpArgs& args = {}) {
 Tensor map_input(const char* op, const Tensor& x) {
   require_defined(op, x);
   return to_f32(x).contiguous();
+}
+
+// The same for a map whose backward stays closed in the input's type (the activations with a
+// backward kernel, the affine scalar maps): on CUDA a 16-bit input stays 16-bit (kernel_dtype).
+Tensor native_map_input(const char* op, const Tensor& x) {
+  require_defined(op, x);
+  return detail::to_kernel_dtype(x).contiguous();
 }
 
 struct BinaryInputs {
@@ -64,10 +72,10 @@ Tensor grad_if(bool needed, const std::function<Tensor()>& make) {
   return needed ? make() : Tensor();
 }
 
-// (dy, x) -> dx through an activation's backward kernel.
+// (dy, x) -> dx through an activation's backward kernel, in x's type.
 Tensor activation_grad(OpId id, const Tensor& dy, const Tensor& x) {
-  Tensor d = to_f32(dy).contiguous();
-  Tensor dx = Tensor::empty(x.shape(), DType::f32, x.device());
+  Tensor d = to_result(dy, x.dtype()).contiguous();
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
   dispatch(id, {d, x}, {dx});
   return dx;
 }
@@ -148,7 +156,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a, double b) {
   const DType rt = float_result_type({&a});
-  Tensor x = map_input("add", a);
+  Tensor x = native_map_input("add", a);
   OpArgs args;
   args.f[0] = b;
   Tensor out = run_map(OpId::add_scalar, x, args);
@@ -159,7 +167,7 @@ Tensor add(const Tensor& a, double b) {
 
 Tensor mul(const Tensor& a, double b) {
   const DType rt = float_result_type({&a});
-  Tensor x = map_input("mul", a);
+  Tensor x = native_map_input("mul", a);
   OpArgs args;
   args.f[0] = b;
   Tensor out = run_map(OpId::mul_scalar, x, args);
@@ -188,7 +196,7 @@ Tensor pow(const Tensor& a, double exponent) {
 
 Tensor neg(const Tensor& a) {
   const DType rt = float_result_type({&a});
-  Tensor x = map_input("neg", a);
+  Tensor x = native_map_input("neg", a);
   Tensor out = run_map(OpId::neg, x);
   record("neg", {x}, {out}, [](const Grads& g, const NeedsGrad&) -> Grads { return {neg(g[0])}; });
   return to_result(out, rt);
@@ -261,7 +269,7 @@ Tensor sigmoid(const Tensor& a) {
 
 Tensor relu(const Tensor& a) {
   const DType rt = float_result_type({&a});
-  Tensor x = map_input("relu", a);
+  Tensor x = native_map_input("relu", a);
   Tensor out = run_map(OpId::relu, x);
   record("relu", {x}, {out}, [xs = x.detach()](const Grads& g, const NeedsGrad&) -> Grads {
     return {activation_grad(OpId::relu_backward, g[0], xs)};
@@ -271,7 +279,7 @@ Tensor relu(const Tensor& a) {
 
 Tensor gelu(const Tensor& a) {
   const DType rt = float_result_type({&a});
-  Tensor x = map_input("gelu", a);
+  Tensor x = native_map_input("gelu", a);
   Tensor out = run_map(OpId::gelu, x);
   record("gelu", {x}, {out}, [xs = x.detach()](const Grads& g, const NeedsGrad&) -> Grads {
     return {activation_grad(OpId::gelu_backward, g[0], xs)};
@@ -281,7 +289,7 @@ Tensor gelu(const Tensor& a) {
 
 Tensor silu(const Tensor& a) {
   const DType rt = float_result_type({&a});
-  Tensor x = map_input("silu", a);
+  Tensor x = native_map_input("silu", a);
   Tensor out = run_map(OpId::silu, x);
   record("silu", {x}, {out}, [xs = x.detach()](const Grads& g, const NeedsGrad&) -> Grads {
     return {activation_grad(OpId::silu_backward, g[0], xs)};

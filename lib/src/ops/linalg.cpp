@@ -4,7 +4,7 @@
 // products on transposed views cost no copies either. A copy happens only for a batch whose
 // broadcast dims cannot be described by one stride. Under autocast both ops first cast their
 // floating operands to the autocast type (autocast_inputs.hpp); on CUDA the kernels then take
-// them in that type (matmul_dtype), on the CPU in f32.
+// them in that type (kernel_dtype), on the CPU in f32.
 #include <string>
 
 #include "autocast_inputs.hpp"
@@ -69,7 +69,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   GENESIS_CHECK(a.dim() >= 1 && b.dim() >= 1, InvalidArgument,
                 "matmul: operands need at least 1 dim, got shapes " + shapes());
   const DType rt = float_result_type({&a, &b});
-  const DType kt = detail::matmul_dtype({&a, &b});
+  const DType kt = detail::kernel_dtype({&a, &b});
   Tensor x = to_result(a, kt);
   Tensor y = to_result(b, kt);
   // 1-d operands become a row (left) or a column (right) and lose that dim in the result.
@@ -145,7 +145,7 @@ Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
                     " for weight of shape " + shape_str(weight.shape()) + " (expected [" +
                     std::to_string(O) + "])");
   const DType rt = rounded.defined() ? wt : float_result_type({&input, &weight, &bias});
-  const DType kt = detail::matmul_dtype({&input, &weight, &bias});
+  const DType kt = detail::kernel_dtype({&input, &weight, &bias});
   Tensor x = to_result(input, kt).contiguous();
   Tensor w = to_result(weight, kt).contiguous();
   Tensor bvec = bias.defined() ? to_result(bias, kt).contiguous() : Tensor();

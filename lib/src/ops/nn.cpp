@@ -11,6 +11,7 @@
 #include "genesis/ops/ops.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"
+#include "elementwise_promote.hpp"
 #include "nn_compute.hpp"
 
 namespace genesis {
@@ -69,6 +70,9 @@ Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_dim(x, dim, f
 Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_dim(x, dim, true); }
 
 // logits (..., C) and target (...) are flattened to (N, C) and (N).
+// The loss is f32 whatever the logits' type (as torch.autocast computes it: an fp16 loss would
+// overflow once scaled); on CUDA 16-bit logits reach the kernels as they are (kernel_dtype), with
+// no f32 copy of the (tokens, vocab) logits, and their gradient comes back in their type.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
   nn_compute::check_floating("cross_entropy", "logits", logits);
   GENESIS_CHECK(logits.dim() >= 1, InvalidArgument,
@@ -81,22 +85,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
                     " does not match logits " + shape_str(shape) + " (expected " +
                     shape_str(lead) + ")");
   const std::int64_t C = shape.back(), N = shape_numel(lead);
-  Tensor lf = f32(logits).reshape({N, C});
+  const DType kt = detail::kernel_dtype({&logits});
+  Tensor lf = (kt == DType::f32 ? f32(logits) : logits.detach().contiguous()).reshape({N, C});
   tf = tf.reshape({N});
   Tensor loss = Tensor::empty({}, DType::f32, lf.device());
   OpArgs args;
   args.i[0] = ignore_index;
   dispatch(OpId::cross_entropy, {lf, tf}, {loss}, args);
   const DType dtype = logits.dtype();
-  Tensor out = cast(loss, dtype);
-  record("cross_entropy", {logits}, {out},
+  record("cross_entropy", {logits}, {loss},
          [lf, tf, args, shape, dtype](const Grads& g, const NeedsGrad&) -> Grads {
-           Tensor dlogits = Tensor::empty(lf.shape(), DType::f32, lf.device());
+           Tensor dlogits = Tensor::empty(lf.shape(), lf.dtype(), lf.device());
            dispatch(OpId::cross_entropy_backward, {f32(g[0]).reshape({}), lf, tf}, {dlogits},
                     args);
            return {cast(dlogits.reshape(shape), dtype)};
          });
-  return out;
+  return loss;
 }
 
 // x (..., C) flattened to (N, C); weight and bias (C) may be undefined (no affine part), in which

@@ -51,11 +51,12 @@ Shape squeezed_shape(const Shape& shape, const std::vector<std::int64_t>& dims) 
   return s;
 }
 
-// Sums contiguous f32 `x` (outside the graph) over sorted unique `dims`, keeping them with size 1;
-// `dims` is empty only for a 0-d x, whose sum is a copy of itself.
+// Sums contiguous `x` (outside the graph; f32, or a 16-bit type when the sum is one pass) over
+// sorted unique `dims`, keeping them with size 1, into x's type; `dims` is empty only for a 0-d
+// x, whose sum is a copy of itself.
 Tensor sum_keepdim(const Tensor& x, const std::vector<std::int64_t>& dims) {
   if (x.dim() == 0) {
-    Tensor out = Tensor::empty({}, DType::f32, x.device());
+    Tensor out = Tensor::empty({}, x.dtype(), x.device());
     dispatch(OpId::copy, {x}, {out});
     return out;
   }
@@ -76,7 +77,7 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<std::int64_t>& dims) {
     if (!reduced[g]) continue;
     Shape s = cur.shape();
     s[g] = 1;
-    Tensor next = Tensor::empty(s, DType::f32, x.device());
+    Tensor next = Tensor::empty(s, x.dtype(), x.device());
     OpArgs args;
     args.i[0] = static_cast<std::int64_t>(g);
     dispatch(OpId::sum_dim, {cur}, {next}, args);
@@ -86,13 +87,20 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<std::int64_t>& dims) {
   return make_view(cur, keep, contiguous_strides(keep), cur.offset());
 }
 
-// sum(x) * scale over dims; mean is scale = 1/count.
+// Whether sorted unique `dims` of a contiguous tensor merge into one reduced run (one kernel).
+bool one_pass(const std::vector<std::int64_t>& dims) {
+  return dims.empty() || dims.back() - dims.front() + 1 == static_cast<std::int64_t>(dims.size());
+}
+
+// sum(x) * scale over dims; mean is scale = 1/count. A plain sum in one pass runs in
+// kernel_dtype (a linear bias's gradient under autocast); a mean or a several-pass sum in f32,
+// so nothing is rounded between its steps.
 Tensor scaled_sum(const char* op, const Tensor& a, const std::vector<std::int64_t>& dims_in,
                   bool keepdim, bool average) {
   require_defined(op, a);
   const DType rt = float_result_type({&a});
-  Tensor x = to_f32(a).contiguous();
-  const std::vector<std::int64_t> dims = normalise_dims(dims_in, x.dim());
+  const std::vector<std::int64_t> dims = normalise_dims(dims_in, a.dim());
+  Tensor x = (!average && one_pass(dims) ? detail::to_kernel_dtype(a) : to_f32(a)).contiguous();
   Tensor kept = sum_keepdim(x.detach(), dims);
   double scale = 1.0;
   if (average) {
@@ -153,7 +161,7 @@ Tensor max(const Tensor& a, std::int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor& a, std::int64_t dim, bool keepdim) {
   require_defined("argmax", a);
-  Tensor x = to_f32(a.detach()).contiguous();
+  Tensor x = detail::to_kernel_dtype(a.detach()).contiguous();
   dim = wrap_dim(dim, x.dim());
   const std::vector<std::int64_t> dims = normalise_dims({dim}, x.dim());
   const Shape keep = keepdim_shape(x.shape(), dims);

@@ -1,5 +1,6 @@
-// Under autocast the logits come out in bf16/fp16; the loss (and fp16's scaled loss, far past
-// fp16's range) is computed from an f32 copy, as torch.autocast runs cross_entropy in f32.
+// Under autocast the logits come out in bf16/fp16; cross_entropy computes the loss from them in
+// f32 and returns it in f32 (fp16's scaled loss is far past fp16's range), as torch.autocast runs
+// cross_entropy in f32, without an f32 copy of the logits on the GPU.
 #include "classification_objective.hpp"
 
 #include <algorithm>
@@ -20,9 +21,7 @@ struct BatchScore {
 };
 
 // `scored` is count_items() of the same rows.
-BatchScore score_logits(const Tensor& low_or_f32_logits, const Tensor& targets, double scored) {
-  const Tensor logits = low_or_f32_logits.dtype() == DType::f32 ? low_or_f32_logits
-                                                                : low_or_f32_logits.to(DType::f32);
+BatchScore score_logits(const Tensor& logits, const Tensor& targets, double scored) {
   BatchScore s;
   s.loss = cross_entropy(logits, targets);
   NoGradGuard no_grad;

@@ -56,7 +56,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- neural-network functions (over the last dim unless a dim is given)
 Tensor softmax(const Tensor& x, std::int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, std::int64_t dim = -1);
-// logits (N, C) or (..., C), target (N) or (...) of i64; mean over targets != ignore_index.
+// logits (N, C) or (..., C), target (N) or (...) of i64; mean over targets != ignore_index, an
+// f32 scalar whatever the logits' type.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor embedding(const Tensor& weight, const Tensor& index);

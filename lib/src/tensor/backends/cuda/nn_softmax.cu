@@ -205,12 +205,11 @@ __device__ __forceinline__ V block_fold(V v, V* scratch) {
   return v;
 }
 
-// out (0-d) = mean of row_loss over rows whose target is not ignored; 0 when there are none.
-template <typename T>
+// out (0-d f32) = mean of row_loss over rows whose target is not ignored; 0 when there are none.
 __global__ void __launch_bounds__(kFoldThreads)
     cross_entropy_mean_kernel(const double* __restrict__ row_loss,
                               const std::int64_t* __restrict__ target, std::int64_t rows,
-                              std::int64_t ignore, T* __restrict__ out) {
+                              std::int64_t ignore, float* __restrict__ out) {
   __shared__ double sums[32];
   __shared__ long long counts[32];
   double total = 0.0;
@@ -222,14 +221,13 @@ __global__ void __launch_bounds__(kFoldThreads)
   total = block_fold(total, sums);
   count = block_fold(count, counts);
   if (threadIdx.x == 0)
-    *out = from_f32<T>(count == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(count)));
+    *out = count == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(count));
 }
 
 // coef = dloss / count of rows whose target is not ignored (0 when there are none), as the CPU
 // forms it in f32.
-template <typename T>
 __global__ void __launch_bounds__(kFoldThreads)
-    cross_entropy_coef_kernel(const T* __restrict__ dloss,
+    cross_entropy_coef_kernel(const float* __restrict__ dloss,
                               const std::int64_t* __restrict__ target, std::int64_t rows,
                               std::int64_t ignore, float* __restrict__ coef) {
   __shared__ long long counts[32];
@@ -237,7 +235,7 @@ __global__ void __launch_bounds__(kFoldThreads)
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) count += target[i] != ignore;
   count = block_fold(count, counts);
   if (threadIdx.x == 0)
-    *coef = count == 0 ? 0.0f : load_f32(dloss) / static_cast<float>(count);
+    *coef = count == 0 ? 0.0f : *dloss / static_cast<float>(count);
 }
 
 // (dy, y) rows -> dx. softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) *
@@ -427,8 +425,8 @@ void log_softmax_backward_kernel(std::span<const Tensor> in, std::span<Tensor> o
   softmax_backward(in, out, true);
 }
 
-// logits (N, C), target (N) i64 -> loss (0-d, the logits' dtype). Per-row losses go to a double
-// scratch row, folded by one block in a fixed order, so the loss is deterministic.
+// logits (N, C), target (N) i64 -> loss (0-d f32). Per-row losses go to a double scratch row,
+// folded by one block in a fixed order, so the loss is deterministic.
 void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const char* op = "cross_entropy";
   const Tensor& logits = in[0];
@@ -436,21 +434,21 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
   GENESIS_CHECK(logits.dim() == 2, InvalidArgument,
                 "cross_entropy: logits must be (N, C), got " + shape_str(logits.shape()));
   check_operand(op, "logits", logits, logits.dtype());
-  check_operand(op, "loss", loss, logits.dtype());
+  check_operand(op, "loss", loss, DType::f32);
   GENESIS_CHECK(loss.numel() == 1, InvalidArgument,
                 "cross_entropy: loss must hold one element, got " + shape_str(loss.shape()));
   check_target(op, in[1], logits.size(0));
   const std::int64_t ignore = args.i[0];
   const std::int64_t* target = ptr<std::int64_t>(in[1]);
   const RowShape g = rows_of(logits);  // no rows when C == 0: the loss is then 0, as on the CPU
-  with_float_type(logits.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    Tensor row_loss;  // rows doubles, held in an i64 tensor of the same byte size
-    double* row_loss_ptr = nullptr;
-    if (g.rows > 0) {
-      row_loss = Tensor::empty({g.rows}, DType::i64, logits.device());
-      row_loss_ptr = static_cast<double*>(row_loss.raw_data());
-      IndexErrorSlot* slot = index_error_slot();
+  Tensor row_loss;  // rows doubles, held in an i64 tensor of the same byte size
+  double* row_loss_ptr = nullptr;
+  if (g.rows > 0) {
+    row_loss = Tensor::empty({g.rows}, DType::i64, logits.device());
+    row_loss_ptr = static_cast<double*>(row_loss.raw_data());
+    IndexErrorSlot* slot = index_error_slot();
+    with_float_type(logits.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
       with_vec<T>(aligned16(logits), g.cols, [&](auto vec) {
         constexpr int kVec = decltype(vec)::value;
         const RowTeams teams = row_teams(g.rows, g.cols / kVec, op);
@@ -459,14 +457,14 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
                 ptr<T>(logits), g.rows, g.cols, target, ignore, row_loss_ptr, slot);
         GENESIS_CUDA_LAUNCH_CHECK();
       });
-    }
-    cross_entropy_mean_kernel<T><<<1, kFoldThreads, 0, compute_stream()>>>(
-        row_loss_ptr, target, g.rows, ignore, ptr<T>(loss));
-    GENESIS_CUDA_LAUNCH_CHECK();
-  });
+    });
+  }
+  cross_entropy_mean_kernel<<<1, kFoldThreads, 0, compute_stream()>>>(row_loss_ptr, target, g.rows,
+                                                                      ignore, ptr<float>(loss));
+  GENESIS_CUDA_LAUNCH_CHECK();
 }
 
-// (dloss 0-d, logits (N, C), target (N)) -> dlogits (N, C), all floats of the logits' dtype.
+// (dloss 0-d f32, logits (N, C), target (N)) -> dlogits (N, C) of the logits' dtype.
 void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                    const OpArgs& args) {
   const char* op = "cross_entropy_backward";
@@ -477,7 +475,7 @@ void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor>
                 "cross_entropy_backward: logits must be (N, C), got " +
                     shape_str(logits.shape()));
   check_operand(op, "logits", logits, logits.dtype());
-  check_operand(op, "dloss", dloss, logits.dtype());
+  check_operand(op, "dloss", dloss, DType::f32);
   check_operand(op, "dlogits", dlogits, logits.dtype());
   GENESIS_CHECK(dloss.numel() == 1, InvalidArgument,
                 "cross_entropy_backward: dloss must hold one element, got " +
@@ -491,12 +489,9 @@ void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor>
   const std::int64_t ignore = args.i[0];
   const std::int64_t* target = ptr<std::int64_t>(in[2]);
   Tensor coef = Tensor::empty({1}, DType::f32, logits.device());
-  with_float_type(logits.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    cross_entropy_coef_kernel<T><<<1, kFoldThreads, 0, compute_stream()>>>(
-        ptr<T>(dloss), target, g.rows, ignore, ptr<float>(coef));
-    GENESIS_CUDA_LAUNCH_CHECK();
-  });
+  cross_entropy_coef_kernel<<<1, kFoldThreads, 0, compute_stream()>>>(
+      ptr<float>(dloss), target, g.rows, ignore, ptr<float>(coef));
+  GENESIS_CUDA_LAUNCH_CHECK();
   launch_softmax_rows<RowMode::xent_grad>(logits, dlogits, target, ignore, ptr<float>(coef), op);
 }
 

@@ -1,0 +1,96 @@
+// On CUDA the activations, the affine scalar maps, one-pass sums, argmax and cross_entropy run on
+// bf16 operands as they are (ops/elementwise_promote.hpp, kernel_dtype) instead of widening them
+// to f32 and narrowing the result. That is only a speed-up if nothing changes: a map's value and
+// gradient must be, bit for bit, those of the widened computation narrowed once; a reduction's
+// may differ by the order its f32 partial sums are added in (the kernels read 16-bit rows in
+// wider packs), so by at most one bf16 rounding step, and argmax not at all. [cuda]: a WARN and
+// an early return without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "genesis/ops/ops.hpp"
+#include "genesis/tensor/random.hpp"
+#include "support/gpu_required.hpp"
+
+using namespace genesis;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+using Op = std::function<Tensor(const Tensor&)>;
+
+// bf16 keeps 8 significant bits: one rounding step is at most 2^-7 of the value.
+constexpr double kOneBf16Step = 1.0 / 128;
+
+// Element by element, |got - want| <= rel |want| on the values read as f32 (bf16 values are
+// exact there); rel 0 asks for equality.
+void check_same(const std::string& what, const Tensor& got, const Tensor& want, double rel = 0) {
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<float> g = got.to_vector(), w = want.to_vector();
+  std::size_t differ = 0, first = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (!(std::abs(g[i] - w[i]) <= rel * std::abs(w[i])) && differ++ == 0) first = i;
+  INFO(what << ": " << differ << " of " << g.size() << " elements differ; first at " << first
+            << ": " << (differ ? g[first] : 0.0f) << " vs " << (differ ? w[first] : 0.0f));
+  CHECK(differ == 0);
+}
+
+// op on a bf16 GPU tensor against op on its f32 copy, narrowed: forward and input gradient.
+void check_op(const std::string& name, const Op& op, Generator& gen, double rel = 0) {
+  const Tensor x = Tensor::randn({64, 97}, gen).to(DType::bf16).to(kGpu);
+  Tensor x16 = x.detach().set_requires_grad(true);
+  Tensor x32 = x.to(DType::f32).detach().set_requires_grad(true);
+  const Tensor y16 = op(x16), y32 = op(x32);
+  CHECK(y16.dtype() == DType::bf16);
+  check_same(name + " forward", y16, y32.to(DType::bf16), rel);
+  const Tensor g = Tensor::randn(y16.shape(), gen).to(DType::bf16).to(kGpu);
+  y16.backward(g);
+  y32.backward(g.to(DType::f32));
+  CHECK(x16.grad().dtype() == DType::bf16);
+  check_same(name + " gradient", x16.grad(), x32.grad().to(DType::bf16), rel);
+}
+
+}  // namespace
+
+TEST_CASE("bf16 maps and sums on the GPU give the widened f32 results",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the bf16 op test")) return;
+  Generator gen(5);
+  check_op("gelu", [](const Tensor& x) { return gelu(x); }, gen);
+  check_op("relu", [](const Tensor& x) { return relu(x); }, gen);
+  check_op("silu", [](const Tensor& x) { return silu(x); }, gen);
+  check_op("mul 0.37", [](const Tensor& x) { return mul(x, 0.37); }, gen);
+  check_op("add 1.5", [](const Tensor& x) { return add(x, 1.5); }, gen);
+  check_op("neg", [](const Tensor& x) { return neg(x); }, gen);
+  check_op("sum over dim 0", [](const Tensor& x) { return sum(x, {0}); }, gen, kOneBf16Step);
+  check_op("sum over dim 1", [](const Tensor& x) { return sum(x, {1}); }, gen, kOneBf16Step);
+}
+
+TEST_CASE("bf16 logits on the GPU: the f32 loss, its gradient and argmax of the widened logits",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the bf16 cross_entropy test")) return;
+  Generator gen(9);
+  const std::int64_t rows = 48, vocab = 50304;
+  const Tensor logits = Tensor::randn({rows, vocab}, gen).to(DType::bf16).to(kGpu);
+  std::vector<std::int64_t> t(rows);
+  for (std::int64_t i = 0; i < rows; ++i) t[i] = i % 7 == 3 ? -100 : (i * 7919) % vocab;
+  const Tensor target = Tensor::from_vector(t, {rows}).to(kGpu);
+
+  Tensor l16 = logits.detach().set_requires_grad(true);
+  Tensor l32 = logits.to(DType::f32).detach().set_requires_grad(true);
+  const Tensor loss16 = cross_entropy(l16, target), loss32 = cross_entropy(l32, target);
+  CHECK(loss16.dtype() == DType::f32);
+  CHECK(loss16.item<double>() == Approx(loss32.item<double>()).epsilon(1e-6));
+  loss16.backward();
+  loss32.backward();
+  CHECK(l16.grad().dtype() == DType::bf16);
+  check_same("cross_entropy gradient", l16.grad(), l32.grad().to(DType::bf16), kOneBf16Step);
+  // Indices below 2^24 are exact as f32.
+  check_same("argmax", argmax(logits, -1).to(DType::f32),
+             argmax(logits.to(DType::f32), -1).to(DType::f32));
+}
