@@ -268,3 +268,41 @@ TEST_CASE("suggestions only for likely typos", "[config]") {
   CHECK(closest_match("model.max_steps", keys) == std::optional<std::string>("training.max_steps"));
   CHECK_FALSE(closest_match("completely.unrelated", keys).has_value());
 }
+
+TEST_CASE("train_batch_size keeps the global batch whatever the number of ranks", "[config]") {
+  const auto batch = [](const Config& c) {
+    return std::pair{c.training.per_device_train_batch_size, c.training.gradient_accumulation_steps};
+  };
+  using Pair = std::pair<std::int64_t, std::int64_t>;
+  // The sft preset: 64 a step, micro-batches of at most 32.
+  CHECK(batch(load_config("sft", "", {})) == Pair{32, 2});
+  {
+    ScopedEnv world("WORLD_SIZE", "2");
+    CHECK(batch(load_config("sft", "", {})) == Pair{32, 1});
+  }
+  {
+    ScopedEnv world("WORLD_SIZE", "4");
+    CHECK(batch(load_config("sft", "", {})) == Pair{16, 1});
+  }
+  {
+    ScopedEnv world("WORLD_SIZE", "3");
+    CHECK(config_error([] { load_config("sft", "", {}); }) ==
+          "training.train_batch_size 64 does not split over 3 ranks: set a multiple of 3");
+  }
+  // The micro-batch is the largest divisor of the share up to the cap: 30 = 6 x 5.
+  CHECK(batch(load_config("", "", {"training.train_batch_size=30",
+                                    "training.per_device_train_batch_size=8"})) == Pair{6, 5});
+  // The user's accumulation is kept and sets the micro-batch; one that does not split is an error.
+  CHECK(batch(load_config("sft", "", {"training.train_batch_size=64",
+                                       "training.gradient_accumulation_steps=4"})) == Pair{16, 4});
+  CHECK(config_error([] {
+          load_config("sft", "", {"training.train_batch_size=64",
+                                  "training.gradient_accumulation_steps=3"});
+        }) == "training.train_batch_size 64 over 1 ranks is 64 examples per rank, which "
+              "training.gradient_accumulation_steps 3 does not split (64 / 3 is not whole)");
+  // The preset's global batch yields to a micro-batch or accumulation the user sets.
+  const Config own = load_config("sft", "", {"training.per_device_train_batch_size=8"});
+  CHECK(batch(own) == Pair{8, 1});
+  CHECK(own.training.train_batch_size == 0);
+  CHECK(batch(load_config("sft", "", {"training.gradient_accumulation_steps=3"})) == Pair{32, 3});
+}

@@ -186,6 +186,43 @@ void apply_deepspeed(Config& config, const Origins& explicit_keys, Origins& orig
     speak ? spdlog::warn("{}", line) : spdlog::debug("{}", line);
 }
 
+// training.train_batch_size fixes the global batch: each of `world` ranks takes an equal share,
+// in micro-batches of the largest divisor of the share up to per_device_train_batch_size (or of
+// share / gradient_accumulation_steps, when the user set that), and accumulates the rest. A
+// preset's global batch yields to a micro-batch or accumulation the user or a DeepSpeed file set.
+void apply_train_batch_size(Config& config, const Origins& explicit_keys, int world) {
+  TrainingConfig& t = config.training;
+  const auto set_outside_preset = [&](const std::string& key) {
+    return explicit_keys.count(key) > 0 || config.from_deepspeed.count(key) > 0;
+  };
+  const std::string micro_key = "training.per_device_train_batch_size";
+  const std::string accum_key = "training.gradient_accumulation_steps";
+  if (!set_outside_preset("training.train_batch_size") &&
+      (set_outside_preset(micro_key) || set_outside_preset(accum_key)))
+    t.train_batch_size = 0;
+  const std::int64_t global = t.train_batch_size;
+  if (global == 0) return;
+  const std::string head = "training.train_batch_size " + std::to_string(global);
+  if (global % world != 0)
+    throw ConfigError(head + " does not split over " + std::to_string(world) +
+                      " ranks: set a multiple of " + std::to_string(world));
+  const std::int64_t share = global / world;
+  if (set_outside_preset(accum_key)) {
+    const std::int64_t accum = t.gradient_accumulation_steps;
+    if (share % accum != 0)
+      throw ConfigError(head + " over " + std::to_string(world) + " ranks is " +
+                        std::to_string(share) + " examples per rank, which " + accum_key + " " +
+                        std::to_string(accum) + " does not split (" + std::to_string(share) +
+                        " / " + std::to_string(accum) + " is not whole)");
+    t.per_device_train_batch_size = share / accum;
+    return;
+  }
+  std::int64_t micro = std::min(t.per_device_train_batch_size, share);
+  while (share % micro != 0) --micro;
+  t.per_device_train_batch_size = micro;
+  t.gradient_accumulation_steps = share / micro;
+}
+
 }  // namespace
 
 Config load_config(const std::string& preset, const fs::path& file,
@@ -209,6 +246,7 @@ Config load_config(const std::string& preset, const fs::path& file,
   for (const auto& [name, loc] : explicit_keys) origins[name] = loc;
   if (!config.distributed.deepspeed_config.empty()) apply_deepspeed(config, explicit_keys, origins);
   validate_config(config, origins);
+  apply_train_batch_size(config, explicit_keys, env::world_size().value_or(1));
   return config;
 }
 

@@ -67,6 +67,11 @@ std::vector<ConfigKey> training_keys() {
      [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
     {"training.gradient_accumulation_steps", "micro-batches summed before each optimizer step",
      [](Config& c) -> Field { return &c.training.gradient_accumulation_steps; }, Rule::positive},
+    {"training.train_batch_size",
+     "examples per optimizer step over all ranks, so any number of ranks trains alike (0: "
+     "per_device_train_batch_size x ranks x accumulation); each rank's micro-batch is then the "
+     "largest divisor of its share up to per_device_train_batch_size, accumulation the rest",
+     [](Config& c) -> Field { return &c.training.train_batch_size; }, Rule::non_negative},
     {"training.max_steps", "optimizer steps to train",
      [](Config& c) -> Field { return &c.training.max_steps; }, Rule::positive},
     {"training.learning_rate", "peak learning rate",

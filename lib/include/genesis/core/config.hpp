@@ -89,6 +89,9 @@ struct DataConfig {
 struct TrainingConfig {
   std::int64_t per_device_train_batch_size = 64;
   std::int64_t gradient_accumulation_steps = 1;
+  // Examples per optimizer step over all ranks; 0: per_device x ranks x accumulation. When set,
+  // load_config derives the other two for the job's world size (config_load.cpp).
+  std::int64_t train_batch_size = 0;
   std::int64_t max_steps = 500;
   double learning_rate = 1e-3;
   double weight_decay = 0.0;
