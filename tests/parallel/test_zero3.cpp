@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 
 #include "genesis/autograd/grad_mode.hpp"
@@ -89,18 +90,30 @@ TEST_CASE("zero3 holds 1/N of DDP's parameters and optimizer state", "[zero3]") 
 }
 
 TEST_CASE("zero3 issues the next unit's all-gather while the current unit computes", "[zero3]") {
-  for (bool prefetch : {true, false}) {
+  // Prefetch as by default, then turned off, then held back by each limit: a unit is larger
+  // than 1 element, and two gathered units hold more than one unit's elements.
+  struct Mode {
+    const char* label;
+    std::function<void(genesis::parallel::ZeroOptions&)> set;
+  };
+  const std::vector<Mode> modes = {
+      {"default", [](genesis::parallel::ZeroOptions&) {}},
+      {"prefetch off", [](genesis::parallel::ZeroOptions& z) { z.prefetch = false; }},
+      {"prefetch_elements 1", [](genesis::parallel::ZeroOptions& z) { z.prefetch_elements = 1; }},
+      {"max_live_elements 1", [](genesis::parallel::ZeroOptions& z) { z.max_live_elements = 1; }}};
+  for (const Mode& mode : modes) {
+    const bool prefetch = std::string(mode.label) == "default";
     std::vector<Zero3Event> trace;
     std::vector<std::string> units;
     std::mutex mutex;
     train("zero3", 2, Model::gpt, Opt::sgd, 1, 1,
-          [prefetch](genesis::parallel::StrategyOptions& o) { o.zero.prefetch = prefetch; },
+          [&mode](genesis::parallel::StrategyOptions& o) { mode.set(o.zero); },
           [&](int rank, genesis::parallel::Strategy& s) {
             auto& sharded = dynamic_cast<FullyShardedStrategy&>(s);
             std::lock_guard lock(mutex);
             if (rank == 0) trace = sharded.last_trace(), units = sharded.unit_names();
           });
-    INFO("prefetch " << prefetch);
+    INFO(mode.label);
     REQUIRE(units == std::vector<std::string>{"h.0", "h.1", ""});  // the blocks, then the root
     using Kind = Zero3Event::Kind;
     const auto gather_h1 = index_of(trace, Kind::gather, "h.1");

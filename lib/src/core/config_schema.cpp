@@ -169,6 +169,14 @@ std::vector<ConfigKey> distributed_keys() {
      "none | cpu: zero3/hsdp parameter shards, their gradients and the update on the host, each "
      "unit copied to the device as it is gathered",
      [](Config& c) -> Field { return &c.distributed.offload_param; }},
+    {"distributed.prefetch_bucket_size",
+     "zero3/hsdp: elements the next unit may hold to be all-gathered ahead of its use; 0: no "
+     "prefetch (DeepSpeed's stage3_prefetch_bucket_size)",
+     [](Config& c) -> Field { return &c.distributed.prefetch_bucket_size; }, Rule::non_negative},
+    {"distributed.max_live_parameters",
+     "zero3/hsdp: no prefetch makes more elements gathered at once than this (DeepSpeed's "
+     "stage3_max_live_parameters)",
+     [](Config& c) -> Field { return &c.distributed.max_live_parameters; }, Rule::positive},
     {"distributed.memory_budget_gb",
      "auto: per-rank memory for model state, GiB; 0: device memory (GPU) or host memory / ranks",
      [](Config& c) -> Field { return &c.distributed.memory_budget_gb; }, Rule::non_negative},

@@ -122,14 +122,21 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
   const bool has_root = !units_.empty() && is_root(units_.size() - 1);
   if (has_root && units_.back()->start_gather())
     trace_.push_back({Zero3Event::Kind::gather, "", false});
-  if (options_.prefetch && !units_.empty() && !is_root(0)) prefetch(0);
+  if (!units_.empty() && !is_root(0)) prefetch(0);
   if (has_root) units_.back()->wait_gathered();
   Tensor out = model_->forward(input);
   if (!training) release_all();
   return out;
 }
 
+// Within the limits of ZeroOptions: the unit's elements, and every gathered unit's with it.
 void FullyShardedStrategy::prefetch(std::size_t u) {
+  const std::int64_t next = units_[u]->flat().padded_numel();
+  if (!options_.prefetch || next > options_.prefetch_elements) return;
+  std::int64_t live = next;
+  for (const auto& unit : units_)
+    if (unit->state() != ShardedUnit::State::released) live += unit->flat().padded_numel();
+  if (live > options_.max_live_elements) return;
   if (units_[u]->start_gather()) trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), true});
 }
 
@@ -139,7 +146,7 @@ void FullyShardedStrategy::before_unit_forward(std::size_t u) {
   if (units_[u]->start_gather())
     trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
   units_[u]->wait_gathered();
-  if (options_.prefetch && u + 1 < units_.size() && !is_root(u + 1)) prefetch(u + 1);
+  if (u + 1 < units_.size() && !is_root(u + 1)) prefetch(u + 1);
 }
 
 Tensor FullyShardedStrategy::after_unit_forward(std::size_t u, const Tensor& output) {
@@ -164,7 +171,7 @@ void FullyShardedStrategy::before_unit_backward(std::size_t u) {
   if (units_[u]->start_gather())
     trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
   units_[u]->wait_gathered();
-  if (options_.prefetch && u > 0) prefetch(u - 1);
+  if (u > 0) prefetch(u - 1);
   view_gradients(u);
 }
 

@@ -90,6 +90,8 @@ parallel::StrategyOptions strategy_options(const DistributedConfig& d, std::stri
                .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
                .offload_optimizer = d.offload_optimizer == OffloadKind::cpu,
                .offload_param = d.offload_param == OffloadKind::cpu,
+               .prefetch_elements = d.prefetch_bucket_size,
+               .max_live_elements = d.max_live_parameters,
                .store = nullptr}};
 }
 

@@ -146,6 +146,10 @@ struct DistributedConfig {
   std::int64_t hsdp_shard_size = 0;        // 0: the ranks of one node (LOCAL_WORLD_SIZE)
   OffloadKind offload_optimizer = OffloadKind::none;
   OffloadKind offload_param = OffloadKind::none;  // zero3/hsdp: parameter shards on the host
+  // zero3/hsdp prefetch limits, in elements (DeepSpeed's stage3_prefetch_bucket_size and
+  // stage3_max_live_parameters, with their defaults).
+  std::int64_t prefetch_bucket_size = 50'000'000;
+  std::int64_t max_live_parameters = 1'000'000'000;
   double memory_budget_gb = 0;             // auto's per-rank budget; 0: device or host memory
   // A DeepSpeed ds_config.json read over the preset: explicit keys of --config and --set win
   // over what it sets (core/deepspeed_config.cpp). Empty: none.

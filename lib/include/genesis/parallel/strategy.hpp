@@ -89,6 +89,11 @@ struct ZeroOptions {
   // zero3/hsdp: parameter shards (and so their gradients and the update) in host memory, each
   // unit copied to the device as it is gathered (DeepSpeed's offload_param).
   bool offload_param = false;
+  // zero3/hsdp: the next unit is prefetched only when it holds at most prefetch_elements and the
+  // units gathered with it at most max_live_elements (DeepSpeed's stage3_prefetch_bucket_size and
+  // stage3_max_live_parameters); a unit in use is gathered whatever its size.
+  std::int64_t prefetch_elements = 50'000'000;
+  std::int64_t max_live_elements = 1'000'000'000;
   // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
   // default group (ranks as threads in tests); null: dist::new_group on the default group.
   std::shared_ptr<rendezvous::Store> store;
