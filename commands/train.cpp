@@ -18,6 +18,7 @@ struct TrainFlags {
   std::string preset;
   std::string config;
   std::string deepspeed;
+  std::string algorithm;
   std::vector<std::string> sets;
   std::string name;
   std::string output_dir;
@@ -40,6 +41,10 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
                  "scheduler, batch sizes) over the preset; keys of --config and --set win (same "
                  "as --set distributed.deepspeed_config=FILE, applied before --set)")
       ->type_name("FILE");
+  app.add_option("--algorithm", flags.algorithm,
+                 "What to train: sft | rm | dpo (same as --set training.algorithm=NAME, applied "
+                 "before --set)")
+      ->type_name("NAME");
   app.add_option("--set,-s", flags.sets,
                  "Override one key, e.g. --set training.max_steps=100 or "
                  "--set model.hidden_sizes=[64,32]; repeatable, applied last, in order")
@@ -77,6 +82,8 @@ int run_train(const TrainFlags& flags, const RunContext& context) {
   std::vector<std::string> overrides;
   if (!flags.deepspeed.empty())
     overrides.push_back("distributed.deepspeed_config=" + flags.deepspeed);
+  if (!flags.algorithm.empty())
+    overrides.push_back("training.algorithm=" + flags.algorithm);
   if (!flags.name.empty()) overrides.push_back("name=" + flags.name);
   if (!flags.output_dir.empty()) overrides.push_back("training.output_dir=" + flags.output_dir);
   if (!flags.resume.empty()) overrides.push_back("training.resume_from_checkpoint=" + flags.resume);

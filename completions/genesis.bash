@@ -178,6 +178,9 @@ _genesis() {
             ;;
         train)
             case $prev in
+                --algorithm)
+                    :
+                    return ;;
                 --config|-c)
                     compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
                     return ;;
@@ -231,7 +234,7 @@ _genesis() {
             esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --dry_run --emit-sbatch --emit_sbatch --gpus --num-gpus --num_gpus --grace-period --grace_period --heartbeat-timeout --heartbeat_timeout --help -h --local-ranks-filter --local_ranks_filter --log-dir --log_dir --log-level --master-addr --master_addr --master-port --master_port --max-restarts --max_restarts --module -m --nnodes --num-nodes --num_nodes --no-python --no_python --node-rank --node_rank --nproc-per-node --nproc_per_node --nproc --rdzv-backend --rdzv_backend --rdzv-conf --rdzv_conf --rdzv-endpoint --rdzv_endpoint --run-id --run_id --rdzv-id --rdzv_id --standalone --store-token --store_token --tee --timeout --version" -- "$cur")) ;;
-        train) COMPREPLY=($(compgen -W "--color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
+        train) COMPREPLY=($(compgen -W "--algorithm --color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac
 }

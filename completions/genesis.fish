@@ -73,6 +73,7 @@ complete -c genesis -n '__fish_seen_subcommand_from launch' -l standalone -d 'On
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l store-token -l store_token -x -d 'Secret every rank shows the rendezvous store (default: GENESIS_STORE_TOKEN; else random on one node, derived from the job\'s address, port and run id across nodes)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l tee -d 'Write log files as well as the console (under genesis-logs/RUN_ID when --log-dir is not given)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l timeout -x -d 'Collective timeout for the workers (GENESIS_TIMEOUT_S); default: the workers\' own (train: distributed.timeout_s, 1800)'
+complete -c genesis -n '__fish_seen_subcommand_from train' -l algorithm -x -d 'What to train: sft | rm | dpo (same as --set training.algorithm=NAME, applied before --set)'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l config -s c -r -F -d 'Read the TOML config FILE, applied over the preset (if any)'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l deepspeed -r -F -d 'Read the DeepSpeed ds_config.json FILE (ZeRO stage, fp16/bf16, optimizer, scheduler, batch sizes) over the preset; keys of --config and --set win (same as --set distributed.deepspeed_config=FILE, applied before --set)'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l dry-run -d 'Print the model size and each strategy\'s per-rank memory (and what strategy = auto picks) for WORLD_SIZE ranks, then exit without training'

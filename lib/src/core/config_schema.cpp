@@ -41,6 +41,10 @@ std::vector<ConfigKey> model_keys() {
      [](Config& c) -> Field { return &c.model.block_size; }, Rule::positive},
     {"model.vocab_size", "gpt: vocabulary size",
      [](Config& c) -> Field { return &c.model.vocab_size; }, Rule::positive},
+    {"model.head",
+     "gpt: lm (logits over the vocabulary) | value (one score per sequence, for training.algorithm "
+     "= \"rm\")",
+     [](Config& c) -> Field { return &c.model.head; }},
     {"model.dropout", "gpt: dropout probability in [0, 1)",
      [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
   };
@@ -63,6 +67,10 @@ std::vector<ConfigKey> data_keys() {
 // [training]
 std::vector<ConfigKey> training_keys() {
   return {
+    {"training.algorithm",
+     "sft (next tokens of a response) | rm (reward model: chosen ranked above rejected, "
+     "Bradley-Terry) | dpo",
+     [](Config& c) -> Field { return &c.training.algorithm; }},
     {"training.per_device_train_batch_size", "examples per step on each device",
      [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
     {"training.gradient_accumulation_steps", "micro-batches summed before each optimizer step",

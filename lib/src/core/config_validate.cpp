@@ -13,6 +13,32 @@ Location origin_of(const Origins& origins, std::string_view first, std::string_v
   return Location{};
 }
 
+// What training.algorithm needs of the model and data: rm, a gpt with a value head on
+// preference pairs; sft, the language-model head on anything but pairs.
+void validate_algorithm(const Config& config, const Origins& origins, bool pairs) {
+  const Algorithm algorithm = config.training.algorithm;
+  const std::string name = "training.algorithm = \"" + std::string(to_string(algorithm)) + "\"";
+  const auto at = [&](const char* key) {
+    return key_at(origin_of(origins, key, "training.algorithm"), key);
+  };
+  if (algorithm == Algorithm::rm) {
+    if (config.model.kind != "gpt" || config.model.head != ModelHead::value)
+      throw ConfigError(at("model.head") + ": " + name + " scores sequences with a gpt's value "
+                        "head: set model.kind = \"gpt\" and model.head = \"value\"");
+    if (!pairs)
+      throw ConfigError(at("data.source") + " = \"" + config.data.source + "\": " + name +
+                        " trains on preference pairs, e.g. \"pairs:reverse,sort,copy,upper,add\"");
+  }
+  if (algorithm == Algorithm::sft) {
+    if (config.model.head != ModelHead::lm)
+      throw ConfigError(at("model.head") + " = \"value\" scores sequences, which "
+                        "training.algorithm = \"rm\" trains (this run's is \"sft\")");
+    if (pairs)
+      throw ConfigError(at("data.source") + " = \"" + config.data.source + "\" is preference "
+                        "data, which training.algorithm = \"rm\" trains (this run's is \"sft\")");
+  }
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const Origins& origins) {
@@ -26,14 +52,15 @@ void validate_config(const Config& config, const Origins& origins) {
   // token sequences (synthetic, or SFT examples through the byte tokenizer) for the gpt.
   const std::string& source = config.data.source;
   const Location where = origin_of(origins, "data.source", "model.kind");
-  const bool sft = source.rfind("tasks:", 0) == 0 || source.rfind("jsonl:", 0) == 0;
+  const bool pairs = source.rfind("pairs:", 0) == 0;
+  const bool sft = source.rfind("tasks:", 0) == 0 || source.rfind("jsonl:", 0) == 0 || pairs;
   const bool fits = m.kind == "gpt" ? source == "synthetic:tokens" || sft
                                     : source == "synthetic:classification";
   if (!fits)
     throw ConfigError(key_at(where, "data.source") + " = \"" + source + "\" does not fit model.kind = \"" +
                       m.kind + "\" (use " +
-                      (m.kind == "gpt" ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\" or "
-                                         "\"jsonl:FILE\""
+                      (m.kind == "gpt" ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\", "
+                                         "\"pairs:reverse,sort,copy,upper,add\" or \"jsonl:FILE\""
                                        : "\"synthetic:classification\"") +
                       ")");
   // SFT text is tokenized bytewise: 256 byte tokens, end-of-text and padding.
@@ -41,6 +68,7 @@ void validate_config(const Config& config, const Origins& origins) {
     throw ConfigError(key_at(origin_of(origins, "model.vocab_size", "data.source"), "model.vocab_size") +
                       " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
+  validate_algorithm(config, origins, pairs);
   if (config.training.gradient_checkpointing && m.kind != "gpt")
     throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),
                              "training.gradient_checkpointing") +

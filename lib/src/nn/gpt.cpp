@@ -87,6 +87,10 @@ GPT::GPT(const GPTConfig& c, Generator& gen)
     announce_unit("h." + std::to_string(i), *blocks_.back());  // sharded now under deferred init
   }
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.n_embd));
+  if (c.value_head) {
+    score_ = register_module("score", std::make_shared<Linear>(c.n_embd, 1, gen, /*bias=*/false));
+    init_normal(score_->weight, 0.02, gen);
+  }
 }
 
 Tensor GPT::forward(const Tensor& idx) {
@@ -104,13 +108,15 @@ Tensor GPT::forward(const Tensor& idx) {
     else
       x = (*block)(x);
   }
+  if (score_) return (*score_)((*ln_f_)(x)).reshape({idx.size(0), T});  // values (B, T)
   return linear((*ln_f_)(x), wte_->weight);  // tied LM head: (B, T, vocab)
 }
 
 double GPT::flops_per_token(std::int64_t seq_len) const {
   const double C = static_cast<double>(config_.n_embd), L = static_cast<double>(config_.n_layer);
   const double non_embedding = L * 12.0 * C * C;  // per block: 4C^2 (attn) + 8C^2 (mlp)
-  const double head = C * static_cast<double>(config_.vocab_size);  // tied head still costs flops
+  // The tied head still costs flops; the value head's one output hardly any.
+  const double head = C * (config_.value_head ? 1.0 : static_cast<double>(config_.vocab_size));
   return 6.0 * (non_embedding + head) + 12.0 * L * C * static_cast<double>(seq_len);
 }
 

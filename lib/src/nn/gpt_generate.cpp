@@ -34,6 +34,9 @@ Tensor Block::forward_cached(const Tensor& x, Tensor& keys, Tensor& values) {
 
 Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
   NoGradGuard no_grad;
+  GENESIS_CHECK(!config_.value_head, InvalidArgument,
+                "generation needs the language-model head; this GPT has a value head "
+                "(model.head = \"value\")");
   const std::int64_t T = idx.size(1);
   GENESIS_CHECK(cache.length + T <= config_.block_size, InvalidArgument,
                 "generation past block_size " + std::to_string(config_.block_size));

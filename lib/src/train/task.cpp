@@ -8,10 +8,12 @@
 
 #include "classification_objective.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/data/preference.hpp"
 #include "genesis/data/synthetic.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
 #include "language_model_objective.hpp"
+#include "reward_objective.hpp"
 
 namespace genesis::train {
 
@@ -83,6 +85,31 @@ SftData load_sft_data(const Config& config) {
   return out;
 }
 
+// Generated preference pairs from data.source = "pairs:a,b" (the SFT task names), the eval share
+// held out with distinct prompts: (train, eval) rows of encode_preference_pairs.
+std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& config) {
+  const DataConfig& d = config.data;
+  std::vector<std::string> names = split_list(d.source.substr(6));
+  if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
+  const auto n_eval = static_cast<std::int64_t>(
+      std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
+  std::vector<data::PreferencePair> train, eval;
+  try {
+    eval = data::generate_preference_pairs(names, n_eval, config.seed + 1);
+    std::vector<std::string> held_out;
+    for (const auto& p : eval) held_out.push_back(p.prompt);
+    train = data::generate_preference_pairs(names, d.num_samples - n_eval, config.seed + 3, held_out);
+  } catch (const InvalidArgument& e) {
+    throw ConfigError("data.source = \"" + d.source + "\": " + e.what());
+  }
+  GENESIS_CHECK(!train.empty() && !eval.empty(), ConfigError,
+                "data.source = \"" + d.source + "\" leaves no training or no eval pairs: raise "
+                "data.num_samples, or move data.eval_fraction away from 0 and 1");
+  const data::ByteTokenizer tokenizer;
+  return {data::encode_preference_pairs(train, tokenizer, config.model.block_size),
+          data::encode_preference_pairs(eval, tokenizer, config.model.block_size)};
+}
+
 // The mlp and its classification data.
 Task make_classifier(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
@@ -101,6 +128,30 @@ Task make_classifier(const Config& config, Generator& init) {
   task.description = "mlp " + std::to_string(m.input_size);
   for (auto h : m.hidden_sizes) task.description += "-" + std::to_string(h);
   task.description += "-" + std::to_string(m.num_classes);
+  return task;
+}
+
+std::string describe_gpt(const ModelConfig& m) {
+  return "gpt n_layer=" + std::to_string(m.n_layer) + " n_head=" + std::to_string(m.n_head) +
+         " n_embd=" + std::to_string(m.n_embd) + " block_size=" + std::to_string(m.block_size) +
+         " vocab_size=" + std::to_string(m.vocab_size);
+}
+
+// A gpt with a value head, scoring preference pairs (training.algorithm = "rm").
+Task make_reward_model(const Config& config, Generator& init) {
+  const ModelConfig& m = config.model;
+  nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout, true};
+  auto gpt = std::make_shared<nn::GPT>(g, init);
+  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  auto [train, eval] = load_pairs(config);
+  Task task;
+  task.flops_per_token = gpt->flops_per_token(m.block_size);
+  task.model = gpt;
+  task.train = std::move(train);
+  task.eval_examples = eval.size();
+  task.objective = std::make_unique<RewardObjective>(std::move(eval));
+  task.tokens_per_example = 2 * m.block_size;  // a pair's two sequences
+  task.description = describe_gpt(m) + ", value head";
   return task;
 }
 
@@ -126,10 +177,7 @@ Task make_language_model(const Config& config, Generator& init) {
   task.objective = std::make_unique<LanguageModelObjective>(std::move(rows.eval),
                                                             std::move(rows.prompts), sft);
   task.tokens_per_example = m.block_size;
-  task.description = "gpt n_layer=" + std::to_string(m.n_layer) +
-                     " n_head=" + std::to_string(m.n_head) + " n_embd=" + std::to_string(m.n_embd) +
-                     " block_size=" + std::to_string(m.block_size) +
-                     " vocab_size=" + std::to_string(m.vocab_size);
+  task.description = describe_gpt(m);
   return task;
 }
 
@@ -138,7 +186,13 @@ Task make_language_model(const Config& config, Generator& init) {
 Task make_task(const Config& config) {
   Generator init(config.seed);
   Task task;
-  if (config.model.kind == "mlp")
+  const Algorithm algorithm = config.training.algorithm;
+  if (algorithm == Algorithm::dpo)
+    throw NotSupported("training.algorithm = \"dpo\" is not available yet: genesis trains sft "
+                       "and rm (a reward model)");
+  if (algorithm == Algorithm::rm)
+    task = make_reward_model(config, init);
+  else if (config.model.kind == "mlp")
     task = make_classifier(config, init);
   else if (config.model.kind == "gpt")
     task = make_language_model(config, init);

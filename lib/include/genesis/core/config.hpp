@@ -29,6 +29,8 @@ enum class OptimizerKind { adamw, adam, sgd };                   // training.opt
 // training.lr_scheduler_type
 enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_lr, warmup_cosine_lr };
 enum class WarmupType { log, linear };                           // training.warmup_type
+enum class Algorithm { sft, rm, dpo };                           // training.algorithm
+enum class ModelHead { lm, value };                              // model.head
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -45,6 +47,8 @@ constexpr SettingNames<6> setting_names(LrSchedulerKind) {
   return {"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr", "warmup_cosine_lr"};
 }
 constexpr SettingNames<2> setting_names(WarmupType) { return {"log", "linear"}; }
+constexpr SettingNames<3> setting_names(Algorithm) { return {"sft", "rm", "dpo"}; }
+constexpr SettingNames<2> setting_names(ModelHead) { return {"lm", "value"}; }
 
 template <typename E>
 concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
@@ -77,6 +81,9 @@ struct ModelConfig {
   std::int64_t block_size = 128;
   std::int64_t vocab_size = 256;
   double dropout = 0.0;
+  // gpt: lm, the tied language-model head (logits per position); value, one scalar per position
+  // from the last hidden state (a reward model's score).
+  ModelHead head = ModelHead::lm;
 };
 
 struct DataConfig {
@@ -87,6 +94,9 @@ struct DataConfig {
 };
 
 struct TrainingConfig {
+  // What the model is trained to do, and so the objective and the data it reads: sft, the next
+  // tokens of a response; rm, a reward that ranks a chosen response above a rejected one.
+  Algorithm algorithm = Algorithm::sft;
   std::int64_t per_device_train_batch_size = 64;
   std::int64_t gradient_accumulation_steps = 1;
   // Examples per optimizer step over all ranks; 0: per_device x ranks x accumulation. When set,

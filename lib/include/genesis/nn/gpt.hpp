@@ -20,6 +20,9 @@ struct GPTConfig {
   std::int64_t block_size = 128;
   std::int64_t vocab_size = 256;
   double dropout = 0.0;
+  // A value head ("score", n_embd -> 1, no bias, as Hugging Face's GPT2ForSequenceClassification)
+  // in place of the tied language-model head: forward gives one scalar per position.
+  bool value_head = false;
 };
 
 // The keys and values of the tokens seen so far, per block: what lets generation feed one new
@@ -61,7 +64,7 @@ class GPT : public Module {
  public:
   // Weights ~ N(0, 0.02), residual projections N(0, 0.02/sqrt(2 n_layer)), biases 0 (GPT-2).
   GPT(const GPTConfig& config, Generator& gen);
-  // idx (B, T) i64, T <= block_size -> logits (B, T, vocab)
+  // idx (B, T) i64, T <= block_size -> logits (B, T, vocab), or with the value head values (B, T)
   Tensor forward(const Tensor& idx) override;
   const GPTConfig& config() const { return config_; }
   // Recompute each block's activations in backward instead of keeping them (HF's
@@ -88,6 +91,7 @@ class GPT : public Module {
   std::shared_ptr<Dropout> drop_;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
+  std::shared_ptr<Linear> score_;  // the value head, when config_.value_head
 };
 
 }  // namespace genesis::nn

@@ -1,0 +1,38 @@
+// Preference data for reward models (and DPO): a prompt with a chosen and a rejected response,
+// generated from the built-in tasks, and their encoding into pairs of rows laid out as SFT's, so
+// that one pair's two sequences run through the model in one batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "genesis/data/dataset.hpp"
+#include "genesis/data/tokenizer.hpp"
+
+namespace genesis::data {
+
+struct PreferencePair {
+  std::string prompt;
+  std::string chosen;
+  std::string rejected;
+  std::string origin{};  // for errors about it, as SftExample's
+};
+
+// `count` pairs from the built-in SFT tasks (generate_sft_tasks, the same names and `exclude`):
+// chosen is the task's answer, rejected a plausible wrong one drawn from Generator(seed + 1): a
+// digit off by one, two neighbouring letters swapped, one letter changed, or the answer cut short.
+// Never equal to chosen.
+std::vector<PreferencePair> generate_preference_pairs(const std::vector<std::string>& tasks,
+                                                      std::int64_t count, std::uint64_t seed,
+                                                      const std::vector<std::string>& exclude = {});
+
+// Rows of pairs: inputs and targets i64 (N, 2, block_size), [:, 0] the chosen and [:, 1] the
+// rejected sequence, each encoded as encode_sft encodes a (prompt, response): targets score the
+// response and its end-of-text, so a sequence's last scored position is its last response token.
+// An empty chosen or rejected response, or a pair whose longer sequence does not fit block_size,
+// throws ConfigError naming the pair.
+TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
+                                      const ByteTokenizer& tokenizer, std::int64_t block_size);
+
+}  // namespace genesis::data

@@ -1,0 +1,106 @@
+// Generated preference pairs (a task's answer against a near miss) and the encoding of any pairs
+// into (N, 2, block_size) rows through encode_sft.
+#include <cctype>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <utility>
+
+#include "genesis/core/error.hpp"
+#include "genesis/data/preference.hpp"
+#include "genesis/data/sft.hpp"
+#include "genesis/tensor/random.hpp"
+
+namespace genesis::data {
+namespace {
+
+std::size_t draw(Generator& gen, std::size_t n) {  // uniform in [0, n)
+  return static_cast<std::size_t>(gen.next_u64() % n);
+}
+
+// Another character of the same kind: a digit one off (9 wraps to 0), a letter of the same case.
+char neighbour(char c, Generator& gen) {
+  if (std::isdigit(static_cast<unsigned char>(c)))
+    return static_cast<char>('0' + (c - '0' + (draw(gen, 2) == 0 ? 1 : 9)) % 10);
+  const char base = std::isupper(static_cast<unsigned char>(c)) ? 'A' : 'a';
+  return static_cast<char>(base + (c - base + 1 + static_cast<int>(draw(gen, 25))) % 26);
+}
+
+// A plausible wrong answer: each way that applies to `answer` is equally likely.
+std::string near_miss(const std::string& answer, Generator& gen) {
+  std::vector<std::function<std::string()>> ways;
+  ways.emplace_back([&] {  // one character changed
+    std::string s = answer;
+    char& c = s[draw(gen, s.size())];
+    c = neighbour(c, gen);
+    return s;
+  });
+  std::vector<std::size_t> swappable;  // neighbours that differ
+  for (std::size_t i = 0; i + 1 < answer.size(); ++i)
+    if (answer[i] != answer[i + 1]) swappable.push_back(i);
+  if (!swappable.empty())
+    ways.emplace_back([&] {
+      std::string s = answer;
+      const std::size_t i = swappable[draw(gen, swappable.size())];
+      std::swap(s[i], s[i + 1]);
+      return s;
+    });
+  if (answer.size() >= 2)
+    ways.emplace_back([&] { return answer.substr(0, 1 + draw(gen, answer.size() - 1)); });
+  return ways[draw(gen, ways.size())]();
+}
+
+}  // namespace
+
+std::vector<PreferencePair> generate_preference_pairs(const std::vector<std::string>& tasks,
+                                                      std::int64_t count, std::uint64_t seed,
+                                                      const std::vector<std::string>& exclude) {
+  Generator gen(seed + 1);
+  std::vector<PreferencePair> pairs;
+  for (SftExample& e : generate_sft_tasks(tasks, count, seed, exclude)) {
+    std::string rejected = near_miss(e.response, gen);
+    pairs.push_back({std::move(e.prompt), std::move(e.response), std::move(rejected),
+                     std::move(e.origin)});
+  }
+  return pairs;
+}
+
+TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
+                                      const ByteTokenizer& tokenizer, std::int64_t block_size) {
+  GENESIS_CHECK(!pairs.empty(), ConfigError, "the preference dataset is empty");
+  std::vector<SftExample> chosen, rejected;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const PreferencePair& p = pairs[i];
+    const std::string name = p.origin.empty() ? "pair " + std::to_string(i + 1) : p.origin;
+    using Side = std::pair<const char*, const std::string*>;
+    for (const auto& [side, text] : {Side{"chosen", &p.chosen}, Side{"rejected", &p.rejected}}) {
+      GENESIS_CHECK(!text->empty(), ConfigError, name + ": the " + side + " response is empty");
+      const auto tokens = static_cast<std::int64_t>(tokenizer.encode(p.prompt).size() +
+                                                    tokenizer.encode(*text).size()) + 1;
+      GENESIS_CHECK(tokens <= block_size + 1, ConfigError,
+                    name + ": the prompt and " + side + " response are " +
+                        std::to_string(tokens) + " tokens with end-of-text, more than " +
+                        "model.block_size = " + std::to_string(block_size) + " + 1 hold");
+    }
+    chosen.push_back({p.prompt, p.chosen, name});
+    rejected.push_back({p.prompt, p.rejected, name});
+  }
+  const TensorDataset c = encode_sft(chosen, tokenizer, block_size).rows;
+  const TensorDataset r = encode_sft(rejected, tokenizer, block_size).rows;
+  const auto n = static_cast<std::int64_t>(pairs.size());
+  TensorDataset out{Tensor::empty({n, 2, block_size}, DType::i64),
+                    Tensor::empty({n, 2, block_size}, DType::i64)};
+  const std::size_t row = static_cast<std::size_t>(block_size) * sizeof(std::int64_t);
+  using Parts = std::tuple<Tensor*, const Tensor*, const Tensor*>;
+  for (const auto& [to, chosen_rows, rejected_rows] :
+       {Parts{&out.inputs, &c.inputs, &r.inputs}, Parts{&out.targets, &c.targets, &r.targets}}) {
+    auto* dst = static_cast<char*>(to->raw_data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::memcpy(dst + (2 * i) * row, chosen_rows->data<std::int64_t>() + i * block_size, row);
+      std::memcpy(dst + (2 * i + 1) * row, rejected_rows->data<std::int64_t>() + i * block_size, row);
+    }
+  }
+  return out;
+}
+
+}  // namespace genesis::data

@@ -1,0 +1,108 @@
+// Bradley-Terry over a value head's scores. A sequence's score is its value at the last position
+// whose target is scored (its last response token, whose target is the end-of-text), found on
+// the device from the targets; -log sigmoid(d) is computed as
+// softplus(-d) = max(-d, 0) + log(1 + exp(-|d|)), which neither overflows nor loses small d.
+#include "reward_objective.hpp"
+
+#include <algorithm>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/ops/ops.hpp"
+
+namespace genesis::train {
+namespace {
+
+struct PairScore {
+  Tensor loss;  // 0-d f32, differentiable: the mean over pairs
+  double correct = 0, margin = 0, pairs = 0;
+};
+
+// Each row's last position with a scored target, as flat indices into (rows * T): (rows) i64.
+// (Scoring one position later, at an end-of-text input, learned more slowly on the built-in
+// pairs: 85% pairwise accuracy against 94% after 1000 steps of "pairs:reverse".)
+Tensor last_scored(const Tensor& targets) {
+  const std::int64_t rows = targets.size(0), T = targets.size(1);
+  const Device device = targets.device();
+  const Tensor scored = gt(targets, Tensor::full({}, -1.0, DType::f32, device));  // not ignored
+  const Tensor position = Tensor::arange(T, DType::f32, device).reshape({1, T});
+  const Tensor last = argmax(mul(scored, position), -1);
+  const Tensor row_start = mul(Tensor::arange(rows, DType::f32, device), static_cast<double>(T));
+  return add(last, row_start).to(DType::i64);
+}
+
+// rows: inputs and targets (B, 2, T) on the device.
+PairScore score_pairs(parallel::Strategy& strategy, const data::TensorDataset& rows, bool sync) {
+  const std::int64_t B = rows.inputs.size(0), T = rows.inputs.size(2);
+  Tensor values = strategy.forward(rows.inputs.reshape({2 * B, T}), sync);  // (2B, T)
+  if (values.dtype() != DType::f32) values = values.to(DType::f32);
+  const Tensor index = [&] {
+    NoGradGuard no_grad;
+    return last_scored(rows.targets.reshape({2 * B, T}));
+  }();
+  const Tensor scores = embedding(values.reshape({2 * B * T, 1}), index).reshape({B, 2});
+  const Tensor sign = Tensor::from_vector(std::vector<float>{1.0f, -1.0f}, {2}, values.device());
+  const Tensor d = matmul(scores, sign);  // r_chosen - r_rejected, (B)
+  PairScore s;
+  s.loss = mean(add(relu(neg(d)), log(add(exp(neg(abs(d))), 1.0))));
+  NoGradGuard no_grad;
+  s.correct = sum(gt(d, Tensor::zeros({}, DType::f32, d.device()))).item<double>();
+  s.margin = sum(d).item<double>();
+  s.pairs = static_cast<double>(B);
+  return s;
+}
+
+}  // namespace
+
+RewardObjective::RewardObjective(data::TensorDataset eval) : eval_(std::move(eval)) {}
+
+double RewardObjective::count_items(const data::TensorDataset& rows) const {
+  return static_cast<double>(rows.size());
+}
+
+BatchLoss RewardObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
+  PairScore s = score_pairs(ctx.strategy, batch.rows, batch.last);
+  return {std::move(s.loss), {{"correct", s.correct}, {"pairs", s.pairs}, {"margin", s.margin}}};
+}
+
+std::vector<WindowMetric> RewardObjective::window_metrics() const {
+  return {{.key = "accuracy", .label = "acc", .numerator = "correct", .denominator = "pairs"},
+          {.key = "margin", .label = "margin", .numerator = "margin", .denominator = "pairs"}};
+}
+
+// As ClassificationObjective's: every rank runs the same number of forwards (a rank whose turn
+// has no batch scores the first one again and drops it), so ZeRO-3 gathers unit by unit.
+Evaluation RewardObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
+  NoGradGuard no_grad;
+  nn::Module& model = ctx.strategy.module();
+  const Job& job = ctx.job;
+  model.eval();
+  const std::int64_t n = eval_.size();
+  std::int64_t batches = (n + budget.batch_size - 1) / budget.batch_size;
+  if (budget.max_batches > 0) batches = std::min(batches, budget.max_batches);
+  std::vector<double> sums{0, 0, 0, 0};  // loss x pairs, correct, margin, pairs
+  for (std::int64_t first = 0; first < batches; first += job.world_size()) {
+    const std::int64_t b = first + job.rank();
+    const std::int64_t start = (b < batches ? b : 0) * budget.batch_size;
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = start; i < std::min(n, start + budget.batch_size); ++i) rows.push_back(i);
+    const PairScore s =
+        score_pairs(ctx.strategy, to_device(data::take_rows(eval_, rows), ctx.device), true);
+    if (b >= batches) continue;
+    sums[0] += s.loss.item<double>() * s.pairs;
+    sums[1] += s.correct;
+    sums[2] += s.margin;
+    sums[3] += s.pairs;
+  }
+  model.train();
+  job.sum(sums);
+  const double pairs = std::max(sums[3], 1.0);
+  const double loss = sums[0] / pairs, accuracy = sums[1] / pairs, margin = sums[2] / pairs;
+  return {.metrics = {{"loss", loss, fmt::format("loss {:.4f}", loss)},
+                      {"accuracy", accuracy, fmt::format("pairwise accuracy {:.2f}%", 100 * accuracy)},
+                      {"margin", margin, fmt::format("margin {:.3f}", margin)}},
+          .samples = {}};
+}
+
+}  // namespace genesis::train
