@@ -52,33 +52,24 @@ std::vector<WindowMetric> ClassificationObjective::window_metrics() const {
   return {{.key = "accuracy", .label = "acc", .numerator = "correct", .denominator = "predictions"}};
 }
 
-// The eval batches go round the ranks. Every rank runs the same number of forwards through the
-// strategy (a rank whose turn has no batch scores the first one again and drops it), so ZeRO-3
-// gathers one unit at a time for them, as in training, instead of the whole model.
+// The eval batches go round the ranks in lockstep (for_each_eval_batch), so ZeRO-3 gathers one
+// unit at a time for them, as in training, instead of the whole model.
 Evaluation ClassificationObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   NoGradGuard no_grad;
   nn::Module& model = ctx.strategy.module();
   const Job& job = ctx.job;
   model.eval();
-  const std::int64_t n = eval_.size();
-  std::int64_t batches = (n + budget.batch_size - 1) / budget.batch_size;
-  if (budget.max_batches > 0) batches = std::min(batches, budget.max_batches);
   double loss_sum = 0, correct = 0, predictions = 0;
-  for (std::int64_t first = 0; first < batches; first += job.world_size()) {
-    const std::int64_t b = first + job.rank();
-    const std::int64_t start = (b < batches ? b : 0) * budget.batch_size;
-    std::vector<std::int64_t> rows;
-    for (std::int64_t i = start; i < std::min(n, start + budget.batch_size); ++i) rows.push_back(i);
-    data::TensorDataset batch = data::take_rows(eval_, rows);
+  for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted) {
     const double scored = count_items(batch);
     batch = to_device(std::move(batch), ctx.device);
     const Tensor logits = ctx.strategy.forward(batch.inputs, true);
-    if (b >= batches) continue;
+    if (!counted) return;
     BatchScore s = score_logits(logits, batch.targets, scored);
     loss_sum += s.loss.item<double>() * s.predictions;
     correct += s.correct;
     predictions += s.predictions;
-  }
+  });
   model.train();
   std::vector<double> sums{loss_sum, correct, predictions};
   job.sum(sums);

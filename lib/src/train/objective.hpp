@@ -6,6 +6,7 @@
 // over pairs or rollouts (reward model, DPO, GRPO, PPO) bring their own rows and frozen models.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -98,6 +99,25 @@ class Objective {
 inline data::TensorDataset to_device(data::TensorDataset rows, Device device) {
   if (device.is_cpu()) return rows;
   return {rows.inputs.pin_memory().to(device), rows.targets.pin_memory().to(device)};
+}
+
+// The eval batches of `budget` over `eval`, going round the ranks: batch k is rank k % world's.
+// Every rank takes as many turns, so forwards through a ZeRO-3 strategy stay in lockstep; a rank
+// whose turn has no batch gets the first one again with `counted` false, to run and drop. `take`
+// is called as take(host_rows, counted).
+template <class Take>
+void for_each_eval_batch(const data::TensorDataset& eval, const EvalBudget& budget, const Job& job,
+                         Take&& take) {
+  const std::int64_t n = eval.size();
+  std::int64_t batches = (n + budget.batch_size - 1) / budget.batch_size;
+  if (budget.max_batches > 0) batches = std::min(batches, budget.max_batches);
+  for (std::int64_t first = 0; first < batches; first += job.world_size()) {
+    const std::int64_t b = first + job.rank();
+    const std::int64_t start = (b < batches ? b : 0) * budget.batch_size;
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = start; i < std::min(n, start + budget.batch_size); ++i) rows.push_back(i);
+    take(data::take_rows(eval, rows), b < batches);
+  }
 }
 
 }  // namespace genesis::train

@@ -71,30 +71,22 @@ std::vector<WindowMetric> RewardObjective::window_metrics() const {
           {.key = "margin", .label = "margin", .numerator = "margin", .denominator = "pairs"}};
 }
 
-// As ClassificationObjective's: every rank runs the same number of forwards (a rank whose turn
-// has no batch scores the first one again and drops it), so ZeRO-3 gathers unit by unit.
+// The eval batches go round the ranks in lockstep (for_each_eval_batch), so ZeRO-3 gathers unit
+// by unit.
 Evaluation RewardObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   NoGradGuard no_grad;
   nn::Module& model = ctx.strategy.module();
   const Job& job = ctx.job;
   model.eval();
-  const std::int64_t n = eval_.size();
-  std::int64_t batches = (n + budget.batch_size - 1) / budget.batch_size;
-  if (budget.max_batches > 0) batches = std::min(batches, budget.max_batches);
   std::vector<double> sums{0, 0, 0, 0};  // loss x pairs, correct, margin, pairs
-  for (std::int64_t first = 0; first < batches; first += job.world_size()) {
-    const std::int64_t b = first + job.rank();
-    const std::int64_t start = (b < batches ? b : 0) * budget.batch_size;
-    std::vector<std::int64_t> rows;
-    for (std::int64_t i = start; i < std::min(n, start + budget.batch_size); ++i) rows.push_back(i);
-    const PairScore s =
-        score_pairs(ctx.strategy, to_device(data::take_rows(eval_, rows), ctx.device), true);
-    if (b >= batches) continue;
+  for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted) {
+    const PairScore s = score_pairs(ctx.strategy, to_device(std::move(batch), ctx.device), true);
+    if (!counted) return;
     sums[0] += s.loss.item<double>() * s.pairs;
     sums[1] += s.correct;
     sums[2] += s.margin;
     sums[3] += s.pairs;
-  }
+  });
   model.train();
   job.sum(sums);
   const double pairs = std::max(sums[3], 1.0);
