@@ -4,11 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "genesis/core/error.hpp"
 #include "genesis/data/preference.hpp"
 #include "genesis/data/sft.hpp"
+#include "support/cli_run.hpp"
 #include "support/thrown_message.hpp"
 
 namespace genesis {
@@ -91,6 +93,59 @@ TEST_CASE("an empty response or a pair too long for block_size names the pair", 
              }),
              Catch::StartsWith("pair 1: the prompt and chosen response are 24 tokens with "
                                "end-of-text, more than model.block_size = 16 + 1 hold"));
+}
+
+TEST_CASE("preference JSONL: prompt/chosen/rejected, or two chats sharing all but the answer",
+          "[preference]") {
+  testing::TempDir dir;
+  const auto path = dir.write("pairs.jsonl",
+                              R"({"prompt": "2+2=", "chosen": "4", "rejected": "5"})"
+                              "\n\n"
+                              R"({"chosen": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], )"
+                              R"("rejected": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "go away"}]})"
+                              "\n");
+  const auto pairs = data::read_preference_jsonl(path);
+  REQUIRE(pairs.size() == 2);
+  CHECK(pairs[0].prompt == "2+2=");
+  CHECK(pairs[0].chosen == "4");
+  CHECK(pairs[0].rejected == "5");
+  CHECK(pairs[1].prompt == "user: hi\nassistant: ");  // as read_sft_jsonl renders a chat
+  CHECK(pairs[1].chosen == "hello");
+  CHECK(pairs[1].rejected == "go away");
+  CHECK(pairs[1].origin == path.string() + ":3");
+
+  const auto error = [&](const std::string& line) {
+    const auto bad = dir.write("bad.jsonl", R"({"prompt": "a", "chosen": "b", "rejected": "c"})"
+                                            "\n" + line + "\n");
+    return testing::thrown_message<ConfigError>([&] { data::read_preference_jsonl(bad); });
+  };
+  const std::string at = (dir.path() / "bad.jsonl").string() + ":2: ";
+  CHECK_THAT(error(R"({"prompt": "a", "chosen": "b"})"),
+             Catch::StartsWith(at + "no \"rejected\""));
+  CHECK_THAT(error(R"({"prompt": "a", "chosen": 3, "rejected": "c"})"),
+             Catch::StartsWith(at + "\"chosen\" is not a string"));
+  CHECK_THAT(error(R"({"chosen": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], )"
+                   R"("rejected": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "c"}]})"),
+             Catch::StartsWith(at + "\"chosen\" and \"rejected\" differ before their last message"));
+  CHECK_THAT(error(R"({"chosen": [{"role": "user", "content": "a"}], "rejected": []})"),
+             Catch::StartsWith(at + "chosen[0]: the last message must be the assistant's"));
+  CHECK_THAT(error("{oops"), Catch::StartsWith(at + "not valid JSON"));
+}
+
+TEST_CASE("genesis train --algorithm rm reads a preference JSONL file", "[preference]") {
+  testing::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i)
+    text += R"({"prompt": "copy: w)" + std::to_string(i) + R"(\n", "chosen": "w)" +
+            std::to_string(i) + R"(", "rejected": "x"})" + "\n";
+  const auto path = dir.write("pairs.jsonl", text);
+  const testing::CliResult r = testing::run_genesis(
+      {"train", "--preset", "rm", "-o", dir.path().string(), "--set",
+       "data.source=\"jsonl:" + path.string() + "\"", "--set", "training.max_steps=2", "--set",
+       "data.eval_fraction=0.25"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("30 train, 10 eval examples") != std::string::npos);
 }
 
 }  // namespace genesis

@@ -25,9 +25,10 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
     if (config.model.kind != "gpt" || config.model.head != ModelHead::value)
       throw ConfigError(at("model.head") + ": " + name + " scores sequences with a gpt's value "
                         "head: set model.kind = \"gpt\" and model.head = \"value\"");
-    if (!pairs)
+    if (!pairs && config.data.source.rfind("jsonl:", 0) != 0)
       throw ConfigError(at("data.source") + " = \"" + config.data.source + "\": " + name +
-                        " trains on preference pairs, e.g. \"pairs:reverse,sort,copy,upper,add\"");
+                        " trains on preference pairs: \"pairs:reverse,sort\" (generated) or "
+                        "\"jsonl:FILE\" ({\"prompt\", \"chosen\", \"rejected\"} per line)");
   }
   if (algorithm == Algorithm::sft) {
     if (config.model.head != ModelHead::lm)

@@ -85,15 +85,15 @@ SftData load_sft_data(const Config& config) {
   return out;
 }
 
-// Generated preference pairs from data.source = "pairs:a,b" (the SFT task names), the eval share
-// held out with distinct prompts: (train, eval) rows of encode_preference_pairs.
-std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& config) {
+// data.source = "pairs:a,b": pairs generated from the SFT tasks a, b, the eval share held out as
+// distinct prompts.
+void generate_pairs(const Config& config, std::vector<data::PreferencePair>& train,
+                    std::vector<data::PreferencePair>& eval) {
   const DataConfig& d = config.data;
   std::vector<std::string> names = split_list(d.source.substr(6));
   if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
   const auto n_eval = static_cast<std::int64_t>(
       std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
-  std::vector<data::PreferencePair> train, eval;
   try {
     eval = data::generate_preference_pairs(names, n_eval, config.seed + 1);
     std::vector<std::string> held_out;
@@ -102,9 +102,26 @@ std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& con
   } catch (const InvalidArgument& e) {
     throw ConfigError("data.source = \"" + d.source + "\": " + e.what());
   }
+}
+
+// Preference pairs: generated from data.source = "pairs:a,b" (the SFT task names) with the eval
+// share held out as distinct prompts, or read from "jsonl:FILE" with its last lines held out:
+// (train, eval) rows of encode_preference_pairs.
+std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& config) {
+  const DataConfig& d = config.data;
+  std::vector<data::PreferencePair> train, eval;
+  if (d.source.rfind("jsonl:", 0) == 0) {
+    train = data::read_preference_jsonl(data_file(d.source.substr(6)));
+    const auto held = static_cast<std::ptrdiff_t>(
+        std::llround(static_cast<double>(train.size()) * d.eval_fraction));
+    eval.assign(train.end() - held, train.end());
+    train.erase(train.end() - held, train.end());
+  } else {
+    generate_pairs(config, train, eval);
+  }
   GENESIS_CHECK(!train.empty() && !eval.empty(), ConfigError,
-                "data.source = \"" + d.source + "\" leaves no training or no eval pairs: raise "
-                "data.num_samples, or move data.eval_fraction away from 0 and 1");
+                "data.source = \"" + d.source + "\" leaves no training or no eval pairs: add "
+                "pairs, or move data.eval_fraction away from 0 and 1");
   const data::ByteTokenizer tokenizer;
   return {data::encode_preference_pairs(train, tokenizer, config.model.block_size),
           data::encode_preference_pairs(eval, tokenizer, config.model.block_size)};

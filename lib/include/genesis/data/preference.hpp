@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@ struct PreferencePair {
   std::string rejected;
   std::string origin{};  // for errors about it, as SftExample's
 };
+
+// One JSON object per line, in TRL's two forms: {"prompt": ..., "chosen": ..., "rejected": ...},
+// or {"chosen": [messages], "rejected": [messages]} whose lists share every message but the last
+// (the assistant's response; the shared ones become the prompt as in read_sft_jsonl). Blank lines
+// are skipped; any other bad line throws ConfigError naming the file, line and field. An empty
+// response is left for encode_preference_pairs to name.
+std::vector<PreferencePair> read_preference_jsonl(const std::filesystem::path& path);
 
 // `count` pairs from the built-in SFT tasks (generate_sft_tasks, the same names and `exclude`):
 // chosen is the task's answer, rejected a plausible wrong one drawn from Generator(seed + 1): a
