@@ -90,15 +90,15 @@ TEST_CASE("zero3 holds 1/N of DDP's parameters and optimizer state", "[zero3]") 
 }
 
 TEST_CASE("zero3 issues the next unit's all-gather while the current unit computes", "[zero3]") {
-  // Prefetch as by default, then turned off, then held back by each limit: a unit is larger
-  // than 1 element, and two gathered units hold more than one unit's elements.
+  // Prefetch as by default, then turned off (no element may be prefetched), then held back by
+  // each limit: a unit is larger than 1 element, and two gathered units hold more than one.
   struct Mode {
     const char* label;
     std::function<void(genesis::parallel::ZeroOptions&)> set;
   };
   const std::vector<Mode> modes = {
       {"default", [](genesis::parallel::ZeroOptions&) {}},
-      {"prefetch off", [](genesis::parallel::ZeroOptions& z) { z.prefetch = false; }},
+      {"prefetch off", [](genesis::parallel::ZeroOptions& z) { z.prefetch_elements = 0; }},
       {"prefetch_elements 1", [](genesis::parallel::ZeroOptions& z) { z.prefetch_elements = 1; }},
       {"max_live_elements 1", [](genesis::parallel::ZeroOptions& z) { z.max_live_elements = 1; }}};
   for (const Mode& mode : modes) {

@@ -57,14 +57,6 @@ void rename_no_replace(const fs::path& from, const fs::path& to) {
   throw IoError("cannot rename '" + from.string() + "' to '" + to.string() + "': " + std::strerror(errno));
 }
 
-// The largest micro-batch not above `limit` that divides `per_rank`, so per-rank memory does not
-// grow and gradient accumulation makes up the rest.
-std::int64_t micro_batch_for(std::int64_t per_rank, std::int64_t limit) {
-  for (std::int64_t b = std::min(limit, per_rank); b > 1; --b)
-    if (per_rank % b == 0) return b;
-  return 1;
-}
-
 std::int64_t entry_bytes(const TensorEntry& e) {
   std::int64_t item = 4;
   for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::boolean})

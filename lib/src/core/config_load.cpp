@@ -217,10 +217,8 @@ void apply_train_batch_size(Config& config, const Origins& explicit_keys, int wo
     t.per_device_train_batch_size = share / accum;
     return;
   }
-  std::int64_t micro = std::min(t.per_device_train_batch_size, share);
-  while (share % micro != 0) --micro;
-  t.per_device_train_batch_size = micro;
-  t.gradient_accumulation_steps = share / micro;
+  t.per_device_train_batch_size = micro_batch_for(share, t.per_device_train_batch_size);
+  t.gradient_accumulation_steps = share / t.per_device_train_batch_size;
 }
 
 }  // namespace

@@ -108,17 +108,14 @@ void map_zero(DeepSpeedMapper& m, const json& root) {
     m.set_number("distributed.bucket_cap_mb", elements * 4.0 / (1024.0 * 1024.0),
                  "zero_optimization.reduce_bucket_size");
   }
-  // Element counts, often written as floats (5e7) in DeepSpeed files.
+  // Element counts (DeepSpeed files often write them as 5e7); the keys' rules check the range.
   static constexpr std::pair<const char*, const char*> kCounts[] = {
       {"stage3_prefetch_bucket_size", "distributed.prefetch_bucket_size"},
       {"stage3_max_live_parameters", "distributed.max_live_parameters"}};
   for (const auto& [name, key] : kCounts)
     if (const json* count = given(zero, name)) {
       const std::string path = std::string("zero_optimization.") + name;
-      const double v = count->get<double>();
-      if (v < 0 || v != static_cast<double>(static_cast<std::int64_t>(v)))
-        m.fail(path, "must be a whole number of elements, at least 0, got " + count->dump());
-      m.set_integer(key, static_cast<std::int64_t>(v), path);
+      m.set_integer(key, json_integer(*count, m.file(), path), path);
     }
 }
 

@@ -64,6 +64,22 @@ Tensor host_copy_for_optimizer(const Tensor& shard) {
   return host;
 }
 
+void step_shards(optim::Optimizer& optimizer, double lr, const std::vector<Tensor>& host,
+                 const std::vector<Tensor>& shards) {
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    const Tensor grad = shards[i].grad();
+    if (grad.defined())
+      host[i].grad().copy_(grad.to(Device::cpu()));
+    else
+      host[i].grad().zero_();
+  }
+  optimizer.set_lr(lr);
+  optimizer.step();
+  for (std::size_t i = 0; i < host.size(); ++i)
+    Tensor(shards[i]).copy_(host[i].to(shards[i].device()));
+}
+
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
          a.shape() == b.shape();

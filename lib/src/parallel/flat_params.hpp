@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "genesis/nn/module.hpp"
+#include "genesis/optim/optimizer.hpp"
 
 namespace genesis::parallel::detail {
 
@@ -44,6 +45,13 @@ void add_into(const Tensor& sum, const Tensor& x);
 // offload_optimizer: a host copy of `shard` (a separate one on a CPU run too) that requires grad
 // and has a zeroed host .grad, for the optimizer to step in the shard's place.
 Tensor host_copy_for_optimizer(const Tensor& shard);
+
+// The optimizer's step at `lr` on the ZeRO shards. With offload_optimizer (`host`: the shards'
+// host_copy_for_optimizer copies, which the optimizer steps) each shard's .grad (zero where it
+// has none) goes into its copy's .grad first and each updated copy back into its shard after;
+// with `host` empty the optimizer steps the shards themselves.
+void step_shards(optim::Optimizer& optimizer, double lr, const std::vector<Tensor>& host,
+                 const std::vector<Tensor>& shards);
 
 // Copies the parameters' values into a new flat buffer (dtype and device of the first one; all
 // must agree) and rebinds each parameter to view it. `device`, when given, is where the buffer

@@ -132,7 +132,7 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
 // Within the limits of ZeroOptions: the unit's elements, and every gathered unit's with it.
 void FullyShardedStrategy::prefetch(std::size_t u) {
   const std::int64_t next = units_[u]->flat().padded_numel();
-  if (!options_.prefetch || next > options_.prefetch_elements) return;
+  if (next > options_.prefetch_elements) return;
   std::int64_t live = next;
   for (const auto& unit : units_)
     if (unit->state() != ShardedUnit::State::released) live += unit->flat().padded_numel();
@@ -305,20 +305,7 @@ double FullyShardedStrategy::grad_norm() {
 void FullyShardedStrategy::step(double lr) {
   pinned_ = false;
   release_all();  // a gather in flight reads the shards the optimizer is about to change
-  NoGradGuard no_grad;
-  if (host_copies())
-    for (std::size_t u = 0; u < units_.size(); ++u) {
-      const Tensor grad = units_[u]->shard().grad();
-      if (grad.defined())
-        host_shards_[u].grad().copy_(grad.to(Device::cpu()));
-      else
-        host_shards_[u].grad().zero_();
-    }
-  optimizer_->set_lr(lr);
-  optimizer_->step();
-  for (std::size_t u = 0; u < units_.size(); ++u)
-    if (host_copies())
-      Tensor(units_[u]->shard()).copy_(host_shards_[u].to(units_[u]->shard().device()));
+  step_shards(*optimizer_, lr, host_shards_, shards());
   zero_grad();
 }
 

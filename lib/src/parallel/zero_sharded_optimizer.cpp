@@ -249,13 +249,7 @@ double ZeroStage12::grad_norm() {
 }
 
 void ZeroStage12::step(double lr) {
-  NoGradGuard no_grad;
-  for (std::size_t i = 0; i < host_shards_.size(); ++i)
-    host_shards_[i].grad().copy_(buckets_[i].shard_grad.to(Device::cpu()));
-  optimizer_->set_lr(lr);
-  optimizer_->step();
-  for (std::size_t i = 0; i < host_shards_.size(); ++i)
-    Tensor(buckets_[i].shard_param).copy_(host_shards_[i].to(buckets_[i].shard_param.device()));
+  step_shards(*optimizer_, lr, host_shards_, shard_params());
   // Every rank's updated shard into every rank's full parameters, in place: the shard is the
   // all-gather's own chunk of the flat buffer, so no copy of it is made.
   std::vector<std::shared_ptr<dist::Work>> gathers;

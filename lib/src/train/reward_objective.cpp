@@ -46,9 +46,11 @@ PairScore score_pairs(parallel::Strategy& strategy, const data::TensorDataset& r
   const Tensor d = matmul(scores, sign);  // r_chosen - r_rejected, (B)
   PairScore s;
   s.loss = mean(add(relu(neg(d)), log(add(exp(neg(abs(d))), 1.0))));
-  NoGradGuard no_grad;
-  s.correct = sum(gt(d, Tensor::zeros({}, DType::f32, d.device()))).item<double>();
-  s.margin = sum(d).item<double>();
+  NoGradGuard no_grad;  // both sums in one copy to the host
+  const Tensor correct = sum(gt(d, Tensor::zeros({}, DType::f32, d.device()))).reshape({1});
+  const std::vector<float> sums = cat({correct, sum(d).reshape({1})}).to_vector();
+  s.correct = sums[0];
+  s.margin = sums[1];
   s.pairs = static_cast<double>(B);
   return s;
 }

@@ -40,6 +40,37 @@ std::filesystem::path data_file(const std::string& name) {
   return path;
 }
 
+// Examples of the built-in tasks data.source names after its prefix ("tasks:a,b", "pairs:a,b";
+// "all": every task): the eval share with seed + 1, then the rest with `train_seed`, skipping the
+// held-out prompts. `generate` is data::generate_sft_tasks or data::generate_preference_pairs.
+template <class Example, class Generate>
+void generate_split(const Config& config, std::uint64_t train_seed, Generate generate,
+                    std::vector<Example>& train, std::vector<Example>& eval) {
+  const DataConfig& d = config.data;
+  std::vector<std::string> names = split_list(d.source.substr(d.source.find(':') + 1));
+  if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
+  const auto n_eval = static_cast<std::int64_t>(
+      std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
+  try {
+    eval = generate(names, n_eval, config.seed + 1, {});
+    std::vector<std::string> held_out;
+    for (const auto& e : eval) held_out.push_back(e.prompt);
+    train = generate(names, d.num_samples - n_eval, train_seed, held_out);
+  } catch (const InvalidArgument& e) {
+    throw ConfigError("data.source = \"" + d.source + "\": " + e.what());
+  }
+}
+
+// A file's examples with its last eval_fraction held out.
+template <class Example>
+void split_tail(std::vector<Example> all, double eval_fraction, std::vector<Example>& train,
+                std::vector<Example>& eval) {
+  const auto held = static_cast<std::ptrdiff_t>(
+      std::llround(static_cast<double>(all.size()) * eval_fraction));
+  eval.assign(all.end() - held, all.end());
+  train.assign(all.begin(), all.end() - held);
+}
+
 // The rows of SFT data, and the held-out examples whose prompts evaluation completes.
 struct SftData {
   data::TensorDataset train, eval;
@@ -50,27 +81,11 @@ struct SftData {
 // held out as distinct prompts; "jsonl:FILE" reads the file and holds out its last lines.
 SftData load_sft_data(const Config& config) {
   const DataConfig& d = config.data;
-  const auto n_eval = static_cast<std::int64_t>(
-      std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
   std::vector<data::SftExample> train, eval;
-  if (d.source.rfind("tasks:", 0) == 0) {
-    std::vector<std::string> names = split_list(d.source.substr(6));
-    if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
-    try {
-      eval = data::generate_sft_tasks(names, n_eval, config.seed + 1);
-      std::vector<std::string> held_out;
-      for (const auto& e : eval) held_out.push_back(e.prompt);
-      train = data::generate_sft_tasks(names, d.num_samples - n_eval, config.seed + 2, held_out);
-    } catch (const InvalidArgument& e) {
-      throw ConfigError("data.source = \"" + d.source + "\": " + e.what());
-    }
-  } else {
-    std::vector<data::SftExample> all = data::read_sft_jsonl(data_file(d.source.substr(6)));
-    const auto held = static_cast<std::int64_t>(
-        std::llround(static_cast<double>(all.size()) * d.eval_fraction));
-    eval.assign(all.end() - held, all.end());
-    train.assign(all.begin(), all.end() - held);
-  }
+  if (d.source.rfind("tasks:", 0) == 0)
+    generate_split(config, config.seed + 2, data::generate_sft_tasks, train, eval);
+  else
+    split_tail(data::read_sft_jsonl(data_file(d.source.substr(6))), d.eval_fraction, train, eval);
   GENESIS_CHECK(!train.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training examples: raise "
                 "data.num_samples or lower data.eval_fraction");
@@ -85,40 +100,17 @@ SftData load_sft_data(const Config& config) {
   return out;
 }
 
-// data.source = "pairs:a,b": pairs generated from the SFT tasks a, b, the eval share held out as
-// distinct prompts.
-void generate_pairs(const Config& config, std::vector<data::PreferencePair>& train,
-                    std::vector<data::PreferencePair>& eval) {
-  const DataConfig& d = config.data;
-  std::vector<std::string> names = split_list(d.source.substr(6));
-  if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
-  const auto n_eval = static_cast<std::int64_t>(
-      std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
-  try {
-    eval = data::generate_preference_pairs(names, n_eval, config.seed + 1);
-    std::vector<std::string> held_out;
-    for (const auto& p : eval) held_out.push_back(p.prompt);
-    train = data::generate_preference_pairs(names, d.num_samples - n_eval, config.seed + 3, held_out);
-  } catch (const InvalidArgument& e) {
-    throw ConfigError("data.source = \"" + d.source + "\": " + e.what());
-  }
-}
-
 // Preference pairs: generated from data.source = "pairs:a,b" (the SFT task names) with the eval
 // share held out as distinct prompts, or read from "jsonl:FILE" with its last lines held out:
 // (train, eval) rows of encode_preference_pairs.
 std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& config) {
   const DataConfig& d = config.data;
   std::vector<data::PreferencePair> train, eval;
-  if (d.source.rfind("jsonl:", 0) == 0) {
-    train = data::read_preference_jsonl(data_file(d.source.substr(6)));
-    const auto held = static_cast<std::ptrdiff_t>(
-        std::llround(static_cast<double>(train.size()) * d.eval_fraction));
-    eval.assign(train.end() - held, train.end());
-    train.erase(train.end() - held, train.end());
-  } else {
-    generate_pairs(config, train, eval);
-  }
+  if (d.source.rfind("jsonl:", 0) == 0)
+    split_tail(data::read_preference_jsonl(data_file(d.source.substr(6))), d.eval_fraction, train,
+               eval);
+  else
+    generate_split(config, config.seed + 3, data::generate_preference_pairs, train, eval);
   GENESIS_CHECK(!train.empty() && !eval.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training or no eval pairs: add "
                 "pairs, or move data.eval_fraction away from 0 and 1");

@@ -9,7 +9,6 @@
 #include "genesis/autograd/autocast.hpp"
 #include "genesis/core/format.hpp"
 #include "genesis/ops/ops.hpp"
-#include "genesis/optim/lr_scheduler.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
@@ -36,12 +35,27 @@ std::int64_t warmup_steps_of(const TrainingConfig& c) {
                             : static_cast<std::int64_t>(c.warmup_ratio * static_cast<double>(c.max_steps));
 }
 
+namespace {
+
+// The run's schedule. DeepSpeed's decaying schedules decay over their own horizon
+// (total_num_steps) when one is set, the others over max_steps.
+optim::LrSchedule lr_schedule_of(const TrainingConfig& c) {
+  const bool own_horizon = (c.lr_scheduler_type == LrSchedulerKind::warmup_decay_lr ||
+                            c.lr_scheduler_type == LrSchedulerKind::warmup_cosine_lr) &&
+                           c.lr_decay_steps > 0;
+  return {c.lr_scheduler_type, c.learning_rate, warmup_steps_of(c),
+          own_horizon ? c.lr_decay_steps : c.max_steps, c.warmup_min_lr, c.warmup_type,
+          c.warmup_min_ratio, c.cos_min_ratio};
+}
+
+}  // namespace
+
 TrainingLoop::TrainingLoop(LoopParts parts, Precision precision, const std::optional<Resumed>& resumed)
     : p_(std::move(parts)),
       precision_(std::move(precision)),
       window_metrics_(p_.task.objective->window_metrics()),
       first_step_(resumed ? resumed->step + 1 : 1),
-      warmup_steps_(warmup_steps_of(p_.config)),
+      schedule_(lr_schedule_of(p_.config)),
       throughput_(first_step_, p_.config.max_steps, p_.device) {
   if (!resumed) return;
   state_ = resumed->state;
@@ -124,15 +138,7 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
     p_.strategy.backward(scale_loss(precision_, weight == 1.0 ? out.loss : out.loss * weight));
   }
   const GradientCheck check = finish_gradients(precision_, p_.strategy, c.max_grad_norm);
-  // DeepSpeed's decaying schedules decay over their own horizon (total_num_steps) when one is set.
-  const bool own_horizon = (c.lr_scheduler_type == LrSchedulerKind::warmup_decay_lr ||
-                            c.lr_scheduler_type == LrSchedulerKind::warmup_cosine_lr) &&
-                           c.lr_decay_steps > 0;
-  const std::int64_t total = own_horizon ? c.lr_decay_steps : c.max_steps;
-  const double lr = optim::lr_at({c.lr_scheduler_type, c.learning_rate, warmup_steps_, total,
-                                  c.warmup_min_lr, c.warmup_type, c.warmup_min_ratio,
-                                  c.cos_min_ratio},
-                                 step - 1);
+  const double lr = optim::lr_at(schedule_, step - 1);
   if (!check.overflow) {
     p_.strategy.step(lr);
   } else if (p_.job.is_main()) {

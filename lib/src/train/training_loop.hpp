@@ -16,6 +16,7 @@
 
 #include "checkpointing.hpp"
 #include "genesis/data/sampler.hpp"
+#include "genesis/optim/lr_scheduler.hpp"
 #include "metrics_recorder.hpp"
 #include "precision.hpp"
 #include "task.hpp"
@@ -80,7 +81,7 @@ class TrainingLoop {
   Precision precision_;
   std::vector<WindowMetric> window_metrics_;
   std::int64_t first_step_;
-  std::int64_t warmup_steps_;
+  optim::LrSchedule schedule_;
   RankState state_;
   std::optional<double> logged_loss_;
   std::vector<GeneratedSample> samples_;

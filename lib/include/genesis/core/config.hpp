@@ -4,6 +4,7 @@
 // file, line and key, and suggests the closest valid key.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -92,6 +93,15 @@ struct DataConfig {
   std::int64_t num_samples = 20000;  // examples (classification) or sequences (tokens) generated
   double eval_fraction = 0.1;        // held out for evaluation
 };
+
+// The largest micro-batch not above `limit` that divides `per_rank`, so per-rank memory does not
+// grow and gradient accumulation makes up the rest (training.train_batch_size, a resharded
+// checkpoint's new world).
+inline std::int64_t micro_batch_for(std::int64_t per_rank, std::int64_t limit) {
+  for (std::int64_t b = std::min(limit, per_rank); b > 1; --b)
+    if (per_rank % b == 0) return b;
+  return 1;
+}
 
 struct TrainingConfig {
   // What the model is trained to do, and so the objective and the data it reads: sft, the next

@@ -84,14 +84,14 @@ struct ZeroOptions {
   double bucket_cap_mb = 25;        // gradient buckets (stages 1 and 2): the rule DDP's follow
   double first_bucket_cap_mb = 1;   // smaller, so the first reduce-scatter starts early
   int hsdp_shard_size = 0;     // hsdp: ranks per shard group; 0: LOCAL_WORLD_SIZE (one node)
-  bool prefetch = true;        // zero3/hsdp: all-gather the next unit while this one computes
   bool offload_optimizer = false;  // ZeRO stages: optimizer state and update on the host
   // zero3/hsdp: parameter shards (and so their gradients and the update) in host memory, each
   // unit copied to the device as it is gathered (DeepSpeed's offload_param).
   bool offload_param = false;
-  // zero3/hsdp: the next unit is prefetched only when it holds at most prefetch_elements and the
-  // units gathered with it at most max_live_elements (DeepSpeed's stage3_prefetch_bucket_size and
-  // stage3_max_live_parameters); a unit in use is gathered whatever its size.
+  // zero3/hsdp: the next unit is all-gathered while this one computes (prefetch) when it holds at
+  // most prefetch_elements (0: never) and the units gathered with it at most max_live_elements
+  // (DeepSpeed's stage3_prefetch_bucket_size and stage3_max_live_parameters); a unit in use is
+  // gathered whatever its size.
   std::int64_t prefetch_elements = 50'000'000;
   std::int64_t max_live_elements = 1'000'000'000;
   // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
