@@ -128,8 +128,10 @@ TEST_CASE("deepspeed: zero2.json is zero2, zero3.json offloads parameters and op
   CHECK(contains(describe_outcome("ds.json", a.outcome),
                  "deepspeed: ds.json: zero_optimization.stage3_prefetch_bucket_size is \"auto\": "
                  "distributed.prefetch_bucket_size stays 50000000"));
-  // stage3_param_persistence_threshold's "auto" is in the not-acted-on warning.
-  CHECK(a.outcome.automatic.size() == 2);
+  CHECK(contains(describe_outcome("ds.json", a.outcome),
+                 "deepspeed: ds.json: zero_optimization.stage3_param_persistence_threshold is "
+                 "\"auto\": distributed.param_persistence_threshold stays 0"));
+  CHECK(a.outcome.automatic.size() == 3);
   CHECK(a.config.distributed.max_live_parameters == 1'000'000'000);
   const Applied batch =
       apply_ds(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 4})");
@@ -145,20 +147,24 @@ TEST_CASE("deepspeed: zero2.json is zero2, zero3.json offloads parameters and op
   CHECK_THAT(message, Catch::Contains("is not supported: genesis offloads to host memory"));
   CHECK(a.config.distributed.bucket_cap_mb == 25);  // "auto": as the config had it
   for (const char* key :
-       {"offload_optimizer.pin_memory", "sub_group_size", "stage3_param_persistence_threshold",
-        "stage3_gather_16bit_weights_on_model_save"})
+       {"offload_optimizer.pin_memory", "sub_group_size", "stage3_gather_16bit_weights_on_model_save"})
     CHECK(contains(a.outcome.not_acted_on, std::string("zero_optimization.") + key));
 
   CHECK(apply_ds(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "none"}}})")
             .config.distributed.offload_param == "none");
 }
 
-TEST_CASE("deepspeed: stage 3's prefetch limits are element counts", "[deepspeed]") {
+TEST_CASE("deepspeed: stage 3's prefetch limits and persistence threshold are element counts",
+          "[deepspeed]") {
   const Config c = apply_ds(R"({"zero_optimization": {"stage": 3,
-      "stage3_prefetch_bucket_size": 0, "stage3_max_live_parameters": 3e7}})")
+      "stage3_prefetch_bucket_size": 0, "stage3_max_live_parameters": 3e7,
+      "stage3_param_persistence_threshold": 1e4}})")
                        .config;
   CHECK(c.distributed.prefetch_bucket_size == 0);
   CHECK(c.distributed.max_live_parameters == 30'000'000);
+  CHECK(c.distributed.param_persistence_threshold == 10'000);
+  CHECK_THAT(config_error(R"({"zero_optimization": {"stage3_param_persistence_threshold": -1}})"),
+             Catch::Contains("ds.json: zero_optimization.stage3_param_persistence_threshold: "));
   CHECK_THAT(config_error(R"({"zero_optimization": {"stage3_prefetch_bucket_size": 1.5}})"),
              Catch::Contains("ds.json: zero_optimization.stage3_prefetch_bucket_size: expected "
                              "an integer, got 1.5"));

@@ -143,19 +143,23 @@ struct Case {
   int hsdp_shard_size = 0;
   bool offload_optimizer = false;
   bool offload_param = false;
+  std::int64_t persistence_threshold = 0;
   OptionsOverride options() const {
     const int size = hsdp_shard_size;
     const bool offload = offload_optimizer, offload_params = offload_param;
-    return [size, offload, offload_params](genesis::parallel::StrategyOptions& o) {
+    const std::int64_t persistence = persistence_threshold;
+    return [size, offload, offload_params, persistence](genesis::parallel::StrategyOptions& o) {
       o.zero.hsdp_shard_size = size;
       o.zero.offload_optimizer = offload;
       o.zero.offload_param = offload_params;
+      o.zero.persistence_threshold = persistence;
     };
   }
 };
 const Case kCases[] = {{"ddp", 2},   {"zero1", 2},          {"zero2", 2, 0, true},
                        {"zero2", 2}, {"zero3", 2},          {"zero3", 2, 0, true},
-                       {"zero3", 2, 0, false, true},        {"hsdp", 4, 2}};
+                       {"zero3", 2, 0, false, true},        {"hsdp", 4, 2},
+                       {"zero3", 2, 0, false, false, 128}};
 constexpr int kAccum = 2;
 
 // Builds `c` on a model initialised from `seed`, loads `resume_from` when given, trains steps
@@ -182,7 +186,8 @@ MemorySource run(const Case& c, Model kind, Opt opt, std::uint64_t seed, int fir
 
 std::string describe(const Case& c, Model kind, Opt opt) {
   return std::string(c.strategy) + (c.offload_optimizer ? " (offload)" : "") +
-         (c.offload_param ? " (offload_param)" : "") + " on " +
+         (c.offload_param ? " (offload_param)" : "") +
+         (c.persistence_threshold > 0 ? " (persistence)" : "") + " on " +
          std::to_string(c.world) + " ranks, " +
          (kind == Model::mlp ? "mlp" : "gpt") + ", " + (opt == Opt::sgd ? "sgd" : "adamw");
 }
@@ -227,14 +232,15 @@ TEST_CASE("every strategy resumes bit-exactly from its own state pieces", "[stra
       }
 }
 
-TEST_CASE("state saved by zero2 on 2 ranks loads into ddp on 3, zero3 on 1, zero1 on 3, hsdp on 4",
+TEST_CASE("state saved by zero2 on 2 ranks loads into ddp on 3, zero3 on 1 and 2, zero1 on 3, hsdp on 4",
           "[strategy-state]") {
   for (Model kind : {Model::mlp, Model::gpt})
     for (Opt opt : {Opt::adamw, Opt::sgd}) {
       const MemorySource saved = run({"zero2", 2}, kind, opt, 11, 0, 3, nullptr);
       REQUIRE(saved.problems() == std::vector<std::string>{});
       for (const Case& target :
-           {Case{"ddp", 3}, Case{"zero3", 1}, Case{"zero1", 3}, Case{"hsdp", 4, 2}}) {
+           {Case{"ddp", 3}, Case{"zero3", 1}, Case{"zero1", 3}, Case{"hsdp", 4, 2},
+            Case{"zero3", 2, 0, false, false, 128}}) {
         INFO(describe(target, kind, opt));
         MemorySource reloaded;
         std::vector<std::string> mismatched;

@@ -228,6 +228,49 @@ TEST_CASE("zero3 and hsdp with the parameters offloaded match them without", "[z
                          train("hsdp", 4, Model::mlp, Opt::adamw, 2, 4, hsdp_shard_2)) == 0);
 }
 
+// stage3_param_persistence_threshold: the GPT's LayerNorms and biases (at most 128 elements) go
+// to the persistent unit, gathered by the first forward after a step and kept until the next
+// step, so a second micro-batch gathers the blocks again but not it. Same parameters as DDP.
+TEST_CASE("zero3 keeps parameters under the persistence threshold gathered until the step",
+          "[zero3]") {
+  const auto persist = [](genesis::parallel::StrategyOptions& o) {
+    o.zero.persistence_threshold = 128;
+  };
+  using Kind = Zero3Event::Kind;
+  for (int accum : {1, 2}) {
+    std::vector<Zero3Event> trace;
+    std::vector<std::string> units;
+    genesis::parallel::MemoryReport memory;
+    const Outcome z = train("zero3", 2, Model::gpt, Opt::adamw, accum, 4, persist,
+                            [&](int rank, genesis::parallel::Strategy& s) {
+                              if (rank != 0) return;
+                              auto& sharded = dynamic_cast<FullyShardedStrategy&>(s);
+                              trace = sharded.last_trace(), units = sharded.unit_names();
+                            });
+    INFO("accumulation " << accum);
+    CHECK(units == std::vector<std::string>{"h.0", "h.1", "(persistent)", ""});
+    // The trace is the step's last micro-batch: only the first one gathers the persistent unit.
+    CHECK((index_of(trace, Kind::gather, "(persistent)") == 0) == (accum == 1));
+    CHECK(index_of(trace, Kind::gather, "h.0") >= 0);
+    std::vector<std::string> reduced;
+    for (const Zero3Event& e : trace)
+      if (e.kind == Kind::reduce_scatter) reduced.push_back(e.unit);
+    CHECK(reduced == std::vector<std::string>{"h.1", "h.0", "(persistent)", ""});
+    CHECK(model_difference(z, train("ddp", 2, Model::gpt, Opt::adamw, accum, 4)) < 1e-5);
+  }
+  // The persistent parameters are held whole on top of zero3's shards (give or take the padding
+  // of each unit to a multiple of the 2 shards); their optimizer state stays sharded.
+  const Outcome plain = train("zero3", 2, Model::gpt, Opt::adamw, 1, 1);
+  const Outcome kept = train("zero3", 2, Model::gpt, Opt::adamw, 1, 1, persist);
+  std::int64_t small = 0;
+  for (auto& [name, p] : build(Model::gpt)->named_parameters())
+    if (p.numel() <= 128) small += p.numel();
+  CHECK(small > 0);
+  CHECK(kept.memory.parameter_bytes >= plain.memory.parameter_bytes + 4 * small);
+  CHECK(kept.memory.parameter_bytes <= plain.memory.parameter_bytes + 4 * (small + 8));
+  CHECK(kept.memory.optimizer_bytes <= plain.memory.optimizer_bytes + 8 * 8);
+}
+
 TEST_CASE("hsdp rejects a shard size that does not divide the world", "[zero3]") {
   try {
     train("hsdp", 3, Model::mlp, Opt::sgd, 1, 1,

@@ -28,13 +28,16 @@ namespace nn = genesis::nn;
 namespace {
 
 void hsdp_shard_2(StrategyOptions& o) { o.zero.hsdp_shard_size = 2; }
+// LayerNorms and biases left whole as the model is built, for the strategy's persistent unit.
+void persist_small(StrategyOptions& o) { o.zero.persistence_threshold = 128; }
 
 struct Case {
   const char* strategy;
   int world;
   void (*override_options)(StrategyOptions&);
 };
-const Case kCases[] = {{"zero3", 2, nullptr}, {"hsdp", 4, hsdp_shard_2}};
+const Case kCases[] = {
+    {"zero3", 2, nullptr}, {"hsdp", 4, hsdp_shard_2}, {"zero3", 2, persist_small}};
 
 OptionsOverride options_of(const Case& c) {
   if (c.override_options == nullptr) return {};

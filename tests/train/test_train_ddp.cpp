@@ -171,6 +171,13 @@ TEST_CASE("train --dry-run prints every strategy's memory and auto's choice", "[
                              "distributed.offload_param=cpu"},
                             {{{"WORLD_SIZE", "4"}}, {}});
   CHECK(params.out.find("auto: zero3 (offload_param asks for zero3 or hsdp") != std::string::npos);
+
+  // Persistent parameters (here all of them) are whole on every rank besides their shard.
+  auto persistent = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
+                                 "distributed.param_persistence_threshold=1000000000"},
+                                {{{"WORLD_SIZE", "4"}}, {}});
+  INFO(persistent.out);
+  CHECK(persistent.out.find("zero3         589 KiB      118 KiB      236 KiB") != std::string::npos);
 }
 
 TEST_CASE("train: auto picks ddp for a small model and says so", "[train][zero]") {

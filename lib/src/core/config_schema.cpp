@@ -185,6 +185,12 @@ std::vector<ConfigKey> distributed_keys() {
      "zero3/hsdp: no prefetch makes more elements gathered at once than this (DeepSpeed's "
      "stage3_max_live_parameters)",
      [](Config& c) -> Field { return &c.distributed.max_live_parameters; }, Rule::positive},
+    {"distributed.param_persistence_threshold",
+     "zero3/hsdp: parameters of at most this many elements stay gathered from the first forward "
+     "after a step until the next step (one all-gather per step); their gradients and optimizer "
+     "state stay sharded; 0: none (DeepSpeed's stage3_param_persistence_threshold)",
+     [](Config& c) -> Field { return &c.distributed.param_persistence_threshold; },
+     Rule::non_negative},
     {"distributed.memory_budget_gb",
      "auto: per-rank memory for model state, GiB; 0: device memory (GPU) or host memory / ranks",
      [](Config& c) -> Field { return &c.distributed.memory_budget_gb; }, Rule::non_negative},

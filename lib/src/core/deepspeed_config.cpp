@@ -111,7 +111,8 @@ void map_zero(DeepSpeedMapper& m, const json& root) {
   // Element counts (DeepSpeed files often write them as 5e7); the keys' rules check the range.
   static constexpr std::pair<const char*, const char*> kCounts[] = {
       {"stage3_prefetch_bucket_size", "distributed.prefetch_bucket_size"},
-      {"stage3_max_live_parameters", "distributed.max_live_parameters"}};
+      {"stage3_max_live_parameters", "distributed.max_live_parameters"},
+      {"stage3_param_persistence_threshold", "distributed.param_persistence_threshold"}};
   for (const auto& [name, key] : kCounts)
     if (const json* count = given(zero, name)) {
       const std::string path = std::string("zero_optimization.") + name;

@@ -110,17 +110,20 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
                             whole(opt), 2.0, true});
   plan.estimates.push_back({"zero1", whole(psi), whole(psi), ceil_div(opt, n), 2.0, true});
   plan.estimates.push_back({"zero2", whole(psi), ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
-  plan.estimates.push_back({"zero3", ceil_div(psi, n), ceil_div(psi, n), ceil_div(opt, n), 3.0, true});
+  // Persistent parameters are held whole besides their shard.
+  const double kept = static_cast<double>(in.persistent_parameters) * 4.0;
+  plan.estimates.push_back(
+      {"zero3", ceil_div(psi, n) + whole(kept), ceil_div(psi, n), ceil_div(opt, n), 3.0, true});
   const int shard = in.hsdp_shard_size > 0 ? in.hsdp_shard_size : in.local_world_size;
-  StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard), ceil_div(psi, shard), ceil_div(opt, shard),
-                        3.0, shard < n && n % shard == 0};
+  StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard) + whole(kept), ceil_div(psi, shard),
+                        ceil_div(opt, shard), 3.0, shard < n && n % shard == 0};
   plan.estimates.push_back(hsdp);
   for (StrategyEstimate& e : plan.estimates) {
     const bool fully_sharded = e.name == "zero3" || e.name == "hsdp";
     if (e.name != "ddp" && (in.offload_optimizer || (fully_sharded && in.offload_param)))
       e.offloaded_bytes = e.optimizer_bytes;
     if (fully_sharded && in.offload_param)
-      e.offloaded_bytes += e.parameter_bytes + e.gradient_bytes;
+      e.offloaded_bytes += e.parameter_bytes - whole(kept) + e.gradient_bytes;  // the shards
   }
 
   if (in.budget_bytes > 0) {

@@ -12,13 +12,18 @@
 namespace genesis::parallel {
 namespace detail {
 
-ShardedBuild::ShardedBuild(std::string strategy, ShardGroups groups, Device device)
-    : strategy_(std::move(strategy)), groups_(std::move(groups)), device_(device) {}
+ShardedBuild::ShardedBuild(std::string strategy, ShardGroups groups, Device device,
+                           std::int64_t persistence_threshold)
+    : strategy_(std::move(strategy)),
+      groups_(std::move(groups)),
+      device_(device),
+      persistence_threshold_(persistence_threshold) {}
 
 void ShardedBuild::shard(const std::string& path, nn::Module& module) {
   UnitSpec spec{path, &module, {}};
   for (auto& [name, p] : module.named_parameters())
-    if (p.requires_grad()) spec.params.emplace_back(path + "." + name, p);
+    if (p.requires_grad() && !is_persistent(p, persistence_threshold_))
+      spec.params.emplace_back(path + "." + name, p);
   if (spec.params.empty()) return;  // not a unit for the wrap policy either
   NoGradGuard no_grad;
   check_same_parameters(spec.params, *groups_.world);
@@ -37,7 +42,8 @@ DeferredInit::DeferredInit(const StrategyOptions& options,
   GENESIS_CHECK(group != nullptr, InvalidArgument, "deferred init needs a process group");
   const bool hsdp = options.name == "hsdp";
   build_ = std::make_unique<detail::ShardedBuild>(
-      options.name, detail::make_shard_groups(hsdp, std::move(group), options.zero), device);
+      options.name, detail::make_shard_groups(hsdp, std::move(group), options.zero), device,
+      options.zero.persistence_threshold);
 }
 
 DeferredInit::~DeferredInit() = default;

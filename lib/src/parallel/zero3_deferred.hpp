@@ -26,7 +26,10 @@ ShardGroups make_shard_groups(bool hsdp, std::shared_ptr<dist::ProcessGroup> wor
 
 class ShardedBuild {
  public:
-  ShardedBuild(std::string strategy, ShardGroups groups, Device device);
+  // persistence_threshold: ZeroOptions's; parameters under it are left whole for the strategy,
+  // which puts them in its persistent unit.
+  ShardedBuild(std::string strategy, ShardGroups groups, Device device,
+               std::int64_t persistence_threshold);
 
   // The listener: cuts `module`'s trainable parameters into a unit at once, as the strategy
   // would (checked over the world, rank 0's values, flattened on the device, this rank's shard
@@ -42,6 +45,7 @@ class ShardedBuild {
   std::string strategy_;
   ShardGroups groups_;
   Device device_;
+  std::int64_t persistence_threshold_;
   UnitList units_;
 };
 

@@ -44,10 +44,12 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
   for (auto& [pname, p] : model_->named_parameters())
     (p.requires_grad() ? params : frozen_).emplace_back(pname, p);
   GENESIS_CHECK(!params.empty(), InvalidArgument, name_ + ": the model has no trainable parameter");
-  units_ = make_units(*model_, std::move(built), *group_, *shard_group_);
+  units_ = make_units(*model_, std::move(built), *group_, *shard_group_,
+                      options_.persistence_threshold);
   for (std::size_t u = units_.size(); u-- > 0;)
-    if (!is_root(u)) reduce_order_.push_back(u);
-  if (!units_.empty() && is_root(units_.size() - 1)) reduce_order_.push_back(units_.size() - 1);
+    if (!whole_pass(u)) reduce_order_.push_back(u);
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (whole_pass(u)) reduce_order_.push_back(u);
   reductions_.resize(units_.size());
 
   std::vector<std::vector<std::size_t>> slots_of(units_.size());
@@ -119,13 +121,16 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
     engine_->arm();
     for (Reduction& r : reductions_) r = Reduction{};
   }
-  const bool has_root = !units_.empty() && is_root(units_.size() - 1);
-  if (has_root && units_.back()->start_gather())
-    trace_.push_back({Zero3Event::Kind::gather, "", false});
-  if (!units_.empty() && !is_root(0)) prefetch(0);
-  if (has_root) units_.back()->wait_gathered();
+  // The root and persistent units first (the persistent one is gathered once per step), then
+  // the first unit's prefetch, issued before waiting for them.
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (whole_pass(u) && units_[u]->start_gather())
+      trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
+  if (!units_.empty() && !whole_pass(0)) prefetch(0);
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    if (whole_pass(u)) units_[u]->wait_gathered();
   Tensor out = model_->forward(input);
-  if (!training) release_all();
+  if (!training) release_all(/*persistent_too=*/false);
   return out;
 }
 
@@ -146,7 +151,7 @@ void FullyShardedStrategy::before_unit_forward(std::size_t u) {
   if (units_[u]->start_gather())
     trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
   units_[u]->wait_gathered();
-  if (u + 1 < units_.size() && !is_root(u + 1)) prefetch(u + 1);
+  if (u + 1 < units_.size() && !whole_pass(u + 1)) prefetch(u + 1);
 }
 
 Tensor FullyShardedStrategy::after_unit_forward(std::size_t u, const Tensor& output) {
@@ -218,7 +223,7 @@ void FullyShardedStrategy::missing_gradients(const std::vector<std::size_t>& slo
 // summed) never sits beside both the gathered unit and the buffer.
 void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
   const std::size_t u = reduce_order_[bucket];
-  units_[u]->release();
+  if (!units_[u]->persistent()) units_[u]->release();
   units_[u]->flat().take_gradients(gradient_buffer(u).grad);
 }
 
@@ -265,15 +270,16 @@ void FullyShardedStrategy::finish() {
       work->wait();
       accumulate(u);
     }
-  release_all();
+  release_all(/*persistent_too=*/false);
 }
 
 void FullyShardedStrategy::settle() noexcept {
   for (Reduction& r : reductions_) settle_work(r.work, name_);
 }
 
-void FullyShardedStrategy::release_all() {
-  for (auto& unit : units_) unit->release();
+void FullyShardedStrategy::release_all(bool persistent_too) {
+  for (auto& unit : units_)
+    if (persistent_too || !unit->persistent()) unit->release();
 }
 
 void FullyShardedStrategy::settle_all() noexcept {
@@ -304,7 +310,9 @@ double FullyShardedStrategy::grad_norm() {
 
 void FullyShardedStrategy::step(double lr) {
   pinned_ = false;
-  release_all();  // a gather in flight reads the shards the optimizer is about to change
+  // A gather in flight reads the shards the optimizer is about to change, and the persistent
+  // unit's values are about to be stale: it is gathered again by the next forward.
+  release_all(/*persistent_too=*/true);
   step_shards(*optimizer_, lr, host_shards_, shards());
   zero_grad();
 }
@@ -347,7 +355,7 @@ void FullyShardedStrategy::load_state(const StateSource& source) {
   // Gathered units would keep showing the old values, and a gather in flight reads the shards.
   pinned_ = false;
   settle_all();
-  release_all();
+  release_all(/*persistent_too=*/true);
   NoGradGuard no_grad;
   const int index = shard_group_->rank();
   check_model_entries(source, model_->named_parameters());
@@ -373,6 +381,7 @@ MemoryReport FullyShardedStrategy::memory() const {
   for (const auto& unit : units_) {
     const std::int64_t bytes = unit->flat().shard_numel * unit->element_bytes();
     r.parameter_bytes += bytes;
+    if (unit->persistent()) r.parameter_bytes += unit->flat().padded_numel() * unit->element_bytes();
     r.gradient_bytes += bytes;
     if (options_.offload_param) r.offloaded_bytes += 2 * bytes;
   }

@@ -27,7 +27,7 @@ struct Zero3Event {
 };
 
 // Its units are the bucket engine's buckets (bucket_engine.hpp), launched in reverse forward
-// order with the root last.
+// order with the persistent unit and the root last.
 class FullyShardedStrategy : public Strategy, BucketPolicy {
  public:
   // shard_group: the ranks a unit is sharded over; replica_group: null for ZeRO-3, else the
@@ -98,10 +98,12 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   void view_gradients(std::size_t u);
   void accumulate(std::size_t u);
   void settle_all() noexcept;
-  void release_all();
+  // Every unit but (unless persistent_too) the persistent one, which stays until step().
+  void release_all(bool persistent_too);
   std::vector<Tensor> shards() const;
   double sum_over_shards(double local) const;
-  bool is_root(std::size_t u) const { return units_[u]->module() == nullptr; }
+  // The root and persistent units: no module hooks, gathered by forward() for the whole pass.
+  bool whole_pass(std::size_t u) const { return units_[u]->module() == nullptr; }
   // offload_optimizer without offload_param: the optimizer steps host copies of device shards.
   bool host_copies() const { return options_.offload_optimizer && !options_.offload_param; }
 
@@ -109,8 +111,10 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   std::shared_ptr<nn::Module> model_;
   std::shared_ptr<dist::ProcessGroup> group_, shard_group_, replica_group_;
   ZeroOptions options_;
-  std::vector<std::unique_ptr<ShardedUnit>> units_;  // wrap_units order: root (if any) last
-  std::vector<std::size_t> reduce_order_;             // reverse forward order, root last
+  // wrap_units order: the persistent unit, then the root (if they have parameters) last.
+  std::vector<std::unique_ptr<ShardedUnit>> units_;
+  // Reverse forward order, then the persistent unit and the root.
+  std::vector<std::size_t> reduce_order_;
   std::vector<Reduction> reductions_;
   std::vector<ParamSlot> slots_;
   nn::NamedTensors frozen_;  // parameters outside the units (no grad): whole on every rank

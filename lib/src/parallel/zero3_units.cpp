@@ -31,10 +31,14 @@ void find_units(nn::Module& m, const std::string& prefix, std::vector<UnitSpec>&
 
 }  // namespace
 
-std::vector<UnitSpec> wrap_units(nn::Module& model) {
+bool is_persistent(const Tensor& param, std::int64_t threshold) {
+  return param.numel() <= threshold;  // DeepSpeed's rule: at most the threshold
+}
+
+std::vector<UnitSpec> wrap_units(nn::Module& model, std::int64_t persistence_threshold) {
   std::vector<UnitSpec> units;
   find_units(model, "", units);
-  UnitSpec root;
+  UnitSpec root, persistent{kPersistentUnit, nullptr, {}, true};
   std::set<const TensorImpl*> seen;
   for (auto& [name, p] : model.named_parameters()) {
     if (!p.requires_grad()) continue;  // frozen parameters stay whole on every rank
@@ -44,18 +48,20 @@ std::vector<UnitSpec> wrap_units(nn::Module& model) {
     UnitSpec* owner = &root;
     for (UnitSpec& u : units)
       if (name.compare(0, u.name.size() + 1, u.name + ".") == 0) owner = &u;
+    if (is_persistent(p, persistence_threshold)) owner = &persistent;
     owner->params.emplace_back(name, p);
   }
   std::vector<UnitSpec> kept;
   for (UnitSpec& u : units)
     if (!u.params.empty()) kept.push_back(std::move(u));
+  if (!persistent.params.empty()) kept.push_back(std::move(persistent));
   if (!root.params.empty()) kept.push_back(std::move(root));
   return kept;
 }
 
 UnitList make_units(nn::Module& model, UnitList built, dist::ProcessGroup& world,
-                    dist::ProcessGroup& shard_group) {
-  std::vector<UnitSpec> specs = wrap_units(model);
+                    dist::ProcessGroup& shard_group, std::int64_t persistence_threshold) {
+  std::vector<UnitSpec> specs = wrap_units(model, persistence_threshold);
   UnitList units(specs.size());
   std::set<const TensorImpl*> adopted;
   for (std::unique_ptr<ShardedUnit>& unit : built) {

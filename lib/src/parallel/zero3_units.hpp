@@ -18,16 +18,25 @@
 namespace genesis::parallel::detail {
 
 struct UnitSpec {
-  std::string name;               // module path ("h.0", "layers.2"); "" for the root unit
-  nn::Module* module = nullptr;   // null for the root unit, which has no forward of its own
+  // Module path ("h.0", "layers.2"); "" for the root unit, kPersistentUnit for the persistent one.
+  std::string name;
+  nn::Module* module = nullptr;   // null for the root and persistent units: no forward of their own
   nn::NamedTensors params;        // trainable parameters, full dotted names, registration order
+  bool persistent = false;        // gathered from the first forward after a step until the next
 };
+
+inline constexpr const char* kPersistentUnit = "(persistent)";
+
+// Whether the persistence threshold (ZeroOptions::persistence_threshold) keeps `param` gathered.
+bool is_persistent(const Tensor& param, std::int64_t threshold);
 
 // The wrap policy. Every GPT Block is a unit, and elsewhere every Linear (MLP's layers.N); the
 // trainable parameters outside those form the root unit, gathered for the whole forward and
-// backward like FSDP's root. Units come in registration order, which is the order the models
-// run them in (prefetch relies on it); the root unit, if it has parameters, comes last.
-std::vector<UnitSpec> wrap_units(nn::Module& model);
+// backward like FSDP's root. Parameters under the persistence threshold, wherever they are, form
+// the persistent unit instead. Units come in registration order, which is the order the models
+// run them in (prefetch relies on it); the persistent unit and the root unit, if they have
+// parameters, come last, in that order.
+std::vector<UnitSpec> wrap_units(nn::Module& model, std::int64_t persistence_threshold = 0);
 
 class ShardedUnit;
 using UnitList = std::vector<std::unique_ptr<ShardedUnit>>;
@@ -38,7 +47,7 @@ using UnitList = std::vector<std::unique_ptr<ShardedUnit>>;
 // set to rank 0's values, as the model's buffers are. A unit in `built` that the policy does not
 // pick, or whose parameters changed since, is an error.
 UnitList make_units(nn::Module& model, UnitList built, dist::ProcessGroup& world,
-                    dist::ProcessGroup& shard_group);
+                    dist::ProcessGroup& shard_group, std::int64_t persistence_threshold);
 
 // One unit's parameters sharded over a group of `shards` ranks. Not thread-safe: every method
 // runs on the rank's training thread; collectives go to the group's communication thread.
@@ -54,6 +63,7 @@ class ShardedUnit {
 
   const std::string& name() const { return spec_.name; }
   nn::Module* module() const { return spec_.module; }
+  bool persistent() const { return spec_.persistent; }
   const FlatParams& flat() const { return flat_; }
   State state() const { return state_; }
   // Takes the wrap policy's spec of this unit (its name, and the parameters' names in the whole

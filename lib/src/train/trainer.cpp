@@ -61,12 +61,22 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingConfig& t,
   throw ConfigError("unknown training.optimizer");  // unreachable: the enum is covered
 }
 
+// Trainable parameters the zero3/hsdp persistence threshold keeps gathered.
+std::int64_t persistent_parameters(nn::Module& model, std::int64_t threshold) {
+  std::int64_t total = 0;
+  for (auto& [name, p] : model.named_parameters())
+    if (p.requires_grad() && p.numel() <= threshold) total += p.numel();
+  return total;
+}
+
 parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& d,
-                              std::int64_t num_parameters, int world, Device device) {
+                              nn::Module& model, int world, Device device) {
   const double state = t.optimizer == OptimizerKind::sgd ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
   const double device_memory =
       device.is_cuda() ? static_cast<double>(cuda_device_info(device.index).total_memory) : 0.0;
-  return parallel::plan_memory({.num_parameters = num_parameters,
+  return parallel::plan_memory({.num_parameters = model.num_parameters(),
+                                .persistent_parameters =
+                                    persistent_parameters(model, d.param_persistence_threshold),
                                 .world_size = world,
                                 .local_world_size = env::local_world_size().value_or(world),
                                 .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
@@ -92,6 +102,7 @@ parallel::StrategyOptions strategy_options(const DistributedConfig& d, std::stri
                .offload_param = d.offload_param == OffloadKind::cpu,
                .prefetch_elements = d.prefetch_bucket_size,
                .max_live_elements = d.max_live_parameters,
+               .persistence_threshold = d.param_persistence_threshold,
                .store = nullptr}};
 }
 
@@ -149,8 +160,8 @@ TrainResult dry_run(const Config& config, const TrainOptions& options) {
   const Device device = kind != DeviceKind::cpu && cuda_status().state != GpuState::none
                             ? training_device(kind)
                             : Device::cpu();
-  const parallel::MemoryPlan plan = plan_for(config.training, config.distributed,
-                                             task.model->num_parameters(), world, device);
+  const parallel::MemoryPlan plan =
+      plan_for(config.training, config.distributed, *task.model, world, device);
   if (options.out != nullptr) {
     const StrategyKind strategy = config.distributed.strategy;
     *options.out << "genesis train --dry-run: " << config.name << "\n"
@@ -217,7 +228,7 @@ Run::Run(const Config& c)
       job(c.distributed, device),
       deferred(deferred_init(c.distributed, job, device)),
       task(task_on(c, device, deferred.get())),
-      plan(plan_for(c.training, c.distributed, task.model->num_parameters(), job.world_size(), device)),
+      plan(plan_for(c.training, c.distributed, *task.model, job.world_size(), device)),
       strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
       dir(std::filesystem::path(c.training.output_dir) / c.name),
       lock(lock_run_directory(dir, job)),

@@ -170,6 +170,9 @@ struct DistributedConfig {
   // stage3_max_live_parameters, with their defaults).
   std::int64_t prefetch_bucket_size = 50'000'000;
   std::int64_t max_live_parameters = 1'000'000'000;
+  // zero3/hsdp: parameters of at most this many elements stay gathered between their uses
+  // (DeepSpeed's stage3_param_persistence_threshold, whose default is 1e5; 0: none).
+  std::int64_t param_persistence_threshold = 0;
   double memory_budget_gb = 0;             // auto's per-rank budget; 0: device or host memory
   // A DeepSpeed ds_config.json read over the preset: explicit keys of --config and --set win
   // over what it sets (core/deepspeed_config.cpp). Empty: none.

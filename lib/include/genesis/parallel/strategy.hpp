@@ -94,6 +94,11 @@ struct ZeroOptions {
   // gathered whatever its size.
   std::int64_t prefetch_elements = 50'000'000;
   std::int64_t max_live_elements = 1'000'000'000;
+  // zero3/hsdp: a trainable parameter of at most this many elements (0: none) stays gathered on
+  // every rank from the first forward after a step until the next step, as DeepSpeed's
+  // stage3_param_persistence_threshold keeps small parameters: one all-gather per step instead
+  // of two per micro-batch. Its gradient and optimizer state stay sharded.
+  std::int64_t persistence_threshold = 0;
   // hsdp: the store its shard and replica subgroups rendezvous on, when `group` is not the
   // default group (ranks as threads in tests); null: dist::new_group on the default group.
   std::shared_ptr<rendezvous::Store> store;
