@@ -73,7 +73,8 @@ void add_ckpt_flags(CLI::App& app, CkptFlags& f) {
       ->required()
       ->type_name("FILE");
   f.export_->add_option("--format", f.format,
-                        "Tensor names: genesis's, or Hugging Face GPT-2's; auto is hf for a GPT model")
+                        "Tensor names: genesis's, or Hugging Face GPT-2's; auto is hf for a GPT "
+                        "language model, genesis otherwise (a value head)")
       ->type_name("FORMAT")
       ->check(CLI::IsMember({"auto", "genesis", "hf"}))
       ->capture_default_str();

@@ -130,6 +130,27 @@ TEST_CASE("preference JSONL: prompt/chosen/rejected, or two chats sharing all bu
   CHECK_THAT(error(R"({"chosen": [{"role": "user", "content": "a"}], "rejected": []})"),
              Catch::StartsWith(at + "chosen[0]: the last message must be the assistant's"));
   CHECK_THAT(error("{oops"), Catch::StartsWith(at + "not valid JSON"));
+  CHECK_THAT(error(R"({"prompt": "a", "chosen": "b", "rejected": "c", "margin": "big"})"),
+             Catch::StartsWith(at + "\"margin\" must be a number, got \"big\""));
+}
+
+// TRL's optional margin column reaches the rows as extra, one value per pair.
+TEST_CASE("preference JSONL: an optional margin per pair", "[preference]") {
+  testing::TempDir dir;
+  const auto path = dir.write("pairs.jsonl",
+                              R"({"prompt": "a", "chosen": "b", "rejected": "c", "margin": 1.5})"
+                              "\n"
+                              R"({"prompt": "d", "chosen": "e", "rejected": "f"})"
+                              "\n");
+  const auto pairs = data::read_preference_jsonl(path);
+  REQUIRE(pairs.size() == 2);
+  CHECK(pairs[0].margin == 1.5);
+  CHECK(pairs[1].margin == 0.0);
+  const data::ByteTokenizer tokenizer;
+  const data::TensorDataset rows = data::encode_preference_pairs(pairs, tokenizer, 8);
+  REQUIRE(rows.extra.defined());
+  CHECK(rows.extra.to_vector() == std::vector<float>{1.5f, 0.0f});
+  CHECK_FALSE(data::encode_preference_pairs({pairs[1]}, tokenizer, 8).extra.defined());
 }
 
 TEST_CASE("genesis train --algorithm rm reads a preference JSONL file", "[preference]") {

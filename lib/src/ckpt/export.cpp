@@ -147,8 +147,12 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
 
   ExportResult result;
   result.format = options.format;
+  // A value head (a reward model) has no GPT2LMHeadModel name, and transformers'
+  // GPT2ForSequenceClassification scores another position (the last non-padding token, where
+  // genesis scores the last response token): such a model exports in genesis's names.
+  const bool lm = config && config->model.kind == "gpt" && config->model.head == ModelHead::lm;
   if (options.format == ExportFormat::automatic)
-    result.format = config && config->model.kind == "gpt" ? ExportFormat::hf : ExportFormat::genesis;
+    result.format = lm ? ExportFormat::hf : ExportFormat::genesis;
   if (result.format == ExportFormat::hf) {
     GENESIS_CHECK(config.has_value(), InvalidArgument,
                   "--format hf needs the run's config, and checkpoint '" +
@@ -156,6 +160,9 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
     GENESIS_CHECK(config->model.kind == "gpt", InvalidArgument,
                   "--format hf exports GPT models; this checkpoint's model.kind is \"" +
                       config->model.kind + "\"");
+    GENESIS_CHECK(lm, InvalidArgument,
+                  "--format hf exports GPT2LMHeadModel, and this checkpoint's model has a value "
+                  "head (model.head = \"value\"): export it with --format genesis");
   }
 
   result.file = options.file;

@@ -47,6 +47,10 @@ std::vector<ConfigKey> model_keys() {
      [](Config& c) -> Field { return &c.model.head; }},
     {"model.dropout", "gpt: dropout probability in [0, 1)",
      [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
+    {"model.init_from",
+     "weights to start from: a run directory (its latest checkpoint), a checkpoint directory or "
+     "a .safetensors file from `genesis ckpt export`; \"\": the seed's random init",
+     [](Config& c) -> Field { return &c.model.init_from; }},
   };
 }
 
@@ -218,13 +222,35 @@ std::vector<ConfigKey> loss_scale_keys() {
   };
 }
 
+// [dpo]
+std::vector<ConfigKey> dpo_keys() {
+  return {
+    {"dpo.beta", "dpo: how far the policy may move from the reference (TRL's beta)",
+     [](Config& c) -> Field { return &c.dpo.beta; }, Rule::positive},
+    {"dpo.loss_type",
+     "dpo: sigmoid (-log sigmoid of beta x the log-ratio margin) | ipo (its squared distance "
+     "from 1 / (2 beta), on per-token mean log-probabilities)",
+     [](Config& c) -> Field { return &c.dpo.loss_type; }},
+    {"dpo.label_smoothing", "dpo, sigmoid: the share of pairs assumed mislabelled, in [0, 0.5)",
+     [](Config& c) -> Field { return &c.dpo.label_smoothing; }, Rule::probability},
+    {"dpo.rpo_alpha",
+     "dpo: weight of the chosen responses' per-token negative log-likelihood added to the loss "
+     "(TRL's rpo_alpha), which keeps the answers likely while the margin grows; 0: none",
+     [](Config& c) -> Field { return &c.dpo.rpo_alpha; }, Rule::non_negative},
+    {"dpo.precompute_ref_log_probs",
+     "dpo: compute the reference's log-probabilities in one pass before training (kept with the "
+     "run) instead of holding the reference model",
+     [](Config& c) -> Field { return &c.dpo.precompute_ref_log_probs; }},
+  };
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> all;
     for (auto section : {top_level_keys, model_keys, data_keys, training_keys, distributed_keys,
-                         loss_scale_keys})
+                         loss_scale_keys, dpo_keys})
       for (ConfigKey& key : section()) all.push_back(std::move(key));
     return all;
   }();

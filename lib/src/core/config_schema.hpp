@@ -22,7 +22,7 @@ namespace genesis::config_detail {
 using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*, bool*,
                            std::vector<std::int64_t>*, StrategyKind*, BackendKind*, OffloadKind*,
                            DeviceKind*, MixedPrecision*, OptimizerKind*, LrSchedulerKind*,
-                           WarmupType*, Algorithm*, ModelHead*>;
+                           WarmupType*, Algorithm*, ModelHead*, DpoLossType*>;
 
 // True for the keys whose TOML value is a string: text and Setting keys.
 bool takes_string(const Field& field);

@@ -14,22 +14,35 @@ Location origin_of(const Origins& origins, std::string_view first, std::string_v
 }
 
 // What training.algorithm needs of the model and data: rm, a gpt with a value head on
-// preference pairs; sft, the language-model head on anything but pairs.
+// preference pairs; dpo, the language-model head on preference pairs, from a trained model;
+// sft, the language-model head on anything but pairs.
 void validate_algorithm(const Config& config, const Origins& origins, bool pairs) {
   const Algorithm algorithm = config.training.algorithm;
   const std::string name = "training.algorithm = \"" + std::string(to_string(algorithm)) + "\"";
   const auto at = [&](const char* key) {
     return key_at(origin_of(origins, key, "training.algorithm"), key);
   };
-  if (algorithm == Algorithm::rm) {
-    if (config.model.kind != "gpt" || config.model.head != ModelHead::value)
+  if (algorithm == Algorithm::rm || algorithm == Algorithm::dpo) {
+    if (algorithm == Algorithm::rm &&
+        (config.model.kind != "gpt" || config.model.head != ModelHead::value))
       throw ConfigError(at("model.head") + ": " + name + " scores sequences with a gpt's value "
                         "head: set model.kind = \"gpt\" and model.head = \"value\"");
+    if (algorithm == Algorithm::dpo &&
+        (config.model.kind != "gpt" || config.model.head != ModelHead::lm))
+      throw ConfigError(at("model.head") + ": " + name + " trains a gpt's language-model head: "
+                        "set model.kind = \"gpt\" and model.head = \"lm\"");
     if (!pairs && config.data.source.rfind("jsonl:", 0) != 0)
       throw ConfigError(at("data.source") + " = \"" + config.data.source + "\": " + name +
                         " trains on preference pairs: \"pairs:reverse,sort\" (generated) or "
                         "\"jsonl:FILE\" ({\"prompt\", \"chosen\", \"rejected\"} per line)");
   }
+  if (algorithm == Algorithm::dpo && config.model.init_from.empty())
+    throw ConfigError(at("model.init_from") + " is empty: " + name + " improves a trained "
+                      "policy, which is also its reference: set model.init_from to a run, e.g. "
+                      "\"runs/sft\", which `genesis launch --nproc 2 train --preset sft` makes");
+  if (config.dpo.label_smoothing >= 0.5)
+    throw ConfigError(at("dpo.label_smoothing") + " = " +
+                      std::to_string(config.dpo.label_smoothing) + " must be below 0.5");
   if (algorithm == Algorithm::sft) {
     if (config.model.head != ModelHead::lm)
       throw ConfigError(at("model.head") + " = \"value\" scores sequences, which "

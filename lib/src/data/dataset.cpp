@@ -42,7 +42,11 @@ TensorDataset take_rows(const TensorDataset& dataset, const std::vector<std::int
                     dataset.inputs.dim() >= 1 && dataset.targets.dim() >= 1 &&
                     dataset.inputs.size(0) == dataset.targets.size(0),
                 InvalidArgument, "take_rows: inputs and targets must have the same number of rows");
-  return {gather_rows(dataset.inputs, rows, "inputs"), gather_rows(dataset.targets, rows, "targets")};
+  GENESIS_CHECK(!dataset.extra.defined() ||
+                    (dataset.extra.dim() >= 1 && dataset.extra.size(0) == dataset.inputs.size(0)),
+                InvalidArgument, "take_rows: extra must have a row per input row");
+  return {gather_rows(dataset.inputs, rows, "inputs"), gather_rows(dataset.targets, rows, "targets"),
+          dataset.extra.defined() ? gather_rows(dataset.extra, rows, "extra") : Tensor()};
 }
 
 }  // namespace genesis::data

@@ -25,6 +25,11 @@ std::vector<PreferencePair> read_preference_jsonl(const std::filesystem::path& p
            jsonl::string_field(j, "rejected", where)};
     }
     GENESIS_CHECK(!p.prompt.empty(), ConfigError, where + ": the prompt is empty");
+    if (j.contains("margin")) {
+      GENESIS_CHECK(j.at("margin").is_number(), ConfigError,
+                    where + ": \"margin\" must be a number, got " + j.at("margin").dump());
+      p.margin = j.at("margin").get<double>();
+    }
     p.origin = where;
     pairs.push_back(std::move(p));
   });

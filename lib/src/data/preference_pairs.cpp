@@ -1,5 +1,6 @@
 // Generated preference pairs (a task's answer against a near miss) and the encoding of any pairs
 // into (N, 2, block_size) rows through encode_sft.
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <functional>
@@ -100,6 +101,10 @@ TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
       std::memcpy(dst + (2 * i + 1) * row, rejected_rows->data<std::int64_t>() + i * block_size, row);
     }
   }
+  std::vector<float> margins;
+  for (const PreferencePair& p : pairs) margins.push_back(static_cast<float>(p.margin));
+  if (std::any_of(margins.begin(), margins.end(), [](float m) { return m != 0; }))
+    out.extra = Tensor::from_vector(margins, {n});
   return out;
 }
 

@@ -69,6 +69,15 @@ Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_dim(x, dim, f
 
 Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_dim(x, dim, true); }
 
+// (x + |x|) / 2 + log(1 + exp(-|x|)): no overflow for large x, no lost digits for small ones,
+// and the derivative is sigmoid(x) everywhere, 1/2 at 0 too, where max(x, 0) + log(1 +
+// exp(-|x|)) would give 0 (both kinks' subgradients) and stall a loss that starts there, as DPO's
+// does with the policy equal to its reference.
+Tensor softplus(const Tensor& x) {
+  const Tensor a = abs(x);
+  return add(mul(add(x, a), 0.5), log(add(exp(neg(a)), 1.0)));
+}
+
 // logits (..., C) and target (...) are flattened to (N, C) and (N).
 // The loss is f32 whatever the logits' type (as torch.autocast computes it: an fp16 loss would
 // overflow once scaled); on CUDA 16-bit logits reach the kernels as they are (kernel_dtype), with

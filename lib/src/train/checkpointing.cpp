@@ -358,11 +358,22 @@ Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Str
   return r;
 }
 
+void load_init_weights(InitWeights& init, parallel::Strategy& strategy, nn::Module& model) {
+  if (!init.fresh().empty()) {
+    strategy.gather_full_parameters();  // ZeRO-3: the fresh tensors' values, whole
+    init.take_fresh_from(model);
+  }
+  strategy.load_state(init);
+}
+
 RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Strategy& strategy,
-                   nn::Module& model, const Job& job) {
+                   nn::Module& model, const Job& job, InitWeights* init) {
   RunStart start{.config = config, .elastic = {}, .resumed_from = {}, .resumed = {}};
   start.resumed_from = choose_resume_checkpoint(config.training, run_dir, job);
-  if (!start.resumed_from) return start;
+  if (!start.resumed_from) {
+    if (init != nullptr) load_init_weights(*init, strategy, model);
+    return start;
+  }
   const fs::path& dir = *start.resumed_from;
   start.elastic = plan_resume(dir, config.training, run_dir, job);
   start.config.training.gradient_accumulation_steps = start.elastic.gradient_accumulation_steps;

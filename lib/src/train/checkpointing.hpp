@@ -13,6 +13,7 @@
 #include "genesis/nn/module.hpp"
 #include "genesis/parallel/strategy.hpp"
 #include "genesis/train/train_state.hpp"
+#include "init_weights.hpp"
 #include "job.hpp"
 
 namespace genesis::train {
@@ -65,9 +66,10 @@ struct Resumed {
 Resumed load_checkpoint(const std::filesystem::path& dir, const Config& config,
                         parallel::Strategy& strategy, nn::Module& model, const Job& job);
 
-// Where a run starts: fresh, or from the checkpoint choose_resume_checkpoint picks, planned by
+// Where a run starts: from the checkpoint choose_resume_checkpoint picks, planned by
 // plan_resume, loaded into the strategy and the model's generators, and its resharded copy
-// removed. ConfigError when the checkpoint stopped mid-epoch at a place this world cannot split.
+// removed; else from `init` (model.init_from) when given, else as built. ConfigError when the
+// checkpoint stopped mid-epoch at a place this world cannot split.
 struct RunStart {
   // What the run saves with its checkpoints: `config` with the accumulation it trains with, so
   // a resume onto another world size keeps the global batch.
@@ -77,7 +79,12 @@ struct RunStart {
   std::optional<Resumed> resumed;
 };
 RunStart start_run(const Config& config, const std::filesystem::path& run_dir,
-                   parallel::Strategy& strategy, nn::Module& model, const Job& job);
+                   parallel::Strategy& strategy, nn::Module& model, const Job& job,
+                   InitWeights* init);
+
+// Collective: loads `init` into `strategy` (whose module is `model`); tensors it lacks (a fresh
+// value head) keep the model's own initialisation.
+void load_init_weights(InitWeights& init, parallel::Strategy& strategy, nn::Module& model);
 
 // Collective: writes step-<step> under <run_dir>/checkpoints and prunes to save_total_limit.
 // world_size_changes (ResumePlan's) is kept in the manifest's info when not empty, so a later

@@ -3,9 +3,6 @@
 // as training.
 #include "language_model_objective.hpp"
 
-#include <spdlog/fmt/fmt.h>
-
-#include "genesis/nn/gpt.hpp"
 #include "sft_eval.hpp"
 
 namespace genesis::train {
@@ -19,16 +16,7 @@ LanguageModelObjective::LanguageModelObjective(data::TensorDataset eval,
 
 Evaluation LanguageModelObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   Evaluation result = ClassificationObjective::evaluate(ctx, budget);
-  auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
-  if (prompts_.empty() || gpt == nullptr) return result;
-  ctx.strategy.gather_full_parameters();  // ZeRO-3: until the next forward through the strategy
-  const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
-  GenerationEval g = evaluate_generation(*gpt, prompts_, ctx.job, limit);
-  result.metrics.push_back(
-      {"exact_match", g.exact_match,
-       fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts)});
-  result.metrics.push_back({"prompts", g.prompts, "", false});
-  result.samples = std::move(g.samples);
+  add_exact_match(ctx, prompts_, budget, result);
   return result;
 }
 

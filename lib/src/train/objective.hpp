@@ -7,7 +7,9 @@
 #pragma once
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,17 @@ struct ObjectiveContext {
   Device device;                 // where batches go
 };
 
+// What an objective may use once before the first step: the run's training rows (to which it
+// may add per-row values, TensorDataset::extra), the run's directory (for state kept with the
+// run) and whether the run resumed.
+struct PrepareContext {
+  ObjectiveContext ctx;
+  data::TensorDataset& train;
+  std::filesystem::path run_dir;
+  bool resumed = false;
+  std::int64_t batch_size = 1;  // rows per forward for a pass over the data
+};
+
 class Objective {
  public:
   virtual ~Objective() = default;
@@ -88,6 +101,13 @@ class Objective {
   // model in module() for work that is not in lockstep (generation), at the cost of its memory.
   virtual Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) = 0;
 
+  // Collective: every rank calls it once, after the weights are loaded and before the first step.
+  virtual void prepare(const PrepareContext& p) { (void)p; }
+
+  // The frozen reference an objective compares the policy with (DPO's): the init policy, held
+  // under the run's strategy and given once, before training, when the task builds one.
+  virtual void set_reference(std::unique_ptr<parallel::Strategy> reference) { (void)reference; }
+
   // State of its own a checkpoint keeps for this rank (a running baseline, say); null: none.
   virtual nlohmann::json state() const { return nullptr; }
   virtual void load_state(const nlohmann::json& state) { (void)state; }
@@ -98,7 +118,8 @@ class Objective {
 // running step instead of waiting for it.
 inline data::TensorDataset to_device(data::TensorDataset rows, Device device) {
   if (device.is_cpu()) return rows;
-  return {rows.inputs.pin_memory().to(device), rows.targets.pin_memory().to(device)};
+  return {rows.inputs.pin_memory().to(device), rows.targets.pin_memory().to(device),
+          rows.extra.defined() ? rows.extra.pin_memory().to(device) : Tensor()};
 }
 
 // The eval batches of `budget` over `eval`, going round the ranks: batch k is rank k % world's.

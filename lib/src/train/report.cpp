@@ -103,13 +103,28 @@ std::optional<std::string> last_run_memory(const std::filesystem::path& run_dir)
   return std::string(line);
 }
 
+namespace {
+
+// The objective's accuracy as its evaluation named it (DPO's is TRL's rewards/accuracies).
+std::string eval_accuracy_text(const TrainResult& result) {
+  for (const char* key : {"accuracy", "rewards/accuracies"}) {
+    auto it = result.eval.find(key);
+    if (it == result.eval.end()) continue;
+    char text[64];
+    std::snprintf(text, sizeof text, "eval %s %.2f%%, ",
+                  std::string(key) == "accuracy" ? "accuracy" : key, it->second * 100.0);
+    return text;
+  }
+  return "";
+}
+
+}  // namespace
+
 void print_final_report(const TrainResult& result, const char* rate_unit, std::ostream& out) {
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "done: %lld steps in %s; final loss %.4f, eval loss %.4f, eval accuracy %.2f%%, "
-                "%.0f %s\n",
+  char line[320];
+  std::snprintf(line, sizeof line, "done: %lld steps in %s; final loss %.4f, eval loss %.4f, %s%.0f %s\n",
                 static_cast<long long>(result.steps), format_duration(result.wall_s).c_str(),
-                result.final_loss, result.eval_loss, result.eval_accuracy * 100.0,
+                result.final_loss, result.eval_loss, eval_accuracy_text(result).c_str(),
                 result.tokens_per_s, rate_unit);
   out << line;
   if (result.peak_device_memory > 0) {

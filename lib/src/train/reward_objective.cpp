@@ -1,7 +1,7 @@
 // Bradley-Terry over a value head's scores. A sequence's score is its value at the last position
 // whose target is scored (its last response token, whose target is the end-of-text), found on
-// the device from the targets; -log sigmoid(d) is computed as
-// softplus(-d) = max(-d, 0) + log(1 + exp(-|d|)), which neither overflows nor loses small d.
+// the device from the targets; -log sigmoid(d) is softplus(-d), which neither overflows nor
+// loses small d.
 #include "reward_objective.hpp"
 
 #include <algorithm>
@@ -32,21 +32,19 @@ Tensor last_scored(const Tensor& targets) {
   return add(last, row_start).to(DType::i64);
 }
 
+Tensor chosen_minus_rejected(const Tensor& scores) {
+  return matmul(scores, Tensor::from_vector(std::vector<float>{1.0f, -1.0f}, {2}, scores.device()));
+}
+
 // rows: inputs and targets (B, 2, T) on the device.
 PairScore score_pairs(parallel::Strategy& strategy, const data::TensorDataset& rows, bool sync) {
   const std::int64_t B = rows.inputs.size(0), T = rows.inputs.size(2);
-  Tensor values = strategy.forward(rows.inputs.reshape({2 * B, T}), sync);  // (2B, T)
-  if (values.dtype() != DType::f32) values = values.to(DType::f32);
-  const Tensor index = [&] {
-    NoGradGuard no_grad;
-    return last_scored(rows.targets.reshape({2 * B, T}));
-  }();
-  const Tensor scores = embedding(values.reshape({2 * B * T, 1}), index).reshape({B, 2});
-  const Tensor sign = Tensor::from_vector(std::vector<float>{1.0f, -1.0f}, {2}, values.device());
-  const Tensor d = matmul(scores, sign);  // r_chosen - r_rejected, (B)
+  const Tensor values = strategy.forward(rows.inputs.reshape({2 * B, T}), sync);  // (2B, T)
+  const Tensor scores = pair_scores(values, rows.targets.reshape({2 * B, T}));
   PairScore s;
-  s.loss = mean(add(relu(neg(d)), log(add(exp(neg(abs(d))), 1.0))));
+  s.loss = bradley_terry_loss(scores, rows.extra);
   NoGradGuard no_grad;  // both sums in one copy to the host
+  const Tensor d = chosen_minus_rejected(scores);
   const Tensor correct = sum(gt(d, Tensor::zeros({}, DType::f32, d.device()))).reshape({1});
   const std::vector<float> sums = cat({correct, sum(d).reshape({1})}).to_vector();
   s.correct = sums[0];
@@ -56,6 +54,22 @@ PairScore score_pairs(parallel::Strategy& strategy, const data::TensorDataset& r
 }
 
 }  // namespace
+
+Tensor pair_scores(const Tensor& values, const Tensor& targets) {
+  const std::int64_t rows = values.size(0), T = values.size(1);
+  const Tensor v = values.dtype() == DType::f32 ? values : values.to(DType::f32);
+  const Tensor index = [&] {
+    NoGradGuard no_grad;
+    return last_scored(targets);
+  }();
+  return embedding(v.reshape({rows * T, 1}), index).reshape({rows / 2, 2});
+}
+
+Tensor bradley_terry_loss(const Tensor& scores, const Tensor& margins) {
+  Tensor d = chosen_minus_rejected(scores);
+  if (margins.defined()) d = sub(d, margins);
+  return mean(softplus(neg(d)));
+}
 
 RewardObjective::RewardObjective(data::TensorDataset eval) : eval_(std::move(eval)) {}
 

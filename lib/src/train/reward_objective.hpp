@@ -8,6 +8,13 @@
 
 namespace genesis::train {
 
+// values (2B, T) from a value head over B pairs' rows, and their targets (2B, T) -> (B, 2): each
+// sequence's value at its last scored position, [:, 0] the chosen. Differentiable in values.
+Tensor pair_scores(const Tensor& values, const Tensor& targets);
+// -log sigmoid(r_chosen - r_rejected - margin), the mean over the pairs of `scores` (B, 2);
+// margins (B), the pairs' own, or undefined for 0.
+Tensor bradley_terry_loss(const Tensor& scores, const Tensor& margins = Tensor());
+
 class RewardObjective : public Objective {
  public:
   // `eval`: the held-out pairs evaluate() scores.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <spdlog/fmt/fmt.h>
+
 namespace genesis::train {
 
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
@@ -39,6 +41,20 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
   result.prompts = n;
   result.exact_match = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
   return result;
+}
+
+void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
+                     const EvalBudget& budget, Evaluation& result) {
+  auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
+  if (prompts.empty() || gpt == nullptr) return;
+  ctx.strategy.gather_full_parameters();
+  const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
+  GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit);
+  result.metrics.push_back(
+      {"exact_match", g.exact_match,
+       fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts)});
+  result.metrics.push_back({"prompts", g.prompts, "", false});
+  result.samples = std::move(g.samples);
 }
 
 }  // namespace genesis::train

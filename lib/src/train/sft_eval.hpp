@@ -10,6 +10,7 @@
 #include "genesis/nn/gpt.hpp"
 #include "genesis/train/trainer.hpp"
 #include "job.hpp"
+#include "objective.hpp"
 
 namespace genesis::train {
 
@@ -22,5 +23,11 @@ struct GenerationEval {
 // Collective: every rank calls it with the same examples. limit > 0 scores the first `limit`.
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
                                    const Job& job, std::int64_t limit = 0, std::size_t samples = 3);
+
+// Collective: when ctx's model is a GPT and there are prompts, adds "exact_match", "prompts" and
+// the samples over the budget's prompts to `result`. The full parameters are gathered first
+// (ZeRO-3, until the next forward through the strategy), so each rank decodes its own prompts.
+void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
+                     const EvalBudget& budget, Evaluation& result);
 
 }  // namespace genesis::train

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "classification_objective.hpp"
+#include "dpo_objective.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/preference.hpp"
 #include "genesis/data/synthetic.hpp"
@@ -102,8 +103,13 @@ SftData load_sft_data(const Config& config) {
 
 // Preference pairs: generated from data.source = "pairs:a,b" (the SFT task names) with the eval
 // share held out as distinct prompts, or read from "jsonl:FILE" with its last lines held out:
-// (train, eval) rows of encode_preference_pairs.
-std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& config) {
+// rows of encode_preference_pairs, and the held-out prompts with their chosen responses.
+struct PairData {
+  data::TensorDataset train, eval;
+  std::vector<data::SftExample> prompts;
+};
+
+PairData load_pairs(const Config& config) {
   const DataConfig& d = config.data;
   std::vector<data::PreferencePair> train, eval;
   if (d.source.rfind("jsonl:", 0) == 0)
@@ -115,8 +121,11 @@ std::pair<data::TensorDataset, data::TensorDataset> load_pairs(const Config& con
                 "data.source = \"" + d.source + "\" leaves no training or no eval pairs: add "
                 "pairs, or move data.eval_fraction away from 0 and 1");
   const data::ByteTokenizer tokenizer;
-  return {data::encode_preference_pairs(train, tokenizer, config.model.block_size),
-          data::encode_preference_pairs(eval, tokenizer, config.model.block_size)};
+  PairData out{.train = data::encode_preference_pairs(train, tokenizer, config.model.block_size),
+               .eval = data::encode_preference_pairs(eval, tokenizer, config.model.block_size),
+               .prompts = {}};
+  for (const auto& pair : eval) out.prompts.push_back({pair.prompt, pair.chosen, pair.origin});
+  return out;
 }
 
 // The mlp and its classification data.
@@ -152,15 +161,41 @@ Task make_reward_model(const Config& config, Generator& init) {
   nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout, true};
   auto gpt = std::make_shared<nn::GPT>(g, init);
   gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
-  auto [train, eval] = load_pairs(config);
+  PairData pairs = load_pairs(config);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;
-  task.train = std::move(train);
-  task.eval_examples = eval.size();
-  task.objective = std::make_unique<RewardObjective>(std::move(eval));
+  task.train = std::move(pairs.train);
+  task.eval_examples = pairs.eval.size();
+  task.objective = std::make_unique<RewardObjective>(std::move(pairs.eval));
   task.tokens_per_example = 2 * m.block_size;  // a pair's two sequences
   task.description = describe_gpt(m) + ", value head";
+  return task;
+}
+
+// A gpt policy trained by DPO on preference pairs against a frozen copy of its init.
+Task make_dpo(const Config& config, Generator& init) {
+  const ModelConfig& m = config.model;
+  const nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
+  auto gpt = std::make_shared<nn::GPT>(g, init);
+  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  PairData pairs = load_pairs(config);
+  Task task;
+  // A held reference's forward adds a third of the policy's forward and backward.
+  task.flops_per_token = gpt->flops_per_token(m.block_size) *
+                         (config.dpo.precompute_ref_log_probs ? 1.0 : 4.0 / 3.0);
+  task.model = gpt;
+  task.train = std::move(pairs.train);
+  task.eval_examples = pairs.eval.size();
+  task.objective = std::make_unique<DpoObjective>(std::move(pairs.eval), std::move(pairs.prompts),
+                                                  config.dpo);
+  if (!config.dpo.precompute_ref_log_probs)
+    task.make_reference = [g, seed = config.seed]() -> std::shared_ptr<nn::Module> {
+      Generator gen(seed);  // its values come from model.init_from
+      return std::make_shared<nn::GPT>(g, gen);
+    };
+  task.tokens_per_example = 2 * m.block_size;
+  task.description = describe_gpt(m) + ", dpo against a frozen reference";
   return task;
 }
 
@@ -197,9 +232,8 @@ Task make_task(const Config& config) {
   Task task;
   const Algorithm algorithm = config.training.algorithm;
   if (algorithm == Algorithm::dpo)
-    throw NotSupported("training.algorithm = \"dpo\" is not available yet: genesis trains sft "
-                       "and rm (a reward model)");
-  if (algorithm == Algorithm::rm)
+    task = make_dpo(config, init);
+  else if (algorithm == Algorithm::rm)
     task = make_reward_model(config, init);
   else if (config.model.kind == "mlp")
     task = make_classifier(config, init);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,10 @@ struct Task {
   data::TensorDataset train;
   std::int64_t eval_examples = 0;        // held out for the objective's evaluation
   std::unique_ptr<Objective> objective;
+  // Builds the frozen reference model the objective compares with (DPO), which the run loads
+  // from model.init_from and hands to objective->set_reference; empty: none. Called outside the
+  // deferred-init scope, so the policy's sharding never sees it.
+  std::function<std::shared_ptr<nn::Module>()> make_reference;
   std::int64_t tokens_per_example = 1;  // sequence length for language models
   double flops_per_token = 0;           // training FLOPs per token (forward + backward)
   std::string description;              // one line for the start-up banner

@@ -19,6 +19,7 @@
 #include "device_choice.hpp"
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/nn/build_scope.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/optim/sgd.hpp"
@@ -202,6 +203,29 @@ Task task_on(const Config& config, Device device, parallel::DeferredInit* deferr
   return task;
 }
 
+// model.init_from, read and checked against the model before anything of the run is written.
+std::unique_ptr<InitWeights> open_init_weights(const ModelConfig& m, nn::Module& model) {
+  if (m.init_from.empty()) return nullptr;
+  return std::make_unique<InitWeights>(m.init_from, model);
+}
+
+// The task's frozen reference (DPO's), built outside deferred init, held under the run's
+// strategy and loaded from model.init_from; null when the task has none.
+std::unique_ptr<parallel::Strategy> make_reference(const Config& c, const Task& task,
+                                                   InitWeights* init,
+                                                   const parallel::MemoryPlan& plan,
+                                                   const Job& job, Device device) {
+  if (!task.make_reference) return nullptr;
+  GENESIS_CHECK(init != nullptr, ConfigError,
+                "the reference model starts from model.init_from, which is empty");
+  std::shared_ptr<nn::Module> model = task.make_reference();
+  model->to(device);
+  model->eval();
+  auto reference = make_run_strategy(c.training, c.distributed, plan, model, job, nullptr);
+  load_init_weights(*init, *reference, *model);
+  return reference;
+}
+
 // A run's parts, built in this order by the constructor; every rank builds its own.
 struct Run {
   explicit Run(const Config& c);
@@ -212,11 +236,13 @@ struct Run {
   Job job;
   std::unique_ptr<parallel::DeferredInit> deferred;  // zero3, hsdp: shards the model as built
   Task task;
+  std::unique_ptr<InitWeights> init;  // model.init_from; null: none
   parallel::MemoryPlan plan;
   std::unique_ptr<parallel::Strategy> strategy;
   std::filesystem::path dir;
   std::unique_ptr<RunLock> lock;
   RunStart start;
+  bool has_reference;  // the objective was given its frozen reference
   // Rank r batches its DistributedSampler shard: step by step the ranks' batches together are
   // the batch of world * batch examples one process would draw.
   data::BatchSampler sampler;
@@ -228,18 +254,23 @@ Run::Run(const Config& c)
       job(c.distributed, device),
       deferred(deferred_init(c.distributed, job, device)),
       task(task_on(c, device, deferred.get())),
+      init(open_init_weights(c.model, *task.model)),
       plan(plan_for(c.training, c.distributed, *task.model, job.world_size(), device)),
       strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
       dir(std::filesystem::path(c.training.output_dir) / c.name),
       lock(lock_run_directory(dir, job)),
-      start(start_run(c, dir, *strategy, *task.model, job)),
+      start(start_run(c, dir, *strategy, *task.model, job, init.get())),
+      has_reference(task.make_reference != nullptr),
       sampler(task.train.size(),
               {.batch_size = c.training.per_device_train_batch_size,
                .seed = c.seed + 2,
                .shuffle = true,
                .drop_last = task.train.size() >= c.training.per_device_train_batch_size * job.world_size(),
                .num_replicas = job.world_size(),
-               .rank = job.rank()}) {}
+               .rank = job.rank()}) {
+  if (has_reference)
+    task.objective->set_reference(make_reference(c, task, init.get(), plan, job, device));
+}
 
 void print_banner(const Run& run, std::ostream& out) {
   const TrainingConfig& t = run.config.training;
@@ -263,6 +294,10 @@ void print_banner(const Run& run, std::ostream& out) {
       << "  device     " << describe_device(run.device, omp_get_max_threads())
       << (world == 1 || run.device.is_cuda() ? "\n" : " per rank\n")
       << "  output     " << run.dir.string() << "\n";
+  if (run.init && !run.start.resumed) out << "  init from  " << run.init->description() << "\n";
+  if (run.has_reference)
+    out << "  reference  " << (run.init ? run.init->description() : std::string("-"))
+        << ", frozen, under " << name << "\n";
   if (!run.config.distributed.deepspeed_config.empty())
     out << "  deepspeed  " << run.config.distributed.deepspeed_config
         << " (the settings it made are logged above)\n";
@@ -359,6 +394,16 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                            config.training.max_steps, options.interactive);
   std::ostream* out = run.job.is_main() ? options.out : nullptr;
   if (out != nullptr) print_banner(run, *out);
+  {
+    // Under the run's autocast, as its training forwards run.
+    amp::AutocastGuard autocast(
+        make_precision(config.training.mixed_precision, config.loss_scale).autocast);
+    run.task.objective->prepare({.ctx = {*run.strategy, run.job, run.device},
+                                 .train = run.task.train,
+                                 .run_dir = run.dir,
+                                 .resumed = resumed.has_value(),
+                                 .batch_size = config.training.per_device_train_batch_size});
+  }
 
   const SaveCheckpoint save = [&run](std::int64_t step, const RankState& state,
                                      std::optional<double> loss) {

@@ -32,6 +32,7 @@ enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_l
 enum class WarmupType { log, linear };                           // training.warmup_type
 enum class Algorithm { sft, rm, dpo };                           // training.algorithm
 enum class ModelHead { lm, value };                              // model.head
+enum class DpoLossType { sigmoid, ipo };                         // dpo.loss_type
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -50,6 +51,7 @@ constexpr SettingNames<6> setting_names(LrSchedulerKind) {
 constexpr SettingNames<2> setting_names(WarmupType) { return {"log", "linear"}; }
 constexpr SettingNames<3> setting_names(Algorithm) { return {"sft", "rm", "dpo"}; }
 constexpr SettingNames<2> setting_names(ModelHead) { return {"lm", "value"}; }
+constexpr SettingNames<2> setting_names(DpoLossType) { return {"sigmoid", "ipo"}; }
 
 template <typename E>
 concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
@@ -85,6 +87,9 @@ struct ModelConfig {
   // gpt: lm, the tied language-model head (logits per position); value, one scalar per position
   // from the last hidden state (a reward model's score).
   ModelHead head = ModelHead::lm;
+  // The weights training starts from: a run directory (its latest checkpoint), a checkpoint
+  // directory, or a .safetensors file `genesis ckpt export` wrote; "": the seed's random init.
+  std::string init_from;
 };
 
 struct DataConfig {
@@ -188,6 +193,19 @@ struct LossScaleConfig {
   double static_scale = 0;  // 0: dynamic; else this fixed scale (DeepSpeed's fp16.loss_scale)
 };
 
+// training.algorithm = "dpo": TRL's DPOConfig names and defaults.
+struct DpoConfig {
+  double beta = 0.1;  // how far from the reference the policy may move
+  DpoLossType loss_type = DpoLossType::sigmoid;
+  double label_smoothing = 0;  // sigmoid: the share of pairs assumed mislabelled (cDPO)
+  // Weight of the chosen responses' negative log-likelihood (per token) added to the loss, as
+  // TRL's rpo_alpha (Pang et al. 2024); 0: none.
+  double rpo_alpha = 0;
+  // The reference model's log-probabilities computed in one pass before training instead of
+  // holding the reference model beside the policy.
+  bool precompute_ref_log_probs = false;
+};
+
 struct Config {
   std::string name = "run";  // run directory: <output_dir>/<name>/
   std::uint64_t seed = 42;
@@ -196,6 +214,7 @@ struct Config {
   TrainingConfig training;
   DistributedConfig distributed;
   LossScaleConfig loss_scale;
+  DpoConfig dpo;
   // Not a key: the settings a DeepSpeed file made, key -> its JSON path ("distributed.strategy"
   // -> "zero_optimization.stage"), so --print-config can say where each came from.
   std::map<std::string, std::string> from_deepspeed;

@@ -13,6 +13,9 @@ namespace genesis::data {
 struct TensorDataset {
   Tensor inputs;   // (N, ...) any dtype
   Tensor targets;  // (N, ...) any dtype
+  // (N, ...) values computed for each row and carried with it (DPO's precomputed reference
+  // log-probabilities); undefined: none.
+  Tensor extra{};
   std::int64_t size() const { return inputs.defined() ? inputs.size(0) : 0; }
 };
 

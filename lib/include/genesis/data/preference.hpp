@@ -18,10 +18,14 @@ struct PreferencePair {
   std::string chosen;
   std::string rejected;
   std::string origin{};  // for errors about it, as SftExample's
+  // How much more the chosen is preferred (TRL's optional "margin" column): a reward model is
+  // asked for r_chosen - r_rejected above it. 0 for generated pairs.
+  double margin = 0;
 };
 
 // One JSON object per line, in TRL's two forms: {"prompt": ..., "chosen": ..., "rejected": ...},
 // or {"chosen": [messages], "rejected": [messages]} whose lists share every message but the last
+// (either with an optional numeric "margin")
 // (the assistant's response; the shared ones become the prompt as in read_sft_jsonl). Blank lines
 // are skipped; any other bad line throws ConfigError naming the file, line and field. An empty
 // response is left for encode_preference_pairs to name.
@@ -38,8 +42,9 @@ std::vector<PreferencePair> generate_preference_pairs(const std::vector<std::str
 // Rows of pairs: inputs and targets i64 (N, 2, block_size), [:, 0] the chosen and [:, 1] the
 // rejected sequence, each encoded as encode_sft encodes a (prompt, response): targets score the
 // response and its end-of-text, so a sequence's last scored position is its last response token.
-// An empty chosen or rejected response, or a pair whose longer sequence does not fit block_size,
-// throws ConfigError naming the pair.
+// When a pair has a margin, extra holds every pair's, (N) f32. An empty chosen or rejected
+// response, or a pair whose longer sequence does not fit block_size, throws ConfigError naming
+// the pair.
 TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
                                       const ByteTokenizer& tokenizer, std::int64_t block_size);
 

@@ -56,6 +56,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // ---- neural-network functions (over the last dim unless a dim is given)
 Tensor softmax(const Tensor& x, std::int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, std::int64_t dim = -1);
+// log(1 + exp(x)), stable for any x; its derivative is sigmoid(x) (1/2 at 0). -log sigmoid(x) is
+// softplus(-x).
+Tensor softplus(const Tensor& x);
 // logits (N, C) or (..., C), target (N) or (...) of i64; mean over targets != ignore_index, an
 // f32 scalar whatever the logits' type.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100);

@@ -1,0 +1,262 @@
+// DPO's loss and figures (see dpo_objective.hpp). A target's log-probability is picked from the
+// log-softmax by a one-hot mask built on the device (exact for any vocabulary and batch, where
+// a flat gather index in f32 would not be); an unscored target (-1) matches no column and adds 0.
+// -log sigmoid(x) is softplus(-x).
+#include "dpo_objective.hpp"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/ckpt/safetensors.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/ops/ops.hpp"
+#include "sft_eval.hpp"
+
+namespace genesis::train {
+namespace {
+
+// Column `c` of a (B, 2) tensor as (B).
+Tensor column(const Tensor& pairs, int c) {
+  const std::vector<float> unit = c == 0 ? std::vector<float>{1, 0} : std::vector<float>{0, 1};
+  return matmul(pairs, Tensor::from_vector(unit, {2}, pairs.device()));
+}
+
+Tensor difference(const Tensor& pairs) {  // chosen - rejected, (B)
+  return matmul(pairs, Tensor::from_vector(std::vector<float>{1, -1}, {2}, pairs.device()));
+}
+
+// The chosen responses' negative log-likelihood per scored token, each response's mean, then
+// the mean over the pairs: pi (B, 2) the sequences' log-probabilities (already per-token means
+// when `per_token`), targets (2B, T). (TRL's nll_loss averages over the batch's tokens instead, which
+// would weigh a pair by its length differently on each rank split of the batch.)
+Tensor chosen_nll(const Tensor& pi, const Tensor& targets, bool per_token) {
+  if (per_token) return neg(mean(column(pi, 0)));
+  Tensor tokens;
+  {
+    NoGradGuard no_grad;
+    const Tensor scored = gt(targets, Tensor::full({}, -1.0, DType::f32, targets.device()));
+    tokens = sum(scored, {-1}).reshape({pi.size(0), 2});  // (B, 2)
+  }
+  return neg(mean(div(column(pi, 0), column(tokens, 0))));
+}
+
+}  // namespace
+
+Tensor sequence_log_probs(const Tensor& logits, const Tensor& targets, bool mean) {
+  const std::int64_t V = logits.size(-1);
+  const Device device = logits.device();
+  const Tensor logp = log_softmax(logits.dtype() == DType::f32 ? logits : logits.to(DType::f32));
+  Tensor pick, scored;
+  {
+    NoGradGuard no_grad;
+    const Tensor t = targets.to(DType::f32).unsqueeze(-1);  // (R, T, 1)
+    pick = eq(Tensor::arange(V, DType::f32, device), t);    // (R, T, V)
+    scored = sum(gt(targets, Tensor::full({}, -1.0, DType::f32, device)), {-1});  // (R)
+  }
+  Tensor total = sum(mul(logp, pick), {-1, -2});  // (R)
+  return mean ? div(total, maximum(scored, Tensor::ones({}, DType::f32, device))) : total;
+}
+
+DpoTerms dpo_loss(const Tensor& policy, const Tensor& reference, const DpoConfig& o) {
+  const Tensor margin = sub(difference(policy), difference(reference));  // (B)
+  Tensor losses;
+  if (o.loss_type == DpoLossType::ipo) {
+    losses = pow(add(margin, -1.0 / (2.0 * o.beta)), 2.0);
+  } else {
+    const Tensor z = mul(margin, o.beta);
+    losses = softplus(neg(z));
+    if (o.label_smoothing > 0)
+      losses = add(mul(losses, 1.0 - o.label_smoothing), mul(softplus(z), o.label_smoothing));
+  }
+  DpoTerms terms;
+  terms.loss = mean(losses);
+  NoGradGuard no_grad;
+  const Tensor rewards = mul(sub(policy.detach(), reference.detach()), o.beta);  // (B, 2)
+  terms.chosen = column(rewards, 0);
+  terms.rejected = column(rewards, 1);
+  return terms;
+}
+
+struct DpoObjective::PairSums {
+  Tensor loss;
+  // correct, margin, chosen, rejected, logp chosen, logp rejected: sums over the pairs
+  std::vector<float> sums;
+  double pairs = 0;
+};
+
+DpoObjective::DpoObjective(data::TensorDataset eval, std::vector<data::SftExample> prompts,
+                           DpoConfig options)
+    : eval_(std::move(eval)), prompts_(std::move(prompts)), options_(options) {}
+
+namespace {
+
+const char* const kReferenceFile = "reference_log_probs.safetensors";
+
+// The pairs' log-probabilities kept with the run, checked against what this run would compute.
+std::optional<std::pair<Tensor, Tensor>> read_reference(const std::filesystem::path& file,
+                                                        std::int64_t train, std::int64_t eval,
+                                                        const std::string& kind) {
+  if (!std::filesystem::exists(file)) return std::nullopt;
+  ckpt::SafetensorsFile f = ckpt::load_safetensors(file);
+  std::map<std::string, Tensor> t(f.tensors.begin(), f.tensors.end());
+  const bool fits = t.contains("train") && t.contains("eval") &&
+                    t["train"].shape() == Shape{train, 2} && t["eval"].shape() == Shape{eval, 2} &&
+                    f.metadata["log_probs"] == kind;
+  if (!fits)
+    throw ConfigError("'" + file.string() + "' holds reference log-probabilities of other pairs "
+                      "or another dpo.loss_type: remove it to compute them again from the init");
+  return std::make_pair(t["train"], t["eval"]);
+}
+
+}  // namespace
+
+void DpoObjective::prepare(const PrepareContext& p) {
+  if (!options_.precompute_ref_log_probs) return;
+  const std::filesystem::path file = p.run_dir / kReferenceFile;
+  const std::string kind = options_.loss_type == DpoLossType::ipo ? "per-token mean" : "sum";
+  if (auto kept = read_reference(file, p.train.size(), eval_.size(), kind)) {
+    p.train.extra = kept->first;
+    eval_.extra = kept->second;
+    return;
+  }
+  if (p.resumed)
+    throw ConfigError("dpo.precompute_ref_log_probs: the resumed run has no '" + file.string() +
+                      "', and its policy is no longer the reference to compute them with");
+  p.train.extra = log_probs_of(p.train, p.ctx, p.batch_size);
+  eval_.extra = log_probs_of(eval_, p.ctx, p.batch_size);
+  if (!p.ctx.job.is_main()) return;
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  ckpt::save_safetensors(tmp, {{"train", p.train.extra}, {"eval", eval_.extra}},
+                         {{"log_probs", kind}});
+  std::filesystem::rename(tmp, file);
+}
+
+// Batch k by rank k % world, in lockstep (ZeRO-3 gathers unit by unit), the values summed over
+// the ranks into their rows.
+Tensor DpoObjective::log_probs_of(const data::TensorDataset& rows, const ObjectiveContext& ctx,
+                                  std::int64_t batch_size) {
+  NoGradGuard no_grad;
+  nn::Module& model = ctx.strategy.module();
+  model.eval();
+  const std::int64_t n = rows.size(), world = ctx.job.world_size();
+  const std::int64_t batches = (n + batch_size - 1) / batch_size;
+  const bool mean = options_.loss_type == DpoLossType::ipo;
+  std::vector<double> values(static_cast<std::size_t>(2 * n), 0.0);
+  for (std::int64_t first = 0; first < batches; first += world) {
+    const std::int64_t b = first + ctx.job.rank();
+    const std::int64_t start = (b < batches ? b : 0) * batch_size;
+    std::vector<std::int64_t> index;
+    for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) index.push_back(i);
+    const data::TensorDataset batch = to_device(data::take_rows(rows, index), ctx.device);
+    const std::int64_t B = batch.inputs.size(0), T = batch.inputs.size(2);
+    const Tensor logits = ctx.strategy.forward(batch.inputs.reshape({2 * B, T}), true);
+    const std::vector<float> lp =
+        sequence_log_probs(logits, batch.targets.reshape({2 * B, T}), mean).to_vector();
+    if (b >= batches) continue;  // a turn without a batch of its own: run, then drop
+    for (std::size_t i = 0; i < lp.size(); ++i) values[static_cast<std::size_t>(2 * start) + i] = lp[i];
+  }
+  model.train();
+  ctx.job.sum(values);
+  return Tensor::from_vector(std::vector<float>(values.begin(), values.end()), {n, 2});
+}
+
+void DpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) {
+  reference_ = std::move(reference);
+}
+
+double DpoObjective::count_items(const data::TensorDataset& rows) const {
+  return static_cast<double>(rows.size());
+}
+
+// rows: inputs and targets (B, 2, T) on the device. The policy's forward is the strategy's
+// (sync as the loop says); the reference's runs without autograd, under the same autocast.
+DpoObjective::PairSums DpoObjective::score(parallel::Strategy& policy,
+                                           const data::TensorDataset& rows, bool sync) {
+  GENESIS_CHECK(reference_ != nullptr || rows.extra.defined(), InvalidArgument,
+                "dpo: neither a reference model nor precomputed reference log-probabilities");
+  const std::int64_t B = rows.inputs.size(0), T = rows.inputs.size(2);
+  const bool mean = options_.loss_type == DpoLossType::ipo;
+  const Tensor x = rows.inputs.reshape({2 * B, T}), y = rows.targets.reshape({2 * B, T});
+  const Tensor pi = sequence_log_probs(policy.forward(x, sync), y, mean).reshape({B, 2});
+  Tensor ref;
+  if (reference_ != nullptr) {
+    NoGradGuard no_grad;
+    ref = sequence_log_probs(reference_->forward(x, true), y, mean).reshape({B, 2});
+  } else {
+    ref = rows.extra;  // precomputed (prepare)
+  }
+  DpoTerms terms = dpo_loss(pi, ref, options_);
+  PairSums s;
+  s.loss = std::move(terms.loss);
+  if (options_.rpo_alpha > 0) s.loss = add(s.loss, mul(chosen_nll(pi, y, mean), options_.rpo_alpha));
+  s.pairs = static_cast<double>(B);
+  NoGradGuard no_grad;  // every sum in one copy to the host
+  const Tensor zero = Tensor::zeros({}, DType::f32, pi.device());
+  const Tensor gap = sub(terms.chosen, terms.rejected);
+  const Tensor logps = pi.detach();
+  s.sums = cat({sum(gt(gap, zero)).reshape({1}), sum(gap).reshape({1}),
+                sum(terms.chosen).reshape({1}), sum(terms.rejected).reshape({1}),
+                sum(column(logps, 0)).reshape({1}), sum(column(logps, 1)).reshape({1})})
+               .to_vector();
+  return s;
+}
+
+namespace {
+// The window sums' names, in PairSums::sums order.
+const char* const kSums[] = {"correct", "margin", "chosen", "rejected", "logp_chosen",
+                             "logp_rejected"};
+// TRL's metric names for them, each divided by the pairs.
+const char* const kMetrics[] = {"rewards/accuracies", "rewards/margins", "rewards/chosen",
+                                "rewards/rejected",   "logps/chosen",    "logps/rejected"};
+}  // namespace
+
+BatchLoss DpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
+  PairSums s = score(ctx.strategy, batch.rows, batch.last);
+  WindowSums sums{{"pairs", s.pairs}};
+  for (std::size_t i = 0; i < s.sums.size(); ++i) sums[kSums[i]] = s.sums[i];
+  return {std::move(s.loss), std::move(sums)};
+}
+
+std::vector<WindowMetric> DpoObjective::window_metrics() const {
+  const char* const labels[] = {"acc", "margin", "chosen", "rejected", "logp_c", "logp_r"};
+  std::vector<WindowMetric> out;
+  for (std::size_t i = 0; i < std::size(kSums); ++i)
+    out.push_back({.key = kMetrics[i], .label = labels[i], .numerator = kSums[i],
+                   .denominator = "pairs", .decimals = i == 0 ? 3 : 2});
+  return out;
+}
+
+Evaluation DpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
+  NoGradGuard no_grad;
+  nn::Module& model = ctx.strategy.module();
+  model.eval();
+  std::vector<double> sums(std::size(kSums) + 2, 0.0);  // the sums, loss x pairs, pairs
+  for_each_eval_batch(eval_, budget, ctx.job, [&](data::TensorDataset batch, bool counted) {
+    const PairSums s = score(ctx.strategy, to_device(std::move(batch), ctx.device), true);
+    if (!counted) return;
+    for (std::size_t i = 0; i < s.sums.size(); ++i) sums[i] += s.sums[i];
+    sums[std::size(kSums)] += s.loss.item<double>() * s.pairs;
+    sums[std::size(kSums) + 1] += s.pairs;
+  });
+  ctx.job.sum(sums);
+  const double pairs = std::max(sums.back(), 1.0);
+  Evaluation result;
+  const double loss = sums[std::size(kSums)] / pairs;
+  result.metrics.push_back({"loss", loss, fmt::format("loss {:.4f}", loss)});
+  for (std::size_t i = 0; i < std::size(kSums); ++i) {
+    const double v = sums[i] / pairs;
+    result.metrics.push_back({kMetrics[i], v,
+                              i == 0 ? fmt::format("rewards/accuracies {:.2f}%", 100 * v)
+                              : i == 1 ? fmt::format("rewards/margins {:.3f}", v)
+                                       : ""});
+  }
+  add_exact_match(ctx, prompts_, budget, result);
+  model.train();
+  return result;
+}
+
+}  // namespace genesis::train

@@ -1,0 +1,147 @@
+// Reading model.init_from (see init_weights.hpp). A checkpoint is read through ckpt::Checkpoint,
+// so each piece's checksum is checked before its bytes are used; a safetensors file is read as
+// `genesis ckpt export` writes it: genesis's names, or GPT-2's (the hf format, recognised by the
+// config.json beside it) whose four Conv1D weights are stored transposed.
+#include "init_weights.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/ckpt/checkpoint.hpp"
+#include "genesis/ckpt/safetensors.hpp"
+#include "genesis/core/config.hpp"
+#include "genesis/core/error.hpp"
+
+namespace genesis::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The value head (nn::GPT's "score"): the one tensor a source may lack or have spare, since an
+// SFT policy becomes a reward model (and back) by it.
+bool is_value_head(const std::string& name) { return name == "score.weight"; }
+
+// GPT-2's Conv1D weights, (in, out) where genesis's Linear is (out, in).
+bool is_conv1d_weight(const std::string& name) {
+  for (const char* suffix :
+       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"})
+    if (name.ends_with(suffix)) return true;
+  return false;
+}
+
+// An export in the hf format has transformers' config.json beside it.
+bool is_hf_export(const fs::path& file) {
+  const fs::path config = file.parent_path() / "config.json";
+  if (!fs::exists(config)) return false;
+  std::ifstream in(config);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.value("model_type", "") == "gpt2";
+}
+
+// name (without "model.") -> the whole tensor, from a checkpoint's model pieces.
+std::map<std::string, Tensor> read_checkpoint(const fs::path& dir, std::string& description) {
+  const ckpt::Checkpoint checkpoint(dir);
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : checkpoint.names("model."))
+    out.emplace(name.substr(6), checkpoint.read_full(name));
+  description = dir.string() + " (checkpoint at step " +
+                std::to_string(checkpoint.manifest().step) + ")";
+  return out;
+}
+
+std::map<std::string, Tensor> read_export(const fs::path& file, std::string& description) {
+  const bool hf = is_hf_export(file);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : ckpt::load_safetensors(file).tensors)
+    out.emplace(name, hf && is_conv1d_weight(name) ? t.transpose(0, 1).contiguous() : t);
+  description = file.string() + (hf ? " (exported, GPT-2 layout)" : " (exported)");
+  return out;
+}
+
+std::map<std::string, Tensor> read_source(const std::string& path, std::string& description) {
+  const fs::path p(path);
+  if (fs::is_regular_file(p) && p.filename() != "latest") return read_export(p, description);
+  return read_checkpoint(ckpt::resolve_checkpoint(p), description);
+}
+
+// For a source that is not there: the command that makes it, when it is named like a preset's run
+// (the dpo preset's "runs/sft" is what `make run` leaves).
+std::string how_to_make(const fs::path& path) {
+  const std::string name = path.filename().string();
+  const std::vector<std::string> presets = list_presets();
+  if (std::find(presets.begin(), presets.end(), name) == presets.end()) return "";
+  return "; `genesis launch --nproc 2 train --preset " + name + "` makes runs/" + name;
+}
+
+}  // namespace
+
+InitWeights::InitWeights(const std::string& path, nn::Module& model) {
+  const std::string where = "model.init_from = \"" + path + "\"";
+  if (!fs::exists(path))
+    throw ConfigError(where + ": there is no such run, checkpoint or file" + how_to_make(path));
+  std::map<std::string, Tensor> given;
+  try {
+    given = read_source(path, description_);
+  } catch (const IoError& e) {
+    throw ConfigError(where + ": " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+  nn::NamedTensors wanted = model.named_parameters();
+  for (auto& entry : model.named_buffers()) wanted.push_back(entry);
+  for (const auto& [name, t] : wanted) {
+    auto it = given.find(name);
+    if (it == given.end()) {
+      if (!is_value_head(name))
+        throw ConfigError(where + " has no tensor '" + name + "', which this model needs (a "
+                          "model of another kind or size? compare its config with `genesis ckpt "
+                          "info`)");
+      fresh_.push_back(name);
+      continue;
+    }
+    if (it->second.shape() != t.shape())
+      throw ConfigError(where + ": tensor '" + name + "' is " + shape_str(it->second.shape()) +
+                        " there and " + shape_str(t.shape()) + " in this model (model.n_embd, "
+                        "n_layer, block_size and vocab_size must be the source's)");
+    tensors_.emplace("model." + name, it->second.to(t.dtype()));
+    given.erase(it);
+  }
+  for (const auto& [name, t] : given)
+    if (!is_value_head(name))
+      throw ConfigError(where + " has tensor '" + name + "', which this model does not (a model "
+                        "of another kind?)");
+  description_ += ", " + std::to_string(tensors_.size()) + " tensors";
+  for (const auto& name : fresh_) description_ += "; " + name + " initialised fresh";
+  if (!given.empty()) description_ += "; its value head left out";
+}
+
+void InitWeights::take_fresh_from(nn::Module& model) {
+  NoGradGuard no_grad;
+  std::set<std::string> names(fresh_.begin(), fresh_.end());
+  for (auto& [name, p] : model.named_parameters())
+    if (names.contains(name)) tensors_["model." + name] = p.detach().to(Device::cpu()).clone();
+}
+
+bool InitWeights::contains(const std::string& name) const { return tensors_.contains(name); }
+
+Shape InitWeights::shape(const std::string& name) const {
+  auto it = tensors_.find(name);
+  GENESIS_CHECK(it != tensors_.end(), InvalidArgument, "model.init_from has no '" + name + "'");
+  return it->second.shape();
+}
+
+Tensor InitWeights::read(const std::string& name, std::int64_t offset, std::int64_t numel) const {
+  auto it = tensors_.find(name);
+  GENESIS_CHECK(it != tensors_.end(), InvalidArgument, "model.init_from has no '" + name + "'");
+  const Tensor flat = it->second.reshape({it->second.numel()});
+  GENESIS_CHECK(offset >= 0 && numel >= 0 && offset + numel <= flat.numel(), InvalidArgument,
+                "model.init_from: '" + name + "' read out of bounds");
+  return flat.slice(0, offset, offset + numel).clone();
+}
+
+}  // namespace genesis::train

@@ -1,0 +1,43 @@
+// model.init_from: the weights a run starts from, read from a run directory (its latest
+// checkpoint), a checkpoint directory or a .safetensors file `genesis ckpt export` wrote, and
+// checked against the model before anything of the run is written. It is a model-only state
+// source, so every strategy loads it as it loads a checkpoint (ZeRO-3 keeping only its shards),
+// and the optimizer starts empty.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "genesis/ckpt/state_piece.hpp"
+#include "genesis/nn/module.hpp"
+
+namespace genesis::train {
+
+class InitWeights : public ckpt::StateSource {
+ public:
+  // Reads `path` (every checksum of a checkpoint's model pieces checked) and checks it against
+  // `model`'s parameters and buffers by name and shape. A tensor the model has and the source
+  // lacks is an error, except a value head, which starts from the model's own initialisation;
+  // one the source has and the model lacks (a value head again) is left out. ConfigError naming
+  // the path and the tensor.
+  InitWeights(const std::string& path, nn::Module& model);
+
+  // "runs/sft/checkpoints/step-5000 (checkpoint, 26 tensors)", and what starts fresh.
+  const std::string& description() const { return description_; }
+  const std::vector<std::string>& fresh() const { return fresh_; }
+  // Copies the model's current values of the fresh tensors into the source: call it with the
+  // whole model present (after Strategy::gather_full_parameters, which ZeRO-3 needs).
+  void take_fresh_from(nn::Module& model);
+
+  bool contains(const std::string& name) const override;
+  Shape shape(const std::string& name) const override;
+  Tensor read(const std::string& name, std::int64_t offset, std::int64_t numel) const override;
+
+ private:
+  std::map<std::string, Tensor> tensors_;  // "model.<name>" -> the whole tensor, on the host
+  std::vector<std::string> fresh_;         // model names
+  std::string description_;
+};
+
+}  // namespace genesis::train
