@@ -161,8 +161,8 @@ TEST_CASE("genesis train --algorithm rm reads a preference JSONL file", "[prefer
             std::to_string(i) + R"(", "rejected": "x"})" + "\n";
   const auto path = dir.write("pairs.jsonl", text);
   const testing::CliResult r = testing::run_genesis(
-      {"train", "--preset", "rm", "-o", dir.path().string(), "--set",
-       "data.source=\"jsonl:" + path.string() + "\"", "--set", "training.max_steps=2", "--set",
+      {"train", "--preset", "rm", "-o", dir.path().string(), "--set", "model.init_from=\"\"",
+       "--set", "data.source=\"jsonl:" + path.string() + "\"", "--set", "training.max_steps=2", "--set",
        "data.eval_fraction=0.25"});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
