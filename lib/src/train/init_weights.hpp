@@ -29,6 +29,8 @@ class InitWeights : public ckpt::StateSource {
   // Copies the model's current values of the fresh tensors into the source: call it with the
   // whole model present (after Strategy::gather_full_parameters, which ZeRO-3 needs).
   void take_fresh_from(nn::Module& model);
+  // Frees the tensors once every model that starts from them has loaded them.
+  void release_tensors() { tensors_.clear(); }
 
   bool contains(const std::string& name) const override;
   Shape shape(const std::string& name) const override;

@@ -270,6 +270,7 @@ Run::Run(const Config& c)
                .rank = job.rank()}) {
   if (has_reference)
     task.objective->set_reference(make_reference(c, task, init.get(), plan, job, device));
+  if (init) init->release_tensors();  // loaded; the banner keeps its description
 }
 
 void print_banner(const Run& run, std::ostream& out) {
