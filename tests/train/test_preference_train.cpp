@@ -260,6 +260,24 @@ TEST_CASE("dpo: precomputed reference log-probabilities train as the held refere
   CHECK(lost.err.find("the resumed run has no") != std::string::npos);
 }
 
+// The reference is a second set of parameters under the same sharding; precomputed, it is none.
+TEST_CASE("dpo: the memory plan counts the held reference", "[dpo]") {
+  const auto plan = [](const char* precompute) {
+    return run_genesis({"train", "--preset", "dpo", "--dry-run", "--set",
+                        std::string("dpo.precompute_ref_log_probs=") + precompute},
+                       {{{"WORLD_SIZE", "2"}}, {}});
+  };
+  const CliResult held = plan("false"), precomputed = plan("true");
+  INFO(held.out << held.err << precomputed.out);
+  REQUIRE(held.exit_code == 0);
+  REQUIRE(precomputed.exit_code == 0);
+  // 118144 parameters, f32: 462 KiB each; zero3 on 2 ranks holds half of each.
+  CHECK(held.out.find("ddp           923 KiB      923 KiB") != std::string::npos);
+  CHECK(precomputed.out.find("ddp           462 KiB      923 KiB") != std::string::npos);
+  CHECK(held.out.find("zero3         462 KiB      231 KiB") != std::string::npos);
+  CHECK(precomputed.out.find("zero3         231 KiB      231 KiB") != std::string::npos);
+}
+
 TEST_CASE("init_from: a reward model starts from an SFT run or its export, its head fresh",
           "[dpo]") {
   TempDir dir;

@@ -118,6 +118,13 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard) + whole(kept), ceil_div(psi, shard),
                         ceil_div(opt, shard), 3.0, shard < n && n % shard == 0};
   plan.estimates.push_back(hsdp);
+  // The frozen model: whole where parameters are whole, sharded where they are.
+  const double frozen = static_cast<double>(in.frozen_parameters) * 4.0;
+  for (StrategyEstimate& e : plan.estimates) {
+    if (e.name == "zero3") e.parameter_bytes += ceil_div(frozen, n);
+    else if (e.name == "hsdp") e.parameter_bytes += ceil_div(frozen, shard);
+    else e.parameter_bytes += whole(frozen);
+  }
   for (StrategyEstimate& e : plan.estimates) {
     const bool fully_sharded = e.name == "zero3" || e.name == "hsdp";
     if (e.name != "ddp" && (in.offload_optimizer || (fully_sharded && in.offload_param)))

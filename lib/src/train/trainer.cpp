@@ -70,14 +70,16 @@ std::int64_t persistent_parameters(nn::Module& model, std::int64_t threshold) {
   return total;
 }
 
+// reference: the task holds a frozen copy of the model (DPO's reference).
 parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& d,
-                              nn::Module& model, int world, Device device) {
+                              nn::Module& model, bool reference, int world, Device device) {
   const double state = t.optimizer == OptimizerKind::sgd ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
   const double device_memory =
       device.is_cuda() ? static_cast<double>(cuda_device_info(device.index).total_memory) : 0.0;
   return parallel::plan_memory({.num_parameters = model.num_parameters(),
                                 .persistent_parameters =
                                     persistent_parameters(model, d.param_persistence_threshold),
+                                .frozen_parameters = reference ? model.num_parameters() : 0,
                                 .world_size = world,
                                 .local_world_size = env::local_world_size().value_or(world),
                                 .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
@@ -162,7 +164,8 @@ TrainResult dry_run(const Config& config, const TrainOptions& options) {
                             ? training_device(kind)
                             : Device::cpu();
   const parallel::MemoryPlan plan =
-      plan_for(config.training, config.distributed, *task.model, world, device);
+      plan_for(config.training, config.distributed, *task.model, task.make_reference != nullptr,
+               world, device);
   if (options.out != nullptr) {
     const StrategyKind strategy = config.distributed.strategy;
     *options.out << "genesis train --dry-run: " << config.name << "\n"
@@ -255,7 +258,8 @@ Run::Run(const Config& c)
       deferred(deferred_init(c.distributed, job, device)),
       task(task_on(c, device, deferred.get())),
       init(open_init_weights(c.model, *task.model)),
-      plan(plan_for(c.training, c.distributed, *task.model, job.world_size(), device)),
+      plan(plan_for(c.training, c.distributed, *task.model, task.make_reference != nullptr,
+                    job.world_size(), device)),
       strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
       dir(std::filesystem::path(c.training.output_dir) / c.name),
       lock(lock_run_directory(dir, job)),

@@ -30,6 +30,9 @@ struct MemoryPlanInputs {
   std::int64_t num_parameters = 0;
   // zero3/hsdp: of those, the ones the persistence threshold keeps gathered (whole on every rank).
   std::int64_t persistent_parameters = 0;
+  // A frozen model held beside the trained one under the same sharding (DPO's reference): its
+  // parameters count, it has no gradients or optimizer state.
+  std::int64_t frozen_parameters = 0;
   int world_size = 1;
   int local_world_size = 1;        // ranks per node: hsdp's default shard group
   int hsdp_shard_size = 0;         // 0: local_world_size
