@@ -100,31 +100,26 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   MemoryPlan plan;
   plan.inputs = in;
   const double psi = static_cast<double>(in.num_parameters) * 4.0;  // f32 bytes
+  // Parameter bytes held: the frozen model's (no gradients, no optimizer state) beside them.
+  const double held = psi + static_cast<double>(in.frozen_parameters) * 4.0;
   const double opt = static_cast<double>(in.num_parameters) * in.optimizer_bytes_per_parameter;
   const int n = in.world_size;
   const auto whole = [](double b) { return static_cast<std::int64_t>(b); };
 
   // Communication per step in units of the parameter bytes: an all-reduce moves 2x (ring:
   // reduce-scatter + all-gather), stage 3 adds a second all-gather for backward (3x).
-  plan.estimates.push_back({"ddp", whole(psi), whole(psi * (in.gradient_as_bucket_view ? 1 : 2)),
+  plan.estimates.push_back({"ddp", whole(held), whole(psi * (in.gradient_as_bucket_view ? 1 : 2)),
                             whole(opt), 2.0, true});
-  plan.estimates.push_back({"zero1", whole(psi), whole(psi), ceil_div(opt, n), 2.0, true});
-  plan.estimates.push_back({"zero2", whole(psi), ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
+  plan.estimates.push_back({"zero1", whole(held), whole(psi), ceil_div(opt, n), 2.0, true});
+  plan.estimates.push_back({"zero2", whole(held), ceil_div(psi, n), ceil_div(opt, n), 2.0, true});
   // Persistent parameters are held whole besides their shard.
   const double kept = static_cast<double>(in.persistent_parameters) * 4.0;
   plan.estimates.push_back(
-      {"zero3", ceil_div(psi, n) + whole(kept), ceil_div(psi, n), ceil_div(opt, n), 3.0, true});
+      {"zero3", ceil_div(held, n) + whole(kept), ceil_div(psi, n), ceil_div(opt, n), 3.0, true});
   const int shard = in.hsdp_shard_size > 0 ? in.hsdp_shard_size : in.local_world_size;
-  StrategyEstimate hsdp{"hsdp", ceil_div(psi, shard) + whole(kept), ceil_div(psi, shard),
+  StrategyEstimate hsdp{"hsdp", ceil_div(held, shard) + whole(kept), ceil_div(psi, shard),
                         ceil_div(opt, shard), 3.0, shard < n && n % shard == 0};
   plan.estimates.push_back(hsdp);
-  // The frozen model: whole where parameters are whole, sharded where they are.
-  const double frozen = static_cast<double>(in.frozen_parameters) * 4.0;
-  for (StrategyEstimate& e : plan.estimates) {
-    if (e.name == "zero3") e.parameter_bytes += ceil_div(frozen, n);
-    else if (e.name == "hsdp") e.parameter_bytes += ceil_div(frozen, shard);
-    else e.parameter_bytes += whole(frozen);
-  }
   for (StrategyEstimate& e : plan.estimates) {
     const bool fully_sharded = e.name == "zero3" || e.name == "hsdp";
     if (e.name != "ddp" && (in.offload_optimizer || (fully_sharded && in.offload_param)))

@@ -176,3 +176,14 @@ void ShardedUnit::release() {
 }
 
 }  // namespace genesis::parallel::detail
+
+namespace genesis::parallel {
+
+std::int64_t persistent_elements(nn::Module& model, std::int64_t threshold) {
+  std::int64_t total = 0;
+  for (auto& [name, p] : model.named_parameters())
+    if (p.requires_grad() && detail::is_persistent(p, threshold)) total += p.numel();
+  return total;
+}
+
+}  // namespace genesis::parallel

@@ -60,7 +60,7 @@ Evaluation ClassificationObjective::evaluate(const ObjectiveContext& ctx, const 
   const Job& job = ctx.job;
   model.eval();
   double loss_sum = 0, correct = 0, predictions = 0;
-  for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted) {
+  for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted, std::int64_t) {
     const double scored = count_items(batch);
     batch = to_device(std::move(batch), ctx.device);
     const Tensor logits = ctx.strategy.forward(batch.inputs, true);

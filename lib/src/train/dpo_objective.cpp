@@ -14,34 +14,24 @@
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
+#include "pair_rows.hpp"
 #include "sft_eval.hpp"
 
 namespace genesis::train {
 namespace {
 
-// Column `c` of a (B, 2) tensor as (B).
-Tensor column(const Tensor& pairs, int c) {
-  const std::vector<float> unit = c == 0 ? std::vector<float>{1, 0} : std::vector<float>{0, 1};
-  return matmul(pairs, Tensor::from_vector(unit, {2}, pairs.device()));
-}
-
-Tensor difference(const Tensor& pairs) {  // chosen - rejected, (B)
-  return matmul(pairs, Tensor::from_vector(std::vector<float>{1, -1}, {2}, pairs.device()));
-}
-
 // The chosen responses' negative log-likelihood per scored token, each response's mean, then
 // the mean over the pairs: pi (B, 2) the sequences' log-probabilities (already per-token means
-// when `per_token`), targets (2B, T). (TRL's nll_loss averages over the batch's tokens instead, which
-// would weigh a pair by its length differently on each rank split of the batch.)
+// when `per_token`), targets (2B, T). (TRL's nll_loss averages over the batch's tokens instead,
+// which would weigh a pair by its length differently on each rank split of the batch.)
 Tensor chosen_nll(const Tensor& pi, const Tensor& targets, bool per_token) {
-  if (per_token) return neg(mean(column(pi, 0)));
+  if (per_token) return neg(mean(pi.select(1, 0)));
   Tensor tokens;
   {
     NoGradGuard no_grad;
-    const Tensor scored = gt(targets, Tensor::full({}, -1.0, DType::f32, targets.device()));
-    tokens = sum(scored, {-1}).reshape({pi.size(0), 2});  // (B, 2)
+    tokens = sum(scored_targets(targets), {-1}).reshape({pi.size(0), 2});  // (B, 2)
   }
-  return neg(mean(div(column(pi, 0), column(tokens, 0))));
+  return neg(mean(div(pi.select(1, 0), tokens.select(1, 0))));
 }
 
 }  // namespace
@@ -55,14 +45,14 @@ Tensor sequence_log_probs(const Tensor& logits, const Tensor& targets, bool mean
     NoGradGuard no_grad;
     const Tensor t = targets.to(DType::f32).unsqueeze(-1);  // (R, T, 1)
     pick = eq(Tensor::arange(V, DType::f32, device), t);    // (R, T, V)
-    scored = sum(gt(targets, Tensor::full({}, -1.0, DType::f32, device)), {-1});  // (R)
+    scored = sum(scored_targets(targets), {-1});            // (R)
   }
   Tensor total = sum(mul(logp, pick), {-1, -2});  // (R)
   return mean ? div(total, maximum(scored, Tensor::ones({}, DType::f32, device))) : total;
 }
 
 DpoTerms dpo_loss(const Tensor& policy, const Tensor& reference, const DpoConfig& o) {
-  const Tensor margin = sub(difference(policy), difference(reference));  // (B)
+  const Tensor margin = sub(chosen_minus_rejected(policy), chosen_minus_rejected(reference));
   Tensor losses;
   if (o.loss_type == DpoLossType::ipo) {
     losses = pow(add(margin, -1.0 / (2.0 * o.beta)), 2.0);
@@ -76,8 +66,8 @@ DpoTerms dpo_loss(const Tensor& policy, const Tensor& reference, const DpoConfig
   terms.loss = mean(losses);
   NoGradGuard no_grad;
   const Tensor rewards = mul(sub(policy.detach(), reference.detach()), o.beta);  // (B, 2)
-  terms.chosen = column(rewards, 0);
-  terms.rejected = column(rewards, 1);
+  terms.chosen = rewards.select(1, 0);
+  terms.rejected = rewards.select(1, 1);
   return terms;
 }
 
@@ -135,30 +125,27 @@ void DpoObjective::prepare(const PrepareContext& p) {
   std::filesystem::rename(tmp, file);
 }
 
-// Batch k by rank k % world, in lockstep (ZeRO-3 gathers unit by unit), the values summed over
-// the ranks into their rows.
+// Every batch, round the ranks in lockstep as evaluation goes (ZeRO-3 gathers unit by unit), the
+// values summed over the ranks into their rows.
 Tensor DpoObjective::log_probs_of(const data::TensorDataset& rows, const ObjectiveContext& ctx,
                                   std::int64_t batch_size) {
   NoGradGuard no_grad;
   nn::Module& model = ctx.strategy.module();
   model.eval();
-  const std::int64_t n = rows.size(), world = ctx.job.world_size();
-  const std::int64_t batches = (n + batch_size - 1) / batch_size;
+  const std::int64_t n = rows.size();
   const bool mean = options_.loss_type == DpoLossType::ipo;
   std::vector<double> values(static_cast<std::size_t>(2 * n), 0.0);
-  for (std::int64_t first = 0; first < batches; first += world) {
-    const std::int64_t b = first + ctx.job.rank();
-    const std::int64_t start = (b < batches ? b : 0) * batch_size;
-    std::vector<std::int64_t> index;
-    for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) index.push_back(i);
-    const data::TensorDataset batch = to_device(data::take_rows(rows, index), ctx.device);
+  const EvalBudget all{.batch_size = batch_size, .max_batches = 0};
+  for_each_eval_batch(rows, all, ctx.job, [&](data::TensorDataset host, bool counted,
+                                              std::int64_t first) {
+    const data::TensorDataset batch = to_device(std::move(host), ctx.device);
     const std::int64_t B = batch.inputs.size(0), T = batch.inputs.size(2);
     const Tensor logits = ctx.strategy.forward(batch.inputs.reshape({2 * B, T}), true);
     const std::vector<float> lp =
         sequence_log_probs(logits, batch.targets.reshape({2 * B, T}), mean).to_vector();
-    if (b >= batches) continue;  // a turn without a batch of its own: run, then drop
-    for (std::size_t i = 0; i < lp.size(); ++i) values[static_cast<std::size_t>(2 * start) + i] = lp[i];
-  }
+    if (!counted) return;
+    std::copy(lp.begin(), lp.end(), values.begin() + 2 * first);
+  });
   model.train();
   ctx.job.sum(values);
   return Tensor::from_vector(std::vector<float>(values.begin(), values.end()), {n, 2});
@@ -192,7 +179,8 @@ DpoObjective::PairSums DpoObjective::score(parallel::Strategy& policy,
   DpoTerms terms = dpo_loss(pi, ref, options_);
   PairSums s;
   s.loss = std::move(terms.loss);
-  if (options_.rpo_alpha > 0) s.loss = add(s.loss, mul(chosen_nll(pi, y, mean), options_.rpo_alpha));
+  if (options_.rpo_alpha > 0)
+    s.loss = add(s.loss, mul(chosen_nll(pi, y, mean), options_.rpo_alpha));
   s.pairs = static_cast<double>(B);
   NoGradGuard no_grad;  // every sum in one copy to the host
   const Tensor zero = Tensor::zeros({}, DType::f32, pi.device());
@@ -200,7 +188,7 @@ DpoObjective::PairSums DpoObjective::score(parallel::Strategy& policy,
   const Tensor logps = pi.detach();
   s.sums = cat({sum(gt(gap, zero)).reshape({1}), sum(gap).reshape({1}),
                 sum(terms.chosen).reshape({1}), sum(terms.rejected).reshape({1}),
-                sum(column(logps, 0)).reshape({1}), sum(column(logps, 1)).reshape({1})})
+                sum(logps.select(1, 0)).reshape({1}), sum(logps.select(1, 1)).reshape({1})})
                .to_vector();
   return s;
 }
@@ -235,13 +223,14 @@ Evaluation DpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget&
   nn::Module& model = ctx.strategy.module();
   model.eval();
   std::vector<double> sums(std::size(kSums) + 2, 0.0);  // the sums, loss x pairs, pairs
-  for_each_eval_batch(eval_, budget, ctx.job, [&](data::TensorDataset batch, bool counted) {
+  const auto take = [&](data::TensorDataset batch, bool counted, std::int64_t) {
     const PairSums s = score(ctx.strategy, to_device(std::move(batch), ctx.device), true);
     if (!counted) return;
     for (std::size_t i = 0; i < s.sums.size(); ++i) sums[i] += s.sums[i];
     sums[std::size(kSums)] += s.loss.item<double>() * s.pairs;
     sums[std::size(kSums) + 1] += s.pairs;
-  });
+  };
+  for_each_eval_batch(eval_, budget, ctx.job, take);
   ctx.job.sum(sums);
   const double pairs = std::max(sums.back(), 1.0);
   Evaluation result;

@@ -125,7 +125,7 @@ inline data::TensorDataset to_device(data::TensorDataset rows, Device device) {
 // The eval batches of `budget` over `eval`, going round the ranks: batch k is rank k % world's.
 // Every rank takes as many turns, so forwards through a ZeRO-3 strategy stay in lockstep; a rank
 // whose turn has no batch gets the first one again with `counted` false, to run and drop. `take`
-// is called as take(host_rows, counted).
+// is called as take(host_rows, counted, first_row), first_row the batch's first row in `eval`.
 template <class Take>
 void for_each_eval_batch(const data::TensorDataset& eval, const EvalBudget& budget, const Job& job,
                          Take&& take) {
@@ -137,7 +137,7 @@ void for_each_eval_batch(const data::TensorDataset& eval, const EvalBudget& budg
     const std::int64_t start = (b < batches ? b : 0) * budget.batch_size;
     std::vector<std::int64_t> rows;
     for (std::int64_t i = start; i < std::min(n, start + budget.batch_size); ++i) rows.push_back(i);
-    take(data::take_rows(eval, rows), b < batches);
+    take(data::take_rows(eval, rows), b < batches, start);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/ops/ops.hpp"
+#include "pair_rows.hpp"
 
 namespace genesis::train {
 namespace {
@@ -25,15 +26,11 @@ struct PairScore {
 Tensor last_scored(const Tensor& targets) {
   const std::int64_t rows = targets.size(0), T = targets.size(1);
   const Device device = targets.device();
-  const Tensor scored = gt(targets, Tensor::full({}, -1.0, DType::f32, device));  // not ignored
+  const Tensor scored = scored_targets(targets);
   const Tensor position = Tensor::arange(T, DType::f32, device).reshape({1, T});
   const Tensor last = argmax(mul(scored, position), -1);
   const Tensor row_start = mul(Tensor::arange(rows, DType::f32, device), static_cast<double>(T));
   return add(last, row_start).to(DType::i64);
-}
-
-Tensor chosen_minus_rejected(const Tensor& scores) {
-  return matmul(scores, Tensor::from_vector(std::vector<float>{1.0f, -1.0f}, {2}, scores.device()));
 }
 
 // rows: inputs and targets (B, 2, T) on the device.
@@ -95,7 +92,7 @@ Evaluation RewardObjective::evaluate(const ObjectiveContext& ctx, const EvalBudg
   const Job& job = ctx.job;
   model.eval();
   std::vector<double> sums{0, 0, 0, 0};  // loss x pairs, correct, margin, pairs
-  for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted) {
+  for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted, std::int64_t) {
     const PairScore s = score_pairs(ctx.strategy, to_device(std::move(batch), ctx.device), true);
     if (!counted) return;
     sums[0] += s.loss.item<double>() * s.pairs;

@@ -149,6 +149,19 @@ Task make_classifier(const Config& config, Generator& init) {
   return task;
 }
 
+nn::GPTConfig gpt_config(const ModelConfig& m) {
+  return {m.n_layer,    m.n_head,  m.n_embd, m.block_size,
+          m.vocab_size, m.dropout, m.head == ModelHead::value};
+}
+
+// The config's gpt (with a value head when model.head says so) from `init`, with the run's
+// gradient checkpointing.
+std::shared_ptr<nn::GPT> build_gpt(const Config& config, Generator& init) {
+  auto gpt = std::make_shared<nn::GPT>(gpt_config(config.model), init);
+  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  return gpt;
+}
+
 std::string describe_gpt(const ModelConfig& m) {
   return "gpt n_layer=" + std::to_string(m.n_layer) + " n_head=" + std::to_string(m.n_head) +
          " n_embd=" + std::to_string(m.n_embd) + " block_size=" + std::to_string(m.block_size) +
@@ -158,9 +171,7 @@ std::string describe_gpt(const ModelConfig& m) {
 // A gpt with a value head, scoring preference pairs (training.algorithm = "rm").
 Task make_reward_model(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
-  nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout, true};
-  auto gpt = std::make_shared<nn::GPT>(g, init);
-  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  auto gpt = build_gpt(config, init);
   PairData pairs = load_pairs(config);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
@@ -176,9 +187,7 @@ Task make_reward_model(const Config& config, Generator& init) {
 // A gpt policy trained by DPO on preference pairs against a frozen copy of its init.
 Task make_dpo(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
-  const nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
-  auto gpt = std::make_shared<nn::GPT>(g, init);
-  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  auto gpt = build_gpt(config, init);
   PairData pairs = load_pairs(config);
   Task task;
   // A held reference's forward adds a third of the policy's forward and backward.
@@ -190,7 +199,7 @@ Task make_dpo(const Config& config, Generator& init) {
   task.objective = std::make_unique<DpoObjective>(std::move(pairs.eval), std::move(pairs.prompts),
                                                   config.dpo);
   if (!config.dpo.precompute_ref_log_probs)
-    task.make_reference = [g, seed = config.seed]() -> std::shared_ptr<nn::Module> {
+    task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
       Generator gen(seed);  // its values come from model.init_from
       return std::make_shared<nn::GPT>(g, gen);
     };
@@ -203,9 +212,7 @@ Task make_dpo(const Config& config, Generator& init) {
 Task make_language_model(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
   const DataConfig& d = config.data;
-  nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout};
-  auto gpt = std::make_shared<nn::GPT>(g, init);
-  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  auto gpt = build_gpt(config, init);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;

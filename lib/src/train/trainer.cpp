@@ -19,7 +19,6 @@
 #include "device_choice.hpp"
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/autograd/autocast.hpp"
 #include "genesis/nn/build_scope.hpp"
 #include "genesis/optim/adam.hpp"
 #include "genesis/optim/sgd.hpp"
@@ -62,14 +61,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingConfig& t,
   throw ConfigError("unknown training.optimizer");  // unreachable: the enum is covered
 }
 
-// Trainable parameters the zero3/hsdp persistence threshold keeps gathered.
-std::int64_t persistent_parameters(nn::Module& model, std::int64_t threshold) {
-  std::int64_t total = 0;
-  for (auto& [name, p] : model.named_parameters())
-    if (p.requires_grad() && p.numel() <= threshold) total += p.numel();
-  return total;
-}
-
 // reference: the task holds a frozen copy of the model (DPO's reference).
 parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& d,
                               nn::Module& model, bool reference, int world, Device device) {
@@ -77,8 +68,8 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
   const double device_memory =
       device.is_cuda() ? static_cast<double>(cuda_device_info(device.index).total_memory) : 0.0;
   return parallel::plan_memory({.num_parameters = model.num_parameters(),
-                                .persistent_parameters =
-                                    persistent_parameters(model, d.param_persistence_threshold),
+                                .persistent_parameters = parallel::persistent_elements(
+                                    model, d.param_persistence_threshold),
                                 .frozen_parameters = reference ? model.num_parameters() : 0,
                                 .world_size = world,
                                 .local_world_size = env::local_world_size().value_or(world),
@@ -245,7 +236,6 @@ struct Run {
   std::filesystem::path dir;
   std::unique_ptr<RunLock> lock;
   RunStart start;
-  bool has_reference;  // the objective was given its frozen reference
   // Rank r batches its DistributedSampler shard: step by step the ranks' batches together are
   // the batch of world * batch examples one process would draw.
   data::BatchSampler sampler;
@@ -264,7 +254,6 @@ Run::Run(const Config& c)
       dir(std::filesystem::path(c.training.output_dir) / c.name),
       lock(lock_run_directory(dir, job)),
       start(start_run(c, dir, *strategy, *task.model, job, init.get())),
-      has_reference(task.make_reference != nullptr),
       sampler(task.train.size(),
               {.batch_size = c.training.per_device_train_batch_size,
                .seed = c.seed + 2,
@@ -272,7 +261,7 @@ Run::Run(const Config& c)
                .drop_last = task.train.size() >= c.training.per_device_train_batch_size * job.world_size(),
                .num_replicas = job.world_size(),
                .rank = job.rank()}) {
-  if (has_reference)
+  if (task.make_reference)
     task.objective->set_reference(make_reference(c, task, init.get(), plan, job, device));
   if (init) init->release_tensors();  // loaded; the banner keeps its description
 }
@@ -300,7 +289,7 @@ void print_banner(const Run& run, std::ostream& out) {
       << (world == 1 || run.device.is_cuda() ? "\n" : " per rank\n")
       << "  output     " << run.dir.string() << "\n";
   if (run.init && !run.start.resumed) out << "  init from  " << run.init->description() << "\n";
-  if (run.has_reference)
+  if (run.task.make_reference)
     out << "  reference  " << (run.init ? run.init->description() : std::string("-"))
         << ", frozen, under " << name << "\n";
   if (!run.config.distributed.deepspeed_config.empty())
@@ -399,16 +388,6 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
                            config.training.max_steps, options.interactive);
   std::ostream* out = run.job.is_main() ? options.out : nullptr;
   if (out != nullptr) print_banner(run, *out);
-  {
-    // Under the run's autocast, as its training forwards run.
-    amp::AutocastGuard autocast(
-        make_precision(config.training.mixed_precision, config.loss_scale).autocast);
-    run.task.objective->prepare({.ctx = {*run.strategy, run.job, run.device},
-                                 .train = run.task.train,
-                                 .run_dir = run.dir,
-                                 .resumed = resumed.has_value(),
-                                 .batch_size = config.training.per_device_train_batch_size});
-  }
 
   const SaveCheckpoint save = [&run](std::int64_t step, const RankState& state,
                                      std::optional<double> loss) {
@@ -418,7 +397,7 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   TrainingLoop loop({.config = config.training, .accumulation = run.accumulation(),
                      .task = run.task, .strategy = *run.strategy, .job = run.job,
                      .device = run.device, .sampler = run.sampler, .recorder = recorder,
-                     .save = save, .started = started},
+                     .save = save, .started = started, .run_dir = run.dir},
                     make_precision(config.training.mixed_precision, config.loss_scale), resumed);
   const LoopResult done = loop.run();
   TrainResult result = result_of(run, done, started);

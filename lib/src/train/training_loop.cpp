@@ -71,6 +71,14 @@ LoopResult TrainingLoop::run() {
   // evaluates its last step, so only a run of 0 steps evaluates after it.
   bool evaluated_at_end = first_step_ > c.max_steps;
   const PreemptionWatch preemption;
+  {
+    amp::AutocastGuard autocast(precision_.autocast);  // as the training forwards run
+    p_.task.objective->prepare({.ctx = context(),
+                                .train = p_.task.train,
+                                .run_dir = p_.run_dir,
+                                .resumed = first_step_ > 1,
+                                .batch_size = c.per_device_train_batch_size});
+  }
   host_allocator::empty_cache();  // nothing freed while setting up (the full model) is asked again
   for (std::int64_t step = first_step_; step <= c.max_steps; ++step) {
     record_step(step, train_step(step));

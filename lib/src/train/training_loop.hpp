@@ -40,6 +40,7 @@ struct LoopParts {
   MetricsRecorder& recorder;
   SaveCheckpoint save;
   std::chrono::steady_clock::time_point started;  // the run's start, for elapsed_s
+  std::filesystem::path run_dir;                  // for what the objective keeps with the run
 };
 
 struct LoopResult {

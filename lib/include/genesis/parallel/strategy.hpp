@@ -104,6 +104,10 @@ struct ZeroOptions {
   std::shared_ptr<rendezvous::Store> store;
 };
 
+// The elements of `model`'s trainable parameters that the persistence threshold keeps gathered
+// (ZeroOptions::persistence_threshold), for memory estimates.
+std::int64_t persistent_elements(nn::Module& model, std::int64_t threshold);
+
 struct StrategyOptions {
   std::string name = "ddp";  // "auto" | "ddp" | "zero1" | "zero2" | "zero3" | "hsdp"
   DDPOptions ddp;
