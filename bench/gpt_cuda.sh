@@ -4,7 +4,8 @@
 # same shape, batch and optimizer (bench/torch_gpt_cuda.py), side by side in one run. Both leave
 # the first 3 steps (warm-up) untimed and synchronise the GPU before reading the clock.
 #
-#   bench/gpt_cuda.sh [BUILD_DIR]      # env: STEPS (30), BATCH (16), BLOCK_SIZE (1024), COMPILE (1)
+#   bench/gpt_cuda.sh [BUILD_DIR]      # env: STEPS (30), BATCH (16), BLOCK_SIZE (1024), COMPILE (1),
+#                                      # TORCH (1; 0: genesis alone)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -28,6 +29,7 @@ print(round(s['tokens_per_s']), 'n/a' if mfu is None else '%.1f%%' % (100 * mfu)
 echo "shape: GPT-2 124M (12 layers, 768 wide, 12 heads, vocab 50304), block $block, batch $batch, bf16, AdamW"
 printf 'genesis           %8s tokens/s  MFU %s  peak %s MiB\n' "$genesis_tps" "$mfu" "$mem"
 
+[ "${TORCH:-1}" = 0 ] && exit 0
 if ! python3 -c "import torch; assert torch.cuda.is_available()" 2> /dev/null; then
   echo "pytorch           skipped: no torch with CUDA here"
   exit 0

@@ -7,14 +7,16 @@
 # figure that matters) and is all a reader needs.
 #
 #   bench/gpu_check.sh [STAGE...]    # default: all stages; env OUT (./gpu-check), BUILD (./build-gpu),
-#                                    # RUNS (OUT/runs), STAGE_TIMEOUT (1800 s), CPU_EXACT_MATCH
+#                                    # RUNS (OUT/runs), STAGE_TIMEOUT (1800 s), CPU_EXACT_MATCH,
+#                                    # CUDA_TESTS (a test filter instead of every [cuda] test)
 #   bench/gpu_check.sh fetch-deps    # on a Debian machine with network: the build's Debian
 #                                    # packages as .deb files into .deps/, for a GPU machine
 #                                    # that has a compiler and CMake but cannot install packages
 #   bench/gpu_check.sh bundle        # on the machine that built BUILD with CUDA: its binaries and
 #                                    # their Debian libraries into .gpu/bundle.tar.xz; on the GPU
 #                                    # machine the script then unpacks it and skips the build stage
-# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf memory. A stage's failure does not stop the
+# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf memory, and profile (Nsight Compute over
+# the gpt2 preset's steady state; not in the default list). A stage's failure does not stop the
 # others; the exit status is 1 when any failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -114,6 +116,10 @@ do_build() {
 # CTest files); both run even when the first fails.
 cuda_tests() {
   local rc=0
+  if [ -n "${CUDA_TESTS:-}" ]; then  # a chosen subset, e.g. "[op_table]"
+    "$build/bin/genesis_tests" "$CUDA_TESTS"
+    return
+  fi
   "$build/bin/genesis_tests" "[cuda]~[cuda_ranks]" || rc=1
   "$build/bin/genesis_tests" "[cuda_ranks]" || rc=1
   return $rc
@@ -162,6 +168,27 @@ sys.exit(0 if peak["zero3"] <= 0.6 * peak["ddp"] else 1)
 PY
 }
 
+# Nsight Compute over the steady state of the gpt2 preset (kernel durations only, clocks as found),
+# against the step's wall-clock time in a run without the profiler: where the GPU's time goes,
+# and how long a step leaves it waiting for the host.
+profile_gpt2() {
+  local dir=$runs/profile ncu_bin
+  ncu_bin=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  [ -n "$ncu_bin" ] || { echo "no ncu on this machine"; return 1; }
+  gpt2_run() {
+    "$@" "$genesis" --log-level warn train --preset gpt2 --set training.device=cuda -o "$dir" \
+      --overwrite --set name=wall --set training.max_steps=10 --set training.logging_steps=10 \
+      --set data.num_samples=208
+  }
+  gpt2_run env > /dev/null || return 1
+  local wall_ms
+  wall_ms=$(python3 -c "import json,sys; print(16384e3 / json.load(open(sys.argv[1]))['tokens_per_s'])" \
+    "$dir/wall/summary.json") || return 1
+  gpt2_run "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+    --launch-skip "${PROFILE_SKIP:-4000}" --launch-count "${PROFILE_COUNT:-4000}" > "$out/profile.csv" || return 1
+  python3 "$root/bench/kernel_profile.py" "$out/profile.csv" "$wall_ms"
+}
+
 hf_check() {
   mkdir -p "$runs/export" &&
     "$genesis" ckpt export "$runs/sft-gpu" -o "$runs/export/model.safetensors" --force &&
@@ -181,7 +208,7 @@ else
   use_carried_deps || exit 1
 fi
 export GENESIS_REQUIRE_GPU=1 genesis out runs root build
-export -f do_build cuda_tests nccl_bench sft_pair hf_check memory_pair
+export -f do_build cuda_tests nccl_bench sft_pair hf_check memory_pair profile_gpt2
 { date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
   2>&1 | tee -a "$report"
 for s in "${stages[@]}"; do
@@ -194,7 +221,8 @@ for s in "${stages[@]}"; do
     sft) stage sft "tail -1" -- sft_pair ;;
     hf) stage hf "tail -1" -- hf_check ;;
     memory) stage memory "tail -1" -- memory_pair ;;
-    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf memory)" >&2; exit 2 ;;
+    profile) stage profile "grep -m1 'GPU busy'" -- profile_gpt2 ;;
+    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf memory profile)" >&2; exit 2 ;;
   esac
 done
 exit $failed

@@ -128,6 +128,24 @@ TEST_CASE("cross_entropy is the mean of lse - logit[target] over counted rows", 
   REQUIRE(cross_entropy(logits, other, 7).item<double>() == Approx(l1).epsilon(1e-6));
 }
 
+TEST_CASE("cross_entropy_scored counts the counted targets that are their row's argmax", "[nn_ops]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Rows: a hit; a tie won by the first index (target 2 misses); a NaN, which argmax takes
+  // (target 1 hits it); an ignored row; two NaNs, the first of which is argmax (target 0 hits).
+  Tensor logits = Tensor::from_vector<float>(
+      {1, 5, 2, 3, 7, 7, 0, nan, 9, 4, 1, 1, nan, 2, nan}, {5, 3});
+  Tensor target = Tensor::from_vector<std::int64_t>({1, 2, 1, -100, 0}, {5});
+  ScoredLoss s = cross_entropy_scored(logits, target);
+  REQUIRE(s.hits.item<float>() == 3.0f);
+  REQUIRE(std::isnan(s.loss.item<float>()));
+  // Without NaN the loss is cross_entropy's, and the count is sum(argmax == target).
+  Tensor x = randn({64, 33}, 5);
+  Tensor t = Tensor::from_vector<std::int64_t>(std::vector<std::int64_t>(64, 3), {64});
+  ScoredLoss r = cross_entropy_scored(x, t);
+  REQUIRE(r.loss.item<float>() == cross_entropy(x, t).item<float>());
+  REQUIRE(r.hits.item<double>() == sum(eq(argmax(x, -1), t)).item<double>());
+}
+
 TEST_CASE("cross_entropy with every target ignored is 0 with zero gradient", "[nn_ops]") {
   Tensor logits = leaf({2, 4}, 9);
   Tensor loss = cross_entropy(logits, Tensor::from_vector<std::int64_t>({-100, -100}, {2}));

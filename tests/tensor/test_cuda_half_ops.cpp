@@ -94,3 +94,27 @@ TEST_CASE("bf16 logits on the GPU: the f32 loss, its gradient and argmax of the 
   check_same("argmax", argmax(logits, -1).to(DType::f32),
              argmax(logits.to(DType::f32), -1).to(DType::f32));
 }
+
+TEST_CASE("cross_entropy_scored on the GPU: the CPU's hit count, NaN and ties included",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the cross_entropy hit count test")) return;
+  const float nan = std::nanf("");
+  const Tensor small = Tensor::from_vector<float>({1, 5, 2, 3, 7, 7, 0, nan, 9, 4, 1, 1, nan, 2, nan},
+                                                  {5, 3});
+  const Tensor small_target = Tensor::from_vector<std::int64_t>({1, 2, 1, -100, 0}, {5});
+  CHECK(cross_entropy_scored(small.to(kGpu), small_target.to(kGpu)).hits.item<float>() == 3.0f);
+  // GPT's vocabulary in bf16, where rounding makes ties common: the first index wins on both.
+  Generator gen(11);
+  const std::int64_t rows = 64, vocab = 50304;
+  const Tensor logits = Tensor::randn({rows, vocab}, gen).to(DType::bf16);
+  const std::vector<float> best = argmax(logits.to(DType::f32), -1).to(DType::f32).to_vector();
+  std::vector<std::int64_t> t(best.begin(), best.end());  // indices below 2^24: exact in f32
+  for (std::int64_t i = 0; i < rows; ++i)
+    if (i % 3 == 1) t[i] = (t[i] + 1) % vocab;  // a miss
+    else if (i % 5 == 4) t[i] = -100;
+  const Tensor target = Tensor::from_vector(t, {rows});
+  const ScoredLoss cpu = cross_entropy_scored(logits, target);
+  const ScoredLoss gpu = cross_entropy_scored(logits.to(kGpu), target.to(kGpu));
+  CHECK(gpu.hits.item<float>() == cpu.hits.item<float>());
+  CHECK(gpu.loss.item<double>() == Approx(cpu.loss.item<double>()).epsilon(1e-6));
+}

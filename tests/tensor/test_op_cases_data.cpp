@@ -2,7 +2,8 @@
 // model uses (with truncation, overflow to inf, NaN and -0 edges), transposed and broadcast
 // sources, strided and unaligned destinations. fill: a strided destination of every dtype.
 // concat: along each dim, transposed and i64 inputs. adamw_step: the decoupled and L2 forms,
-// with and without decay, steps 1 and 10, both lerp forms, an odd tail and a large tensor.
+// with and without decay, steps 1 and 10, both lerp forms, an odd tail and a large tensor. The
+// multi-tensor rows: lists of mixed sizes with an unaligned member, over one and two launches.
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -192,6 +193,47 @@ void adamw_cases(CaseList& cases, Generator& gen) {
   }
 }
 
+// The multi-tensor rows over lists that mix sizes (one element, a chunk's edge, several chunks and
+// a tail), an unaligned tensor (no float4 path) and more than one launch's 64 tensors.
+std::vector<Shape> multi_shapes(bool many) {
+  std::vector<Shape> shapes{{1}, {4096}, {4097}, {3, 333}, {(1 << 18) + 3}};
+  if (many)
+    for (int i = 0; i < 70; ++i) shapes.push_back({1 + 37 * i});
+  return shapes;
+}
+
+Tensor multi_tensor(const Shape& shape, std::size_t index, Generator& gen, double lo, double hi) {
+  return index == 2 ? unaligned(shape, gen) : uniform(shape, gen, lo, hi);
+}
+
+void multi_tensor_cases(CaseList& cases, Generator& gen) {
+  for (const bool many : {false, true}) {
+    const std::vector<Shape> shapes = multi_shapes(many);
+    const std::string label = many ? "75 tensors, 2 launches" : "5 tensors of mixed sizes";
+    std::vector<Tensor> quads, squares, scaled;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      for (auto [lo, hi] : {std::pair{-1.0, 1.0}, {-0.1, 0.1}, {-0.01, 0.01}, {0.0, 1e-3}})
+        quads.push_back(multi_tensor(shapes[i], i, gen, lo, hi));
+      squares.push_back(multi_tensor(shapes[i], i, gen, -1.0, 1.0));
+      scaled.push_back(multi_tensor(shapes[i], i, gen, -1.0, 1.0));
+    }
+    OpCase adam = make_case(OpId::adamw_step_multi, label + ", AdamW", quads, {});
+    adam.args = op_args({7, 1}, {1e-3, 0.9, 0.999, 1e-8, 0.1});
+    for (int i = 0; i < static_cast<int>(quads.size()); ++i)
+      if (i % 4 != 1) adam.written_inputs.push_back(i);
+    adam.tol = Tolerance{1e-5, 1e-7};
+    cases.push_back(adam);
+    OpCase sum = make_case(OpId::sum_squares_multi, label, squares, {Tensor::empty({}, DType::f32)});
+    sum.tol = Tolerance{1e-6, 0};  // double partial sums in another order, rounded once
+    cases.push_back(sum);
+    OpCase scale = make_case(OpId::scale_multi, label, scaled, {});
+    scale.args = op_args({}, {0.3});
+    for (int i = 0; i < static_cast<int>(scaled.size()); ++i) scale.written_inputs.push_back(i);
+    scale.tol = kExact;
+    cases.push_back(scale);
+  }
+}
+
 }  // namespace
 
 void data_movement_cases(CaseList& cases, Generator& gen) {
@@ -199,6 +241,7 @@ void data_movement_cases(CaseList& cases, Generator& gen) {
   fill_cases(cases);
   concat_cases(cases, gen);
   adamw_cases(cases, gen);
+  multi_tensor_cases(cases, gen);
 }
 
 }  // namespace genesis::testing::op_cases

@@ -81,9 +81,10 @@ void cross_entropy_cases(CaseList& cases, Generator& gen) {
     Tensor logits = randn({s.n, s.classes}, gen, 2.0);
     Tensor target = targets(s.n, s.classes, gen, s.all_ignored);
     Tensor loss = Tensor::empty({}), dloss = Tensor::full({}, 0.7);  // f32 for every logits type
-    OpCase c = make_case(OpId::cross_entropy, s.label, {logits, target}, {loss}, s.dt);
+    Tensor hits = Tensor::empty({});
+    OpCase c = make_case(OpId::cross_entropy, s.label, {logits, target}, {loss, hits}, s.dt);
     c.args = op_args({kIgnore});
-    c.keep_f32 = {loss};
+    c.keep_f32 = {loss, hits};
     cases.push_back(c);
     c = make_case(OpId::cross_entropy_backward, std::string(s.label) + ", dloss 0.7",
                   {dloss, logits, target}, {Tensor::empty({s.n, s.classes})}, s.dt);

@@ -82,7 +82,10 @@ Tensor softplus(const Tensor& x) {
 // The loss is f32 whatever the logits' type (as torch.autocast computes it: an fp16 loss would
 // overflow once scaled); on CUDA 16-bit logits reach the kernels as they are (kernel_dtype), with
 // no f32 copy of the (tokens, vocab) logits, and their gradient comes back in their type.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
+namespace {
+
+ScoredLoss cross_entropy_impl(const Tensor& logits, const Tensor& target, std::int64_t ignore_index,
+                              bool with_hits) {
   nn_compute::check_floating("cross_entropy", "logits", logits);
   GENESIS_CHECK(logits.dim() >= 1, InvalidArgument,
                 "cross_entropy: logits must be (..., C), got a 0-d tensor");
@@ -97,19 +100,31 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ig
   const DType kt = detail::kernel_dtype({&logits});
   Tensor lf = (kt == DType::f32 ? f32(logits) : logits.detach().contiguous()).reshape({N, C});
   tf = tf.reshape({N});
-  Tensor loss = Tensor::empty({}, DType::f32, lf.device());
+  ScoredLoss r{Tensor::empty({}, DType::f32, lf.device()),
+               with_hits ? Tensor::empty({}, DType::f32, lf.device()) : Tensor()};
   OpArgs args;
   args.i[0] = ignore_index;
-  dispatch(OpId::cross_entropy, {lf, tf}, {loss}, args);
+  dispatch(OpId::cross_entropy, {lf, tf}, {r.loss, r.hits}, args);
   const DType dtype = logits.dtype();
-  record("cross_entropy", {logits}, {loss},
+  record("cross_entropy", {logits}, {r.loss},
          [lf, tf, args, shape, dtype](const Grads& g, const NeedsGrad&) -> Grads {
            Tensor dlogits = Tensor::empty(lf.shape(), lf.dtype(), lf.device());
            dispatch(OpId::cross_entropy_backward, {f32(g[0]).reshape({}), lf, tf}, {dlogits},
                     args);
            return {cast(dlogits.reshape(shape), dtype)};
          });
-  return loss;
+  return r;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index) {
+  return cross_entropy_impl(logits, target, ignore_index, false).loss;
+}
+
+ScoredLoss cross_entropy_scored(const Tensor& logits, const Tensor& target,
+                                std::int64_t ignore_index) {
+  return cross_entropy_impl(logits, target, ignore_index, true);
 }
 
 // x (..., C) flattened to (N, C); weight and bias (C) may be undefined (no affine part), in which

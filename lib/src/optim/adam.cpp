@@ -1,9 +1,11 @@
 // Adam/AdamW::step: keeps f32 moments per parameter and hands each (param, grad, exp_avg,
-// exp_avg_sq) quadruple to the fused adamw_step kernel of the parameter's device. Parameters that
-// are not contiguous f32 (a bf16 model, a strided view) are updated through an f32 working copy.
+// exp_avg_sq) quadruple to the fused adamw_step kernel of the parameter's device; on a GPU, all
+// of them at once (adamw_step_multi). Parameters that are not contiguous f32 (a bf16 model, a
+// strided view) are updated through an f32 working copy.
 #include "genesis/optim/adam.hpp"
 
 #include <cmath>
+#include <map>
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
@@ -43,6 +45,7 @@ void Adam::step() {
   OpArgs args;
   args.f = {lr_, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, 0.0};
   args.i[1] = decoupled_ ? 1 : 0;
+  std::map<std::int64_t, std::vector<Tensor>> on_gpu;  // quadruples by step: one launch each
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -58,10 +61,20 @@ void Adam::step() {
     }
     GENESIS_CHECK(s.buffers[0].dtype() == DType::f32 && s.buffers[1].dtype() == DType::f32,
                   InvalidArgument, "Adam: exp_avg and exp_avg_sq must be f32");
+    ++s.step;
+    if (p.device().is_cuda() && detail::is_dense_f32({p, g, s.buffers[0], s.buffers[1]})) {
+      auto& quads = on_gpu[s.step];
+      quads.insert(quads.end(), {p, g, s.buffers[0], s.buffers[1]});
+      continue;
+    }
     Tensor work = detail::dense_f32(p);
-    args.i[0] = ++s.step;
+    args.i[0] = s.step;
     dispatch(OpId::adamw_step, {work, detail::dense_f32(g), s.buffers[0], s.buffers[1]}, {}, args);
     if (!work.is_same(p)) Tensor(p).copy_(work);
+  }
+  for (const auto& [step, quads] : on_gpu) {
+    args.i[0] = step;
+    dispatch(OpId::adamw_step_multi, quads, {}, args);
   }
   ++step_count_;
 }

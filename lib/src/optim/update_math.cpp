@@ -6,6 +6,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
+#include "genesis/tensor/op_table.hpp"
 
 namespace genesis::optim::detail {
 
@@ -14,6 +15,24 @@ Tensor dense_f32(const Tensor& t) {
   Tensor d = t.detach();
   if (d.dtype() != DType::f32) d = d.to(DType::f32);
   return d.contiguous();
+}
+
+bool is_dense_f32(std::initializer_list<Tensor> ts) {
+  for (const Tensor& t : ts)
+    if (t.dtype() != DType::f32 || !t.is_contiguous()) return false;
+  return true;
+}
+
+Tensor sum_of_squares_multi(const std::vector<Tensor>& ts) {
+  Tensor out = Tensor::empty({}, DType::f32, ts.front().device());
+  dispatch(OpId::sum_squares_multi, ts, std::span<Tensor>(&out, 1));
+  return out;
+}
+
+void scale_multi(const std::vector<Tensor>& ts, double factor) {
+  OpArgs args;
+  args.f[0] = factor;
+  dispatch(OpId::scale_multi, ts, {}, args);
 }
 
 double sum_of_squares_host(const Tensor& t) {

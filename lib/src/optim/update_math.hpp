@@ -2,8 +2,11 @@
 // OpenMP loops over CPU memory, computed in f32 with double accumulation) and *ops* (the
 // front-end tensor ops under NoGradGuard, so tensors on any device work). Callers pick host for
 // CPU tensors and ops otherwise; tests run both forms on CPU and compare them. Adam needs neither:
-// its update is one op-table kernel (adamw_step).
+// its update is one op-table kernel (adamw_step, adamw_step_multi).
 #pragma once
+
+#include <initializer_list>
+#include <vector>
 
 #include "genesis/optim/sgd.hpp"
 #include "genesis/tensor/tensor.hpp"
@@ -16,6 +19,8 @@ inline constexpr std::int64_t kParallelNumel = 1 << 15;
 // A contiguous f32 tensor holding t's values: t itself (same handle, so is_same() tells) when it
 // already is one, else a detached copy.
 Tensor dense_f32(const Tensor& t);
+// Whether every tensor is contiguous f32 (what the multi-tensor rows take as they are).
+bool is_dense_f32(std::initializer_list<Tensor> ts);
 
 // Sum of t's squared elements in double.
 double sum_of_squares_host(const Tensor& t);
@@ -26,6 +31,11 @@ Tensor sum_of_squares_ops(const Tensor& t);
 // t *= factor, in place, keeping t's dtype and layout.
 void scale_host(const Tensor& t, double factor);
 void scale_ops(const Tensor& t, double factor);
+
+// The GPU forms for a whole gradient list: one launch each instead of several per tensor. Both
+// take contiguous f32 tensors of one device; the sum stays there as one f32 element.
+Tensor sum_of_squares_multi(const std::vector<Tensor>& ts);
+void scale_multi(const std::vector<Tensor>& ts, double factor);
 
 // One torch.optim.SGD update of `param` in place. `momentum_buffer` is undefined before the
 // parameter's first update with momentum > 0; the call then creates it as a copy of the

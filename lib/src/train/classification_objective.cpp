@@ -23,10 +23,9 @@ struct BatchScore {
 // `scored` is count_items() of the same rows.
 BatchScore score_logits(const Tensor& logits, const Tensor& targets, double scored) {
   BatchScore s;
-  s.loss = cross_entropy(logits, targets);
-  NoGradGuard no_grad;
-  Tensor hits = eq(argmax(logits, -1), targets);
-  s.correct = sum(hits).item<double>();  // ignored targets are never hit (argmax >= 0)
+  ScoredLoss scored_loss = cross_entropy_scored(logits, targets);  // ignored targets never hit
+  s.loss = std::move(scored_loss.loss);
+  s.correct = scored_loss.hits.item<double>();
   s.predictions = scored;
   return s;
 }

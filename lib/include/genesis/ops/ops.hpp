@@ -62,6 +62,15 @@ Tensor softplus(const Tensor& x);
 // logits (N, C) or (..., C), target (N) or (...) of i64; mean over targets != ignore_index, an
 // f32 scalar whatever the logits' type.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::int64_t ignore_index = -100);
+// cross_entropy and, from the same read of the logits, how many counted targets are their row's
+// argmax (a 0-d f32 count, not differentiable; argmax's tie and NaN rules): a classifier's
+// accuracy without a second pass over (tokens, vocab) logits.
+struct ScoredLoss {
+  Tensor loss;
+  Tensor hits;
+};
+ScoredLoss cross_entropy_scored(const Tensor& logits, const Tensor& target,
+                                std::int64_t ignore_index = -100);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 Tensor embedding(const Tensor& weight, const Tensor& index);
 // Inverted dropout; identity when !training or p == 0. The mask is a pure function of a seed

@@ -132,17 +132,31 @@ std::int64_t count_targets(const std::int64_t* target, std::int64_t n, std::int6
   return count;
 }
 
+// The row's argmax as argmax_dim takes it: NaN is the largest value (the first NaN wins), and
+// ties go to the first index.
+std::int64_t row_argmax(const float* xr, std::int64_t cols) {
+  std::int64_t best = 0;
+  for (std::int64_t j = 0; j < cols; ++j) {
+    if (std::isnan(xr[j])) return j;
+    if (xr[j] > xr[best]) best = j;
+  }
+  return best;
+}
+
 }  // namespace
 
-// logits (N, C), target (N) -> 0-d mean of lse(row) - row[target] over counted rows. Row losses
-// are summed serially in double so the loss does not depend on the thread count.
+// logits (N, C), target (N) -> 0-d mean of lse(row) - row[target] over counted rows, and (when
+// out[1] is given) how many counted rows have their target as argmax. Row losses are summed
+// serially in double so the loss does not depend on the thread count.
 void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Rows g = rows_of(in[0]);
   const std::int64_t ignore = args.i[0];
   const float* x = in[0].data<float>();
   const std::int64_t* target = in[1].data<std::int64_t>();
   check_indices("cross_entropy", target, g.rows, g.cols, &ignore);
+  const bool hits = out.size() > 1 && out[1].defined();
   std::vector<double> row_loss(g.rows, 0.0);
+  std::vector<std::uint8_t> row_hit(g.rows, 0);
 #pragma omp parallel for schedule(static) if (g.parallel())
   for (std::int64_t r = 0; r < g.rows; ++r) {
     if (target[r] == ignore) continue;
@@ -150,11 +164,17 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
     const float m = row_max(xr, g.cols);
     row_loss[r] = static_cast<double>(m) + std::log(sum_exp_shifted(xr, g.cols, m)) -
                   static_cast<double>(xr[target[r]]);
+    if (hits) row_hit[r] = row_argmax(xr, g.cols) == target[r];
   }
   double total = 0.0;
   for (double l : row_loss) total += l;
   const std::int64_t count = count_targets(target, g.rows, ignore);
   *out[0].data<float>() = count == 0 ? 0.0f : static_cast<float>(total / count);
+  if (hits) {
+    std::int64_t hit_count = 0;
+    for (std::uint8_t h : row_hit) hit_count += h;
+    *out[1].data<float>() = static_cast<float>(hit_count);
+  }
 }
 
 // (dloss, logits, target) -> dlogits = (softmax - onehot) * dloss / count; softmax is recomputed

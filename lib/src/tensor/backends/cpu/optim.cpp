@@ -56,4 +56,48 @@ void adamw_step_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpAr
   loop(in[0].data<float>(), in[1].data<float>(), in[2].data<float>(), in[3].data<float>(), a);
 }
 
+namespace {
+
+void check_multi(std::span<const Tensor> in, const char* op) {
+  for (const Tensor& t : in)
+    GENESIS_CHECK(t.dtype() == DType::f32 && t.is_contiguous(), InvalidArgument,
+                  std::string(op) + ": every input must be contiguous f32");
+}
+
+}  // namespace
+
+// The multi-tensor rows exist for the GPU's launch count; here they are the one-tensor loops.
+void adamw_step_multi_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
+  GENESIS_CHECK(in.size() % 4 == 0, InvalidArgument,
+                "adamw_step_multi: inputs must be (param, grad, exp_avg, exp_avg_sq) quadruples");
+  for (std::size_t i = 0; i < in.size(); i += 4) adamw_step_kernel(in.subspan(i, 4), out, args);
+}
+
+void sum_squares_multi_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
+  check_multi(in, "sum_squares_multi");
+  GENESIS_CHECK(out[0].dtype() == DType::f32 && out[0].numel() == 1, InvalidArgument,
+                "sum_squares_multi: out must be one f32 element");
+  double total = 0.0;
+  for (const Tensor& t : in) {
+    const float* x = t.data<float>();
+    const std::int64_t n = t.numel();
+    double acc = 0.0;
+#pragma omp parallel for simd reduction(+ : acc) schedule(static) if (n >= kParallelNumel)
+    for (std::int64_t i = 0; i < n; ++i) acc += static_cast<double>(x[i]) * x[i];
+    total += acc;
+  }
+  *out[0].data<float>() = static_cast<float>(total);
+}
+
+void scale_multi_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpArgs& args) {
+  check_multi(in, "scale_multi");
+  const auto factor = static_cast<float>(args.f[0]);
+  for (const Tensor& t : in) {
+    float* x = t.data<float>();
+    const std::int64_t n = t.numel();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelNumel)
+    for (std::int64_t i = 0; i < n; ++i) x[i] *= factor;
+  }
+}
+
 }  // namespace genesis::cpu

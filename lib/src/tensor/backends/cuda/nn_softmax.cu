@@ -161,14 +161,39 @@ __global__ void __launch_bounds__(1024)
   });
 }
 
+// A candidate for a row's argmax: NaN counts as the largest value and ties go to the lower index,
+// as argmax_dim decides (so the first NaN wins). i = LLONG_MAX with v = -inf: no element yet.
+struct ArgMax {
+  float v;
+  long long i;
+};
+
+__device__ __forceinline__ ArgMax better(ArgMax a, ArgMax b) {
+  const bool an = isnan(a.v), bn = isnan(b.v);
+  if (an != bn) return an ? a : b;
+  if (an || a.v == b.v) return a.i <= b.i ? a : b;
+  return a.v > b.v ? a : b;
+}
+
+__device__ __forceinline__ ArgMax warp_better(ArgMax a) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    a = better(a, {__shfl_xor_sync(kFullMask, a.v, o), __shfl_xor_sync(kFullMask, a.i, o)});
+  return a;
+}
+
 // logits (rows, cols) -> row_loss[row] = m + log s - x[target] (0 for ignored rows), in double
-// as on the CPU. One read of the logits.
-template <typename T, int kVec>
+// as on the CPU, and with kHits row_hit[row] = 1 where the target is the row's argmax. One read
+// of the logits for both.
+template <typename T, int kVec, bool kHits>
 __global__ void __launch_bounds__(1024)
     cross_entropy_rows_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
                               const std::int64_t* __restrict__ target, std::int64_t ignore,
-                              double* __restrict__ row_loss, IndexErrorSlot* slot) {
+                              double* __restrict__ row_loss, unsigned char* __restrict__ row_hit,
+                              IndexErrorSlot* slot) {
   __shared__ MaxSum scratch[32];
+  __shared__ ArgMax best_scratch[32];
+  using P = Pack<T, kVec>;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   if (row >= rows) return;
   const std::int64_t t = target[row];
@@ -177,15 +202,38 @@ __global__ void __launch_bounds__(1024)
     if (threadIdx.x == 0) {
       if (!ignored) report_index_error(slot, OpId::cross_entropy, t, row, cols, ignore);
       row_loss[row] = 0.0;
+      if constexpr (kHits) row_hit[row] = 0;
     }
     return;
   }
   const T* xr = x + row * cols;
-  const MaxSum ms = row_max_sum<T, kVec, false>(xr, nullptr, cols / kVec, scratch);
+  MaxSum acc{-INFINITY, 0.0f};
+  ArgMax best{-INFINITY, LLONG_MAX};
+  for_each_pack<kBatch>(reinterpret_cast<const P*>(xr), cols / kVec, threadIdx.x, blockDim.x,
+                        [&](std::int64_t v, const P& p) {
+                          float e[kVec];
+                          unpack(p, e);
+                          accumulate(acc, e);
+                          if constexpr (kHits) {
+                            // This thread's packs come in increasing order: strictly larger
+                            // replaces, and a NaN only a value that is not one.
+#pragma unroll
+                            for (int k = 0; k < kVec; ++k)
+                              if (isnan(e[k]) ? !isnan(best.v) : e[k] > best.v || best.i == LLONG_MAX)
+                                best = {e[k], v * kVec + k};
+                          }
+                        });
+  const MaxSum ms = team_reduce(acc, MaxSum{-INFINITY, 0.0f}, scratch,
+                                [](MaxSum m) { return warp_combine(m); });
+  if constexpr (kHits)
+    best = team_reduce(best, ArgMax{-INFINITY, LLONG_MAX}, best_scratch,
+                       [](ArgMax a) { return warp_better(a); });
   // The CPU takes the log of the f32 sum in f32 (std::log(float)), then adds in double.
-  if (threadIdx.x == 0)
+  if (threadIdx.x == 0) {
     row_loss[row] = static_cast<double>(ms.m) + static_cast<double>(logf(ms.s)) -
                     static_cast<double>(load_f32(xr + t));
+    if constexpr (kHits) row_hit[row] = best.i == t;
+  }
 }
 
 // Sum and count over a single block of kFoldThreads threads, in a fixed order (deterministic).
@@ -206,22 +254,28 @@ __device__ __forceinline__ V block_fold(V v, V* scratch) {
 }
 
 // out (0-d f32) = mean of row_loss over rows whose target is not ignored; 0 when there are none.
+// hits (when row_hit is given) = the number of rows hit.
 __global__ void __launch_bounds__(kFoldThreads)
     cross_entropy_mean_kernel(const double* __restrict__ row_loss,
                               const std::int64_t* __restrict__ target, std::int64_t rows,
-                              std::int64_t ignore, float* __restrict__ out) {
+                              std::int64_t ignore, float* __restrict__ out,
+                              const unsigned char* __restrict__ row_hit, float* __restrict__ hits) {
   __shared__ double sums[32];
-  __shared__ long long counts[32];
+  __shared__ long long counts[32], hit_counts[32];
   double total = 0.0;
-  long long count = 0;
+  long long count = 0, hit = 0;
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     total += row_loss[i];
     count += target[i] != ignore;
+    if (row_hit != nullptr) hit += row_hit[i];
   }
   total = block_fold(total, sums);
   count = block_fold(count, counts);
-  if (threadIdx.x == 0)
+  hit = block_fold(hit, hit_counts);
+  if (threadIdx.x == 0) {
     *out = count == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(count));
+    if (hits != nullptr) *hits = static_cast<float>(hit);
+  }
 }
 
 // coef = dloss / count of rows whose target is not ignored (0 when there are none), as the CPU
@@ -425,42 +479,60 @@ void log_softmax_backward_kernel(std::span<const Tensor> in, std::span<Tensor> o
   softmax_backward(in, out, true);
 }
 
-// logits (N, C), target (N) i64 -> loss (0-d f32). Per-row losses go to a double scratch row,
-// folded by one block in a fixed order, so the loss is deterministic.
+// logits (N, C), target (N) i64 -> loss (0-d f32) and, when out[1] is given, hits (0-d f32).
+// Per-row losses go to a double scratch row, folded by one block in a fixed order, so the loss is
+// deterministic. A team of 256 threads per long row (not 512): twice the rows in flight on each
+// multiprocessor, so that one row's reduction overlaps others' reads.
 void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const char* op = "cross_entropy";
   const Tensor& logits = in[0];
   const Tensor& loss = out[0];
+  const bool want_hits = out.size() > 1 && out[1].defined();
   GENESIS_CHECK(logits.dim() == 2, InvalidArgument,
                 "cross_entropy: logits must be (N, C), got " + shape_str(logits.shape()));
   check_operand(op, "logits", logits, logits.dtype());
   check_operand(op, "loss", loss, DType::f32);
   GENESIS_CHECK(loss.numel() == 1, InvalidArgument,
                 "cross_entropy: loss must hold one element, got " + shape_str(loss.shape()));
+  if (want_hits) {
+    check_operand(op, "hits", out[1], DType::f32);
+    GENESIS_CHECK(out[1].numel() == 1, InvalidArgument, "cross_entropy: hits must hold one element");
+  }
   check_target(op, in[1], logits.size(0));
   const std::int64_t ignore = args.i[0];
   const std::int64_t* target = ptr<std::int64_t>(in[1]);
   const RowShape g = rows_of(logits);  // no rows when C == 0: the loss is then 0, as on the CPU
-  Tensor row_loss;  // rows doubles, held in an i64 tensor of the same byte size
+  Tensor row_loss, row_hit;  // rows doubles, held in an i64 tensor of the same byte size; bytes
   double* row_loss_ptr = nullptr;
+  unsigned char* row_hit_ptr = nullptr;
   if (g.rows > 0) {
     row_loss = Tensor::empty({g.rows}, DType::i64, logits.device());
     row_loss_ptr = static_cast<double*>(row_loss.raw_data());
+    if (want_hits) {
+      row_hit = Tensor::empty({g.rows}, DType::boolean, logits.device());
+      row_hit_ptr = static_cast<unsigned char*>(row_hit.raw_data());
+    }
     IndexErrorSlot* slot = index_error_slot();
     with_float_type(logits.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
       with_vec<T>(aligned16(logits), g.cols, [&](auto vec) {
         constexpr int kVec = decltype(vec)::value;
-        const RowTeams teams = row_teams(g.rows, g.cols / kVec, op);
-        cross_entropy_rows_kernel<T, kVec>
-            <<<teams.blocks, dim3(teams.tx, teams.ty), 0, compute_stream()>>>(
-                ptr<T>(logits), g.rows, g.cols, target, ignore, row_loss_ptr, slot);
-        GENESIS_CUDA_LAUNCH_CHECK();
+        const RowTeams teams = row_teams(g.rows, g.cols / kVec, op, 256);
+        auto run = [&](auto kernel) {
+          kernel<<<teams.blocks, dim3(teams.tx, teams.ty), 0, compute_stream()>>>(
+              ptr<T>(logits), g.rows, g.cols, target, ignore, row_loss_ptr, row_hit_ptr, slot);
+          GENESIS_CUDA_LAUNCH_CHECK();
+        };
+        if (want_hits) run(cross_entropy_rows_kernel<T, kVec, true>);
+        else run(cross_entropy_rows_kernel<T, kVec, false>);
       });
     });
+  } else if (want_hits) {
+    GENESIS_CUDA_CHECK(cudaMemsetAsync(out[1].raw_data(), 0, sizeof(float), compute_stream()));
   }
-  cross_entropy_mean_kernel<<<1, kFoldThreads, 0, compute_stream()>>>(row_loss_ptr, target, g.rows,
-                                                                      ignore, ptr<float>(loss));
+  cross_entropy_mean_kernel<<<1, kFoldThreads, 0, compute_stream()>>>(
+      row_loss_ptr, target, g.rows, ignore, ptr<float>(loss), row_hit_ptr,
+      want_hits && g.rows > 0 ? ptr<float>(out[1]) : nullptr);
   GENESIS_CUDA_LAUNCH_CHECK();
 }
 

@@ -2,35 +2,19 @@
 // contiguous f32 arrays (float4 when all four are 16-byte aligned). The arithmetic is the CPU
 // kernel's (backends/cpu/optim.cpp), term for term: the f32 scalars of tensor/adam_step_args.hpp;
 // torch.optim.Adam's lerp forms and sqrt(v) / sqrt(bias_correction2) + eps.
-// Not here: multi-tensor launches over a parameter list, AMSGrad, other optimizers.
+// Multi-tensor launches over a parameter list are optim_multi.cu's. Not here: AMSGrad, other
+// optimizers.
 #include <cmath>
 #include <string>
 
 #include "genesis/core/error.hpp"
+#include "adam_update.cuh"
 #include "kernel_support.cuh"
 #include "register.hpp"
 #include "tensor/adam_step_args.hpp"
 
 namespace genesis::cuda {
 namespace {
-
-using detail::AdamStepArgs;
-
-// One element, in the CPU loop's order of operations. kL2 / kShrink / kLerpLow are the per-call
-// choices made branch-free, as on the CPU.
-template <bool kL2, bool kShrink, bool kLerpLow>
-__device__ __forceinline__ void adam_update(float& p, float g, float& m, float& v,
-                                            const AdamStepArgs& s) {
-  float pi = p;
-  const float gi = kL2 ? g + s.l2 * pi : g;
-  if constexpr (kShrink) pi *= s.shrink;
-  const float mi = kLerpLow ? m + s.w * (gi - m) : gi - (gi - m) * (1.0f - s.w);
-  const float vi = v * s.b2 + s.one_minus_b2 * (gi * gi);
-  const float denom = sqrtf(vi) / s.bc2_sqrt + s.eps;  // IEEE sqrt and division (no fast math)
-  m = mi;
-  v = vi;
-  p = pi + (-s.step_size) * (mi / denom);
-}
 
 // kVec4: float4 over the first n / 4 * 4 elements, then the tail one at a time.
 template <bool kL2, bool kShrink, bool kLerpLow, bool kVec4>
