@@ -1,10 +1,17 @@
 // Cached inference for GPT: the prompt runs once through every block, then each new token
-// attends to all cached keys (the fused attention takes fewer queries than keys and treats them as
-// the last positions). The per-step cost is one token's worth of matmuls, not the whole sequence.
+// attends to all cached keys. The cache is allocated once per generation (keys and values written
+// in place, not concatenated each step), and a batch of prompts of different lengths is
+// left-padded, with an additive mask that hides the padding; a batch without padding takes the
+// fused causal kernel (fewer queries than keys: the queries are the last positions).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"
+#include "token_sampling.hpp"
 
 namespace genesis::nn {
 namespace {
@@ -15,20 +22,53 @@ Tensor heads(const Tensor& qkv, std::int64_t from, std::int64_t n_head) {
   return qkv.slice(2, from, from + C).reshape({B, T, n_head, C / n_head}).permute({0, 2, 1, 3});
 }
 
+// softmax(q k^T / sqrt(D) + mask) v over the first `keys` cached positions.
+Tensor masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  Tensor scores = add(mul(matmul(q, k.transpose(2, 3)), scale), mask);
+  return matmul(softmax(scores, -1), v);
+}
+
+// The additive mask (B, 1, T, length + T) of a step feeding T tokens after `length` positions:
+// row b's query t (position length + t) sees keys j <= length + t that are not padding (j >=
+// pads[b]); a padding query sees itself only, so that no row of scores is all -inf.
+Tensor padding_mask(const std::vector<std::int64_t>& pads, std::int64_t length, std::int64_t T,
+                    Device device) {
+  const auto B = static_cast<std::int64_t>(pads.size());
+  const std::int64_t L = length + T;
+  std::vector<float> m(static_cast<std::size_t>(B * T * L), -std::numeric_limits<float>::infinity());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t) {
+      float* row = m.data() + (b * T + t) * L;
+      const std::int64_t query = length + t;
+      for (std::int64_t j = std::min(pads[b], query); j <= query; ++j)
+        if (j >= pads[b] || j == query) row[j] = 0.0f;
+    }
+  return Tensor::from_vector(m, {B, 1, T, L}).to(device);
+}
+
 }  // namespace
 
-Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& keys, Tensor& values) {
-  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& keys, Tensor& values,
+                                           const CacheStep& step) {
+  const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), length = step.length;
   Tensor qkv = (*c_attn_)(x);
   Tensor q = heads(qkv, 0, n_head_), k = heads(qkv, C, n_head_), v = heads(qkv, 2 * C, n_head_);
-  keys = keys.defined() ? cat({keys, k}, 2) : k.contiguous();
-  values = values.defined() ? cat({values, v}, 2) : v.contiguous();
-  Tensor y = scaled_dot_product_attention(q.contiguous(), keys, values, /*causal=*/true);
+  if (!keys.defined()) {  // the first step: room for the whole generation, in k's dtype
+    const Shape shape{B, n_head_, step.capacity, C / n_head_};
+    keys = Tensor::empty(shape, k.dtype(), k.device());
+    values = Tensor::empty(shape, v.dtype(), v.device());
+  }
+  keys.slice(2, length, length + T).copy_(k);
+  values.slice(2, length, length + T).copy_(v);
+  const Tensor k_all = keys.slice(2, 0, length + T), v_all = values.slice(2, 0, length + T);
+  Tensor y = step.mask.defined() ? masked_attention(q, k_all, v_all, step.mask)
+                                 : scaled_dot_product_attention(q.contiguous(), k_all, v_all, true);
   return (*c_proj_)(y.permute({0, 2, 1, 3}).reshape({B, T, C}));
 }
 
-Tensor Block::forward_cached(const Tensor& x, Tensor& keys, Tensor& values) {
-  Tensor h = x + attn_->forward_cached((*ln_1_)(x), keys, values);
+Tensor Block::forward_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step) {
+  Tensor h = x + attn_->forward_cached((*ln_1_)(x), keys, values, step);
   return h + (*c_proj_)(gelu((*c_fc_)((*ln_2_)(h))));
 }
 
@@ -37,40 +77,96 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
   GENESIS_CHECK(!config_.value_head, InvalidArgument,
                 "generation needs the language-model head; this GPT has a value head "
                 "(model.head = \"value\")");
-  const std::int64_t T = idx.size(1);
-  GENESIS_CHECK(cache.length + T <= config_.block_size, InvalidArgument,
+  const std::int64_t B = idx.size(0), T = idx.size(1);
+  GENESIS_CHECK(cache.pads.empty() || static_cast<std::int64_t>(cache.pads.size()) == B,
+                InvalidArgument, "generation: the cache has padding for " +
+                                     std::to_string(cache.pads.size()) + " rows, the input " +
+                                     std::to_string(B));
+  const std::int64_t max_pad =
+      cache.pads.empty() ? 0 : *std::max_element(cache.pads.begin(), cache.pads.end());
+  const std::int64_t capacity = config_.block_size + max_pad;
+  GENESIS_CHECK(cache.length + T <= capacity, InvalidArgument,
                 "generation past block_size " + std::to_string(config_.block_size));
-  if (cache.keys.empty()) {
-    cache.keys.resize(blocks_.size());
-    cache.values.resize(blocks_.size());
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(B * T));
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t pad = cache.pads.empty() ? 0 : cache.pads[b];
+    for (std::int64_t t = 0; t < T; ++t)
+      positions[b * T + t] = std::clamp<std::int64_t>(cache.length + t - pad, 0, config_.block_size - 1);
   }
-  std::vector<std::int64_t> positions(static_cast<std::size_t>(T));
-  for (std::int64_t t = 0; t < T; ++t) positions[static_cast<std::size_t>(t)] = cache.length + t;
-  Tensor pos = Tensor::from_vector(positions, {T}).to(idx.device());
-  Tensor x = (*wte_)(idx) + (*wpe_)(pos);
+  Tensor x = (*wte_)(idx) + (*wpe_)(Tensor::from_vector(positions, {B, T}).to(idx.device()));
+  const CacheStep step{
+      .length = cache.length,
+      .capacity = capacity,
+      .mask = max_pad > 0 ? padding_mask(cache.pads, cache.length, T, idx.device()) : Tensor()};
+  cache.keys.resize(blocks_.size());
+  cache.values.resize(blocks_.size());
   for (std::size_t i = 0; i < blocks_.size(); ++i)
-    x = blocks_[i]->forward_cached(x, cache.keys[i], cache.values[i]);
+    x = blocks_[i]->forward_cached(x, cache.keys[i], cache.values[i], step);
   cache.length += T;
   return linear((*ln_f_)(x), wte_->weight);
 }
 
 std::vector<std::int64_t> GPT::generate(const std::vector<std::int64_t>& prompt,
                                         std::int64_t max_new_tokens, std::int64_t stop_token) {
-  GENESIS_CHECK(!prompt.empty(), InvalidArgument, "generate: the prompt is empty");
-  GENESIS_CHECK(static_cast<std::int64_t>(prompt.size()) <= config_.block_size, InvalidArgument,
-                "generate: the prompt has " + std::to_string(prompt.size()) +
-                    " tokens, more than block_size " + std::to_string(config_.block_size));
+  Generator unused;
+  return generate({prompt}, {.max_new_tokens = max_new_tokens, .stop_token = stop_token}, unused)[0];
+}
+
+std::vector<std::vector<std::int64_t>> GPT::generate(
+    const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+    Generator& gen, const std::vector<std::int64_t>& limits) {
+  GENESIS_CHECK(limits.empty() || limits.size() == prompts.size(), InvalidArgument,
+                "generate: " + std::to_string(limits.size()) + " limits for " +
+                    std::to_string(prompts.size()) + " prompts");
+  const auto B = static_cast<std::int64_t>(prompts.size());
+  std::vector<std::vector<std::int64_t>> out(prompts.size());
+  if (B == 0) return out;
+  std::int64_t P = 0;
+  for (const auto& p : prompts) {
+    GENESIS_CHECK(!p.empty(), InvalidArgument, "generate: a prompt is empty");
+    GENESIS_CHECK(static_cast<std::int64_t>(p.size()) <= config_.block_size, InvalidArgument,
+                  "generate: a prompt has " + std::to_string(p.size()) +
+                      " tokens, more than block_size " + std::to_string(config_.block_size));
+    P = std::max<std::int64_t>(P, static_cast<std::int64_t>(p.size()));
+  }
+  // Row b: left-padded to P; at most its limit, and block_size - length + 1 tokens (the last
+  // one is never fed back).
   KVCache cache;
+  std::vector<std::int64_t> input(static_cast<std::size_t>(B * P), 0), cap(prompts.size());
+  bool padded = false;
+  for (std::int64_t b = 0; b < B; ++b) {
+    const auto len = static_cast<std::int64_t>(prompts[b].size());
+    cache.pads.push_back(P - len);
+    padded = padded || len < P;
+    std::copy(prompts[b].begin(), prompts[b].end(), input.begin() + b * P + (P - len));
+    cap[b] = std::min(limits.empty() ? options.max_new_tokens : limits[b],
+                      config_.block_size - len + 1);
+  }
+  if (!padded) cache.pads.clear();
   const Device device = wte_->weight.device();
-  Tensor input = Tensor::from_vector(prompt, {1, static_cast<std::int64_t>(prompt.size())}).to(device);
-  std::vector<std::int64_t> out;
-  while (static_cast<std::int64_t>(out.size()) < max_new_tokens) {
-    Tensor logits = forward_cached(input, cache);  // (1, T, vocab)
-    const std::int64_t next =
-        argmax(logits.select(1, logits.size(1) - 1), -1).to(Device::cpu()).item<std::int64_t>();
-    out.push_back(next);
-    if (next == stop_token || cache.length == config_.block_size) break;
-    input = Tensor::full({1, 1}, static_cast<double>(next), DType::i64, device);
+  Tensor fed = Tensor::from_vector(input, {B, P}).to(device);
+  std::vector<bool> done(prompts.size());
+  std::int64_t running = 0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    done[b] = cap[b] <= 0;
+    if (!done[b]) ++running;
+  }
+  std::vector<std::int64_t> next(prompts.size(), 0);
+  while (running > 0) {
+    Tensor logits = forward_cached(fed, cache);  // (B, T, vocab)
+    const Tensor last = logits.select(1, logits.size(1) - 1).to(DType::f32).to(Device::cpu()).contiguous();
+    const std::vector<float> rows = last.to_vector();
+    const std::int64_t V = last.size(1);
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (done[b]) continue;
+      next[b] = pick_token({rows.data() + b * V, static_cast<std::size_t>(V)}, options, gen);
+      out[b].push_back(next[b]);
+      if (next[b] == options.stop_token || static_cast<std::int64_t>(out[b].size()) == cap[b]) {
+        done[b] = true;
+        --running;
+      }
+    }
+    if (running > 0) fed = Tensor::from_vector(next, {B, 1}).to(device);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 // Generation stops at end-of-text or after as many tokens as the expected answer and its
 // end-of-text: anything longer is wrong anyway, so a rambling model costs no more than a right one.
+// Each rank completes its prompts in batches (one forward per generated position for a batch).
 #include "sft_eval.hpp"
 
 #include <algorithm>
@@ -7,6 +8,14 @@
 #include <spdlog/fmt/fmt.h>
 
 namespace genesis::train {
+
+namespace {
+
+// Prompts completed together: enough to amortise a step over many rows, small enough that a
+// batch's padding and its longest answer cost little.
+constexpr std::size_t kGenerationBatch = 64;
+
+}  // namespace
 
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
                                    const Job& job, std::int64_t limit, std::size_t samples) {
@@ -16,23 +25,34 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
   GenerationEval result;
   const auto n = static_cast<std::int64_t>(limit > 0 ? std::min<std::size_t>(limit, examples.size())
                                                      : examples.size());
+  // This rank's prompts, kGenerationBatch at a time, greedy.
+  std::vector<std::int64_t> mine;
+  for (std::int64_t i = job.rank(); i < n; i += job.world_size()) mine.push_back(i);
   double hits = 0;
-  for (std::int64_t i = job.rank(); i < n; i += job.world_size()) {
-    const data::SftExample& e = examples[static_cast<std::size_t>(i)];
-    std::vector<std::int64_t> expected = tokenizer.encode(e.response);
-    expected.push_back(data::ByteTokenizer::kEndOfText);
-    const std::vector<std::int64_t> prompt = tokenizer.encode(e.prompt);
-    const auto room = model.config().block_size - static_cast<std::int64_t>(prompt.size()) + 1;
-    std::vector<std::int64_t> generated =
-        model.generate(prompt, std::min<std::int64_t>(static_cast<std::int64_t>(expected.size()), room),
-                       data::ByteTokenizer::kEndOfText);
-    if (generated == expected) hits += 1;
-    if (result.samples.size() < samples) {
-      if (!generated.empty() && generated.back() == data::ByteTokenizer::kEndOfText) generated.pop_back();
+  Generator unused;
+  for (std::size_t first = 0; first < mine.size(); first += kGenerationBatch) {
+    const std::size_t count = std::min(kGenerationBatch, mine.size() - first);
+    std::vector<std::vector<std::int64_t>> prompts, expected;
+    std::vector<std::int64_t> limits;
+    for (std::size_t k = 0; k < count; ++k) {
+      const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
+      prompts.push_back(tokenizer.encode(e.prompt));
+      expected.push_back(tokenizer.encode(e.response));
+      expected.back().push_back(data::ByteTokenizer::kEndOfText);
+      limits.push_back(static_cast<std::int64_t>(expected.back().size()));
+    }
+    std::vector<std::vector<std::int64_t>> generated = model.generate(
+        prompts, {.stop_token = data::ByteTokenizer::kEndOfText}, unused, limits);
+    for (std::size_t k = 0; k < count; ++k) {
+      if (generated[k] == expected[k]) hits += 1;
+      if (result.samples.size() >= samples) continue;
+      std::vector<std::int64_t>& tokens = generated[k];
+      if (!tokens.empty() && tokens.back() == data::ByteTokenizer::kEndOfText) tokens.pop_back();
       // A model with a vocabulary past the tokenizer's may produce ids it cannot decode.
-      for (std::int64_t& id : generated)
+      for (std::int64_t& id : tokens)
         if (id < 0 || id >= data::ByteTokenizer::kVocabSize) id = '?';
-      result.samples.push_back({e.prompt, e.response, tokenizer.decode(generated)});
+      const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
+      result.samples.push_back({e.prompt, e.response, tokenizer.decode(tokens)});
     }
   }
   model.train(training);

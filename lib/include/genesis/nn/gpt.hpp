@@ -26,19 +26,43 @@ struct GPTConfig {
 };
 
 // The keys and values of the tokens seen so far, per block: what lets generation feed one new
-// token per step instead of the whole sequence again.
+// token per step instead of the whole sequence again. Prompts of different lengths share a batch
+// left-padded: row b's first pads[b] positions are padding, which no real token attends to and
+// which shifts the row's positions (its first real token is at position 0).
 struct KVCache {
-  std::vector<Tensor> keys, values;  // per block, (B, H, length, D); empty before the first call
-  std::int64_t length = 0;           // tokens cached
+  std::vector<Tensor> keys, values;  // per block, (B, H, capacity, D); allocated by the first call
+                                     // with room for block_size positions after the padding
+  std::int64_t length = 0;           // positions filled, padding included
+  std::vector<std::int64_t> pads;    // per row; empty: no padding
+};
+
+// One step of cached inference as the blocks see it: the positions already cached, the cache's
+// room (allocated by the first step), and the additive mask (B, 1, T, length + T) that hides
+// padding (undefined: none; the fused causal kernel runs instead).
+struct CacheStep {
+  std::int64_t length = 0;
+  std::int64_t capacity = 0;
+  Tensor mask;
+};
+
+// How generate() picks each next token: greedy when temperature is 0, else a draw from the
+// softmax of logits / temperature restricted to the top_k most likely tokens (0: all) and then to
+// the smallest set of them whose probability reaches top_p (Hugging Face's order of warpers).
+struct SamplingOptions {
+  std::int64_t max_new_tokens = 64;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  std::int64_t top_k = 0;
+  std::int64_t stop_token = -1;  // ends a row's completion (and is its last token); -1: none
 };
 
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
-  // Inference over new tokens x (B, T, C) that follow the cached ones; appends their keys and
-  // values.
-  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
+  // Inference over new tokens x (B, T, C) that follow the step.length cached ones; writes their
+  // keys and values into the (B, H, capacity, D) buffers, allocating them when undefined.
+  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step);
 
  private:
   std::int64_t n_head_;
@@ -51,7 +75,7 @@ class Block : public Module {
  public:
   Block(const GPTConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x) override;
-  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values);
+  Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step);
 
  private:
   std::shared_ptr<LayerNorm> ln_1_, ln_2_;
@@ -76,12 +100,20 @@ class GPT : public Module {
   double flops_per_token(std::int64_t seq_len) const;
 
   // Logits (B, T, vocab) of tokens idx (B, T) at positions cache.length onward, extending the
-  // cache. Inference only: no graph, no dropout.
+  // cache. Inference only: no graph, no dropout. A row's positions past block_size - 1 (only a
+  // finished row of a batch is fed that far) stay at block_size - 1.
   Tensor forward_cached(const Tensor& idx, KVCache& cache);
   // Greedy decoding with a KV cache: the tokens after `prompt`, at most max_new_tokens and never
   // past block_size, ending with stop_token when it is produced (-1: no stop token).
   std::vector<std::int64_t> generate(const std::vector<std::int64_t>& prompt,
                                      std::int64_t max_new_tokens, std::int64_t stop_token = -1);
+  // Completions of many prompts in one batch, one forward per generated position for all of
+  // them: each row's tokens after its prompt, at most options.max_new_tokens (or limits[i], when
+  // given, for prompt i) and never past block_size. `gen` draws the samples (unused when greedy);
+  // the same generator state gives the same completions.
+  std::vector<std::vector<std::int64_t>> generate(
+      const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+      Generator& gen, const std::vector<std::int64_t>& limits = {});
 
  private:
   GPTConfig config_;
