@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli_run.hpp"
+#include "support/small_runs.hpp"
 
 namespace genesis {
 namespace {
@@ -21,31 +22,11 @@ using json = nlohmann::json;
 using testing::CliResult;
 using testing::run_genesis;
 using testing::TempDir;
-
-const testing::RunOptions kOneThread{{{"OMP_NUM_THREADS", "1"}}, {}};
-
-// The model every run here shares: small, so each takes a second or two.
-std::vector<std::string> small_model() {
-  return {"--set", "model.n_layer=1", "--set", "model.n_embd=32", "--set", "model.n_head=2",
-          "--set", "data.num_samples=400", "--set", "training.eval_batches=1"};
-}
-
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// A few SFT steps of the small model: the init every DPO run here starts from.
-std::filesystem::path make_init(const TempDir& dir) {
-  const CliResult r = run_genesis(
-      with({"train", "--preset", "sft", "-o", dir.path().string(), "--name", "init", "--set",
-            "training.max_steps=20", "--set", "training.eval_steps=0"},
-           small_model()),
-      kOneThread);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  return dir.path() / "init";
-}
+using testing::kOneThread;
+using testing::make_init;
+using testing::metrics_of;
+using testing::small_model;
+using testing::with;
 
 // The preset `preset` ("dpo" or "rm") on the small model from `init`: `world` ranks of `batch`
 // pairs each.
@@ -75,18 +56,6 @@ std::vector<std::string> dpo(const TempDir& dir, const std::filesystem::path& in
 // What a run of each preset logs that depends on every parameter.
 const std::map<std::string, std::vector<const char*>> kCompared = {
     {"dpo", {"loss", "rewards/margins", "logps/chosen"}}, {"rm", {"loss", "margin", "accuracy"}}};
-
-// The training lines of a run's metrics.jsonl, one per logged step.
-std::vector<json> metrics_of(const std::filesystem::path& run) {
-  std::vector<json> lines;
-  std::ifstream in(run / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    json j = json::parse(line);
-    if (j.contains("loss")) lines.push_back(std::move(j));  // the training lines
-  }
-  return lines;
-}
 
 }  // namespace
 

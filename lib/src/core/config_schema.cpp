@@ -73,7 +73,7 @@ std::vector<ConfigKey> training_keys() {
   return {
     {"training.algorithm",
      "sft (next tokens of a response) | rm (reward model: chosen ranked above rejected, "
-     "Bradley-Terry) | dpo",
+     "Bradley-Terry) | dpo | grpo (online: rewards of sampled completions against their group)",
      [](Config& c) -> Field { return &c.training.algorithm; }},
     {"training.per_device_train_batch_size", "examples per step on each device",
      [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
@@ -244,13 +244,62 @@ std::vector<ConfigKey> dpo_keys() {
   };
 }
 
+// [grpo]
+std::vector<ConfigKey> grpo_keys() {
+  return {
+    {"grpo.num_generations",
+     "grpo: completions sampled for each prompt, its group (per_device_train_batch_size counts "
+     "prompts)",
+     [](Config& c) -> Field { return &c.grpo.num_generations; }, Rule::positive},
+    {"grpo.max_completion_length", "grpo: tokens a completion may have; 0: up to block_size",
+     [](Config& c) -> Field { return &c.grpo.max_completion_length; }, Rule::non_negative},
+    {"grpo.temperature", "grpo: sampling temperature",
+     [](Config& c) -> Field { return &c.grpo.temperature; }, Rule::positive},
+    {"grpo.top_p", "grpo: sample from the smallest set of tokens this likely, in (0, 1]",
+     [](Config& c) -> Field { return &c.grpo.top_p; }, Rule::positive},
+    {"grpo.top_k", "grpo: sample from the k most likely tokens; 0: all",
+     [](Config& c) -> Field { return &c.grpo.top_k; }, Rule::non_negative},
+    {"grpo.beta",
+     "grpo: weight of the per-token KL to the reference (k3 estimator); 0 holds no reference",
+     [](Config& c) -> Field { return &c.grpo.beta; }, Rule::non_negative},
+    {"grpo.epsilon", "grpo: the surrogate's clip range below 1 (and above, unless epsilon_high)",
+     [](Config& c) -> Field { return &c.grpo.epsilon; }, Rule::positive},
+    {"grpo.epsilon_high", "grpo: the clip range above 1 (DAPO's clip-higher); 0: epsilon",
+     [](Config& c) -> Field { return &c.grpo.epsilon_high; }, Rule::non_negative},
+    {"grpo.loss_type",
+     "grpo: grpo (token mean per completion, then the mean) | dapo (the mean over the "
+     "micro-batch's tokens) | dr_grpo (the sum over completions x max_completion_length)",
+     [](Config& c) -> Field { return &c.grpo.loss_type; }},
+    {"grpo.scale_rewards",
+     "grpo: group (advantage = (r - group mean) / group std) | batch (/ the batch's std) | none",
+     [](Config& c) -> Field { return &c.grpo.scale_rewards; }},
+    {"grpo.num_iterations", "grpo: updates per rollout (TRL's num_iterations); only 1 is built",
+     [](Config& c) -> Field { return &c.grpo.num_iterations; }, Rule::positive},
+  };
+}
+
+// [reward]
+std::vector<ConfigKey> reward_keys() {
+  return {
+    {"reward.functions",
+     "online algorithms: built-in rewards as \"name:weight\", summed: exact (the task's answer "
+     "and end-of-text), format (ends at end-of-text, printable text only)",
+     [](Config& c) -> Field { return &c.reward.functions; }},
+    {"reward.command",
+     "online algorithms: a program that scores JSONL {prompt, completion} lines (not built yet)",
+     [](Config& c) -> Field { return &c.reward.command; }},
+    {"reward.model", "online algorithms: a reward model's run directory (not built yet)",
+     [](Config& c) -> Field { return &c.reward.model; }},
+  };
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> all;
     for (auto section : {top_level_keys, model_keys, data_keys, training_keys, distributed_keys,
-                         loss_scale_keys, dpo_keys})
+                         loss_scale_keys, dpo_keys, grpo_keys, reward_keys})
       for (ConfigKey& key : section()) all.push_back(std::move(key));
     return all;
   }();

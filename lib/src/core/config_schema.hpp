@@ -20,9 +20,10 @@ namespace genesis::config_detail {
 // A pointer to the Config member a key sets; the alternative is the key's TOML type, or one of
 // the Setting enums, which TOML spells as a string (one of setting_names(E{})).
 using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*, bool*,
-                           std::vector<std::int64_t>*, StrategyKind*, BackendKind*, OffloadKind*,
-                           DeviceKind*, MixedPrecision*, OptimizerKind*, LrSchedulerKind*,
-                           WarmupType*, Algorithm*, ModelHead*, DpoLossType*>;
+                           std::vector<std::int64_t>*, std::vector<std::string>*, StrategyKind*,
+                           BackendKind*, OffloadKind*, DeviceKind*, MixedPrecision*,
+                           OptimizerKind*, LrSchedulerKind*, WarmupType*, Algorithm*, ModelHead*,
+                           DpoLossType*, GrpoLossType*, ScaleRewards*>;
 
 // True for the keys whose TOML value is a string: text and Setting keys.
 bool takes_string(const Field& field);

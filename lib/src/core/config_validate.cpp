@@ -53,6 +53,48 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
   }
 }
 
+// grpo: a gpt's language-model head on SFT examples (their prompts, and their answers for the
+// exact reward), from a trained model, with groups of two or more and the rewards built so far.
+void validate_grpo(const Config& config, const Origins& origins) {
+  const auto at = [&](const char* key) {
+    return key_at(origin_of(origins, key, "training.algorithm"), key);
+  };
+  const std::string name = "training.algorithm = \"grpo\"";
+  if (config.model.kind != "gpt" || config.model.head != ModelHead::lm)
+    throw ConfigError(at("model.head") + ": " + name + " samples from a gpt's language-model "
+                      "head: set model.kind = \"gpt\" and model.head = \"lm\"");
+  const std::string& source = config.data.source;
+  if (source.rfind("tasks:", 0) != 0 && source.rfind("jsonl:", 0) != 0)
+    throw ConfigError(at("data.source") + " = \"" + source + "\": " + name + " samples answers "
+                      "to prompts: \"tasks:reverse,sort\" (generated) or \"jsonl:FILE\" "
+                      "({\"prompt\", \"response\"} per line)");
+  if (config.model.init_from.empty())
+    throw ConfigError(at("model.init_from") + " is empty: " + name + " improves a policy that "
+                      "already answers some prompts: set model.init_from to a run, e.g. "
+                      "\"runs/sft\", which `genesis launch --nproc 2 train --preset sft` makes");
+  if (config.grpo.num_generations < 2)
+    throw ConfigError(at("grpo.num_generations") + " = " +
+                      std::to_string(config.grpo.num_generations) + ": a completion's advantage is "
+                      "its reward against its group's mean, so a group of one learns nothing: use "
+                      "2 or more");
+  if (config.grpo.top_p > 1.0)
+    throw ConfigError(at("grpo.top_p") + " = " + std::to_string(config.grpo.top_p) +
+                      " must be in (0, 1]");
+  if (config.grpo.num_iterations != 1)
+    throw NotSupported(at("grpo.num_iterations") + " = " +
+                       std::to_string(config.grpo.num_iterations) +
+                       ": reusing a rollout for several updates is not built yet; use 1");
+  if (!config.reward.command.empty())
+    throw NotSupported(at("reward.command") + ": rewards from a program are not built yet; use "
+                       "reward.functions");
+  if (!config.reward.model.empty())
+    throw NotSupported(at("reward.model") + ": rewards from a reward model are not built yet; "
+                       "use reward.functions");
+  if (config.reward.functions.empty())
+    throw ConfigError(at("reward.functions") + " is empty: " + name + " needs a reward, e.g. "
+                      "[\"exact:1.0\"]");
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const Origins& origins) {
@@ -83,6 +125,7 @@ void validate_config(const Config& config, const Origins& origins) {
                       " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
   validate_algorithm(config, origins, pairs);
+  if (config.training.algorithm == Algorithm::grpo) validate_grpo(config, origins);
   if (config.training.gradient_checkpointing && m.kind != "gpt")
     throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),
                              "training.gradient_checkpointing") +

@@ -200,6 +200,15 @@ void set_value(Config& config, const ConfigKey& key, const toml::node& node, con
             }
             *field = std::move(values);
           },
+          [&](std::vector<std::string>* field) {
+            const auto* array = node.as_array();
+            if (array == nullptr || !std::all_of(array->begin(), array->end(),
+                                                 [](const toml::node& e) { return e.is_string(); }))
+              fail_type(key, loc, "a list of strings", node);
+            std::vector<std::string> values;
+            for (const auto& element : *array) values.push_back(element.as_string()->get());
+            *field = std::move(values);
+          },
           [&]<Setting E>(E* field) {
             const auto* v = node.as_string();
             if (v == nullptr) fail_type(key, loc, "a string", node);
@@ -235,6 +244,11 @@ std::unique_ptr<toml::node> value_node(const Config& config, const ConfigKey& ke
           [](std::vector<std::int64_t>* v) -> std::unique_ptr<toml::node> {
             auto array = std::make_unique<toml::array>();
             for (auto x : *v) array->push_back(x);
+            return array;
+          },
+          [](std::vector<std::string>* v) -> std::unique_ptr<toml::node> {
+            auto array = std::make_unique<toml::array>();
+            for (const auto& x : *v) array->push_back(x);
             return array;
           },
           []<Setting E>(E* v) -> std::unique_ptr<toml::node> {

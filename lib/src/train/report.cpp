@@ -69,6 +69,7 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
       facts.peak_device_mb.empty() ? max(facts.peak_host_tensor_mb) : max(facts.peak_device_mb);
   if (facts.estimate_mb > 0) summary["peak_vs_estimate"] = measured / facts.estimate_mb;
   for (const auto& [name, value] : facts.eval.items()) summary["eval_" + name] = value;
+  for (const auto& [name, value] : facts.train.items()) summary["train_" + name] = value;
   if (!facts.peak_device_mb.empty()) {
     summary["device_name"] = facts.device_name;
     summary["peak_device_memory_mb_per_rank"] = facts.peak_device_mb;
@@ -121,10 +122,13 @@ std::string eval_accuracy_text(const TrainResult& result) {
 }  // namespace
 
 void print_final_report(const TrainResult& result, const char* rate_unit, std::ostream& out) {
-  char line[320];
-  std::snprintf(line, sizeof line, "done: %lld steps in %s; final loss %.4f, eval loss %.4f, %s%.0f %s\n",
+  char line[320], eval_loss[48] = "";
+  // An objective without a held-out loss (GRPO's evaluation is exact match alone) shows none.
+  if (result.eval.count("loss") > 0)
+    std::snprintf(eval_loss, sizeof eval_loss, "eval loss %.4f, ", result.eval_loss);
+  std::snprintf(line, sizeof line, "done: %lld steps in %s; final loss %.4f, %s%s%.0f %s\n",
                 static_cast<long long>(result.steps), format_duration(result.wall_s).c_str(),
-                result.final_loss, result.eval_loss, eval_accuracy_text(result).c_str(),
+                result.final_loss, eval_loss, eval_accuracy_text(result).c_str(),
                 result.tokens_per_s, rate_unit);
   out << line;
   if (result.peak_device_memory > 0) {

@@ -36,6 +36,7 @@ struct RunFacts {
   std::string device_name;
   std::vector<double> peak_device_mb, peak_reserved_mb;
   nlohmann::json eval;                // the last evaluation's figures by name
+  nlohmann::json train;               // the objective's figures on the last logged step, by name
   nlohmann::json world_size_changes;  // ResumePlan's; empty: none
   nlohmann::json loss_scale;          // fp16: {final, skipped_steps}; null otherwise
 };

@@ -13,6 +13,7 @@
 #include "genesis/data/synthetic.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
+#include "grpo_objective.hpp"
 #include "language_model_objective.hpp"
 #include "reward_objective.hpp"
 
@@ -208,6 +209,33 @@ Task make_dpo(const Config& config, Generator& init) {
   return task;
 }
 
+// A gpt policy trained by GRPO on the prompts of SFT data (their answers score the exact reward),
+// with a frozen copy of its init when grpo.beta > 0.
+Task make_grpo(const Config& config, Generator& init) {
+  const ModelConfig& m = config.model;
+  auto gpt = build_gpt(config, init);
+  std::vector<RewardFunction> rewards = parse_reward_functions(config.reward.functions);
+  SftData rows = load_sft_data(config);
+  Task task;
+  const auto G = static_cast<double>(config.grpo.num_generations);
+  task.flops_per_token = gpt->flops_per_token(m.block_size);
+  task.model = gpt;
+  task.train = std::move(rows.train);
+  task.eval_examples = rows.prompts.size();
+  task.objective = std::make_unique<GrpoObjective>(std::move(rows.prompts), config.grpo,
+                                                   std::move(rewards), config.seed, m.block_size);
+  if (config.grpo.beta > 0)
+    task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
+      Generator gen(seed);  // its values come from model.init_from
+      return std::make_shared<nn::GPT>(g, gen);
+    };
+  // Each prompt trains num_generations rows of block_size tokens.
+  task.tokens_per_example = static_cast<std::int64_t>(G) * m.block_size;
+  task.description = describe_gpt(m) + ", grpo with " + std::to_string(config.grpo.num_generations) +
+                     " completions a prompt";
+  return task;
+}
+
 // The gpt and its token or SFT data.
 Task make_language_model(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
@@ -240,6 +268,8 @@ Task make_task(const Config& config) {
   const Algorithm algorithm = config.training.algorithm;
   if (algorithm == Algorithm::dpo)
     task = make_dpo(config, init);
+  else if (algorithm == Algorithm::grpo)
+    task = make_grpo(config, init);
   else if (algorithm == Algorithm::rm)
     task = make_reward_model(config, init);
   else if (config.model.kind == "mlp")

@@ -359,6 +359,7 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
       (1 << 20);
   facts.memory = run.strategy->memory();
   facts.eval = done.state.eval;
+  facts.train = done.logged_figures;
   facts.world_size_changes = run.start.elastic.world_size_changes;
   facts.loss_scale = done.loss_scale;
   const std::optional<double> peak = peak_flops(run.device, t.mixed_precision);

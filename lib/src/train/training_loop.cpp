@@ -109,6 +109,7 @@ LoopResult TrainingLoop::result(std::int64_t steps, int signal) const {
   return {.steps = steps,
           .stopped_by_signal = signal,
           .logged_loss = logged_loss_,
+          .logged_figures = logged_figures_,
           .state = state_,
           .samples = samples_,
           .examples_per_s = throughput_.examples_per_s(),
@@ -186,6 +187,7 @@ void TrainingLoop::record_step(std::int64_t step, const StepFigures& figures) {
   const std::vector<Metric> metrics = step_metrics(figures, true);
   p_.recorder.record_step(step, metrics);
   logged_loss_ = metric_value(metrics, "loss");
+  for (const WindowMetric& w : window_metrics_) logged_figures_[w.key] = metric_value(metrics, w.key);
   state_.window_loss = 0;
   state_.window_steps = 0;
   for (auto& [name, sum] : state_.window_sums) sum = 0;  // kept: every checkpoint names them

@@ -47,6 +47,8 @@ struct LoopResult {
   std::int64_t steps = 0;             // the last step trained
   int stopped_by_signal = 0;          // see TrainResult
   std::optional<double> logged_loss;  // the last logged loss; none before the first log
+  // The objective's figures (WindowMetric keys) on the last logged step, reduced over the ranks.
+  nlohmann::json logged_figures = nlohmann::json::object();
   RankState state;                    // train_s and the last evaluation's figures
   std::vector<GeneratedSample> samples;  // the last evaluation's, when this process ran one
   double examples_per_s = 0;          // this rank's, over the timed steps
@@ -85,6 +87,7 @@ class TrainingLoop {
   optim::LrSchedule schedule_;
   RankState state_;
   std::optional<double> logged_loss_;
+  nlohmann::json logged_figures_ = nlohmann::json::object();
   std::vector<GeneratedSample> samples_;
   Throughput throughput_;
 };

@@ -30,9 +30,11 @@ enum class OptimizerKind { adamw, adam, sgd };                   // training.opt
 // training.lr_scheduler_type
 enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_lr, warmup_cosine_lr };
 enum class WarmupType { log, linear };                           // training.warmup_type
-enum class Algorithm { sft, rm, dpo };                           // training.algorithm
+enum class Algorithm { sft, rm, dpo, grpo };                     // training.algorithm
 enum class ModelHead { lm, value };                              // model.head
 enum class DpoLossType { sigmoid, ipo };                         // dpo.loss_type
+enum class GrpoLossType { grpo, dapo, dr_grpo };                 // grpo.loss_type
+enum class ScaleRewards { group, batch, none };                  // grpo.scale_rewards
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -49,9 +51,11 @@ constexpr SettingNames<6> setting_names(LrSchedulerKind) {
   return {"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr", "warmup_cosine_lr"};
 }
 constexpr SettingNames<2> setting_names(WarmupType) { return {"log", "linear"}; }
-constexpr SettingNames<3> setting_names(Algorithm) { return {"sft", "rm", "dpo"}; }
+constexpr SettingNames<4> setting_names(Algorithm) { return {"sft", "rm", "dpo", "grpo"}; }
 constexpr SettingNames<2> setting_names(ModelHead) { return {"lm", "value"}; }
 constexpr SettingNames<2> setting_names(DpoLossType) { return {"sigmoid", "ipo"}; }
+constexpr SettingNames<3> setting_names(GrpoLossType) { return {"grpo", "dapo", "dr_grpo"}; }
+constexpr SettingNames<3> setting_names(ScaleRewards) { return {"group", "batch", "none"}; }
 
 template <typename E>
 concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
@@ -206,6 +210,32 @@ struct DpoConfig {
   bool precompute_ref_log_probs = false;
 };
 
+// training.algorithm = "grpo": TRL's GRPOConfig names. Each step a rank completes its
+// per_device_train_batch_size prompts num_generations times each and learns from the rewards.
+struct GrpoConfig {
+  std::int64_t num_generations = 8;        // completions of each prompt: its group
+  std::int64_t max_completion_length = 0;  // tokens a completion may have; 0: up to block_size
+  double temperature = 1.0;                // sampling
+  double top_p = 1.0;
+  std::int64_t top_k = 0;  // 0: no cut
+  double beta = 0.0;       // weight of the k3 KL estimate to the reference; 0: no reference held
+  double epsilon = 0.2;    // the surrogate's clip: ratios in [1 - epsilon, 1 + epsilon_high]
+  double epsilon_high = 0.0;  // 0: epsilon
+  GrpoLossType loss_type = GrpoLossType::grpo;
+  ScaleRewards scale_rewards = ScaleRewards::group;  // what a reward's distance to its group mean
+                                                     // is divided by
+  std::int64_t num_iterations = 1;  // updates per rollout (TRL's mu)
+};
+
+// Where an online algorithm's rewards come from.
+struct RewardConfig {
+  // "name:weight" of built-in rewards, summed with their weights: exact (the completion is the
+  // task's answer and end-of-text), format (it ends at end-of-text with printable text only).
+  std::vector<std::string> functions{"exact:1.0"};
+  std::string command;  // a program scoring JSONL {prompt, completion} lines (not built yet)
+  std::string model;    // a reward model's run (not built yet)
+};
+
 struct Config {
   std::string name = "run";  // run directory: <output_dir>/<name>/
   std::uint64_t seed = 42;
@@ -215,6 +245,8 @@ struct Config {
   DistributedConfig distributed;
   LossScaleConfig loss_scale;
   DpoConfig dpo;
+  GrpoConfig grpo;
+  RewardConfig reward;
   // Not a key: the settings a DeepSpeed file made, key -> its JSON path ("distributed.strategy"
   // -> "zero_optimization.stage"), so --print-config can say where each came from.
   std::map<std::string, std::string> from_deepspeed;

@@ -1,0 +1,306 @@
+#include "grpo_objective.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/data/tokenizer.hpp"
+#include "genesis/nn/gpt.hpp"
+#include "genesis/ops/ops.hpp"
+#include "pair_rows.hpp"
+#include "sft_eval.hpp"
+
+namespace genesis::train {
+
+namespace {
+
+using Tokens = std::vector<std::int64_t>;
+
+Tensor scalar(double v, Device device) { return Tensor::full({}, v, DType::f32, device); }
+
+// min(a, b) and clamp(x, lo, hi) from maximum.
+Tensor minimum(const Tensor& a, const Tensor& b) { return neg(maximum(neg(a), neg(b))); }
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  return minimum(maximum(x, scalar(lo, x.device())), scalar(hi, x.device()));
+}
+
+// A row of SFT data as prompt and expected answer: the prompt runs up to the first scored
+// position (whose input is the prompt's last token), the answer is the scored targets.
+void split_row(const std::int64_t* inputs, const std::int64_t* targets, std::int64_t T,
+               Tokens& prompt, Tokens& answer) {
+  std::int64_t first = 0;
+  while (first < T && targets[first] == data::kIgnoreIndex) ++first;
+  prompt.assign(inputs, inputs + std::min(first + 1, T));
+  answer.clear();
+  for (std::int64_t t = first; t < T && targets[t] != data::kIgnoreIndex; ++t)
+    answer.push_back(targets[t]);
+}
+
+}  // namespace
+
+Tensor token_log_probs(const Tensor& logits, const Tensor& targets) {
+  const std::int64_t V = logits.size(-1);
+  const Tensor logp = log_softmax(logits.dtype() == DType::f32 ? logits : logits.to(DType::f32));
+  Tensor pick;
+  {
+    NoGradGuard no_grad;
+    pick = eq(Tensor::arange(V, DType::f32, logits.device()), targets.to(DType::f32).unsqueeze(-1));
+  }
+  return sum(mul(logp, pick), {-1});
+}
+
+std::vector<double> group_advantages(const std::vector<double>& rewards, std::int64_t group,
+                                     ScaleRewards scale) {
+  const auto n = static_cast<std::int64_t>(rewards.size());
+  // TRL's std is torch.std's: the unbiased estimate.
+  auto stats = [&](std::int64_t first, std::int64_t count) {
+    double mean = 0, var = 0;
+    for (std::int64_t i = first; i < first + count; ++i) mean += rewards[i] / count;
+    for (std::int64_t i = first; i < first + count; ++i) var += (rewards[i] - mean) * (rewards[i] - mean);
+    return std::pair{mean, count > 1 ? std::sqrt(var / (count - 1)) : 0.0};
+  };
+  const double batch_std = stats(0, n).second;
+  std::vector<double> a(rewards.size());
+  for (std::int64_t g = 0; g < n; g += group) {
+    const auto [mean, std] = stats(g, group);
+    const double divisor = scale == ScaleRewards::group ? std + 1e-4
+                           : scale == ScaleRewards::batch ? batch_std + 1e-4
+                                                          : 1.0;
+    for (std::int64_t i = g; i < g + group; ++i) a[i] = (rewards[i] - mean) / divisor;
+  }
+  return a;
+}
+
+GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& ref_logp,
+                    const Tensor& advantages, const Tensor& mask, const GrpoConfig& o,
+                    std::int64_t length) {
+  const Device device = logp.device();
+  const double high = o.epsilon_high > 0 ? o.epsilon_high : o.epsilon;
+  const Tensor ratio = exp(sub(logp, old_logp));
+  const Tensor unclipped = mul(ratio, advantages);
+  const Tensor clipped = mul(clamp(ratio, 1.0 - o.epsilon, 1.0 + high), advantages);
+  Tensor per_token = neg(minimum(unclipped, clipped));
+  GrpoTerms terms;
+  if (o.beta > 0) {
+    const Tensor d = sub(ref_logp, logp);  // k3: exp(d) - d - 1 >= 0
+    const Tensor kl = sub(sub(exp(d), d), scalar(1.0, device));
+    per_token = add(per_token, mul(kl, o.beta));
+    terms.kl = kl.detach();
+  }
+  const Tensor masked = mul(per_token, mask);
+  if (o.loss_type == GrpoLossType::grpo) {
+    terms.loss = mean(div(sum(masked, {1}), maximum(sum(mask, {1}), scalar(1.0, device))));
+  } else if (o.loss_type == GrpoLossType::dapo) {
+    terms.loss = div(sum(masked), maximum(sum(mask), scalar(1.0, device)));
+  } else {
+    terms.loss = div(sum(masked), scalar(static_cast<double>(logp.size(0) * length), device));
+  }
+  return terms;
+}
+
+// One micro-batch's completions, their rewards, and the rows an update trains on.
+struct GrpoObjective::Rollout {
+  data::TensorDataset rows;  // inputs: prompt + completion; targets: the completion's tokens
+  std::vector<double> advantages;
+  WindowSums sums;
+};
+
+GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
+                             std::vector<RewardFunction> rewards, std::uint64_t seed,
+                             std::int64_t block_size)
+    : prompts_(std::move(prompts)),
+      options_(options),
+      rewards_(std::move(rewards)),
+      seed_(seed),
+      block_size_(block_size) {
+  if (options_.epsilon_high == 0.0) options_.epsilon_high = options_.epsilon;
+}
+
+void GrpoObjective::prepare(const PrepareContext& p) {
+  if (!sampler_loaded_) sampler_ = Generator(mix64(seed_ ^ mix64(p.ctx.job.rank() + 1)));
+}
+
+void GrpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) {
+  reference_ = std::move(reference);
+}
+
+double GrpoObjective::count_items(const data::TensorDataset& rows) const {
+  return static_cast<double>(rows.size() * options_.num_generations);
+}
+
+GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows,
+                                             const ObjectiveContext& ctx) {
+  const Tensor inputs = rows.inputs.to(Device::cpu()).contiguous();
+  const Tensor targets = rows.targets.to(Device::cpu()).contiguous();
+  const std::int64_t R = inputs.size(0), T = inputs.size(1), G = options_.num_generations;
+  std::vector<Tokens> prompts, answers;
+  for (std::int64_t r = 0; r < R; ++r) {
+    Tokens prompt, answer;
+    split_row(inputs.data<std::int64_t>() + r * T, targets.data<std::int64_t>() + r * T, T, prompt,
+              answer);
+    for (std::int64_t g = 0; g < G; ++g) {
+      prompts.push_back(prompt);
+      answers.push_back(answer);
+    }
+  }
+  auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
+  GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo samples from a gpt");
+  ctx.strategy.gather_full_parameters();
+  const nn::SamplingOptions sampling{
+      .max_new_tokens = options_.max_completion_length > 0 ? options_.max_completion_length
+                                                           : block_size_,
+      .temperature = options_.temperature,
+      .top_p = options_.top_p,
+      .top_k = options_.top_k,
+      .stop_token = data::ByteTokenizer::kEndOfText};
+  const auto start = std::chrono::steady_clock::now();
+  gpt->eval();
+  const std::vector<Tokens> completions = gpt->generate(prompts, sampling, sampler_);
+  gpt->train();
+  Rollout out;
+  out.sums["sampling_s"] = seconds_since(start);
+
+  // Rewards, group advantages and the figures of the batch.
+  std::vector<double> totals;
+  std::vector<double> per_function(rewards_.size());
+  double tokens = 0, clipped = 0;
+  for (std::size_t i = 0; i < completions.size(); ++i) {
+    const Rewards r = score_completion(rewards_, completions[i], answers[i]);
+    totals.push_back(r.total);
+    for (std::size_t f = 0; f < r.values.size(); ++f) per_function[f] += r.values[f];
+    tokens += static_cast<double>(completions[i].size());
+    if (completions[i].empty() || completions[i].back() != data::ByteTokenizer::kEndOfText) clipped += 1;
+  }
+  out.advantages = group_advantages(totals, G, options_.scale_rewards);
+  double std_sum = 0, zero_std = 0;
+  for (std::int64_t g = 0; g < R * G; g += G) {
+    const std::vector<double> group(totals.begin() + g, totals.begin() + g + G);
+    const double mean = std::accumulate(group.begin(), group.end(), 0.0) / G;
+    double var = 0;
+    for (double x : group) var += (x - mean) * (x - mean);
+    const double std = std::sqrt(var / (G - 1));
+    std_sum += std;
+    zero_std += std == 0.0 ? 1 : 0;
+  }
+  out.sums["reward_sum"] = std::accumulate(totals.begin(), totals.end(), 0.0);
+  out.sums["completions"] = static_cast<double>(completions.size());
+  out.sums["groups"] = static_cast<double>(R);
+  out.sums["group_std_sum"] = std_sum;
+  out.sums["zero_std_groups"] = zero_std;
+  out.sums["completion_tokens"] = tokens;
+  out.sums["clipped_completions"] = clipped;
+  out.sums["sampled_tokens"] = tokens;
+  for (std::size_t f = 0; f < rewards_.size(); ++f)
+    out.sums["reward_" + rewards_[f].name + "_sum"] = per_function[f];
+
+  // prompt + completion as a row: inputs all but the last token, targets the completion's.
+  const auto n = static_cast<std::int64_t>(completions.size());
+  std::vector<std::int64_t> in(static_cast<std::size_t>(n * block_size_), data::ByteTokenizer::kPad);
+  std::vector<std::int64_t> tg(static_cast<std::size_t>(n * block_size_), data::kIgnoreIndex);
+  for (std::int64_t i = 0; i < n; ++i) {
+    Tokens seq = prompts[i];
+    seq.insert(seq.end(), completions[i].begin(), completions[i].end());
+    const auto P = static_cast<std::int64_t>(prompts[i].size());
+    for (std::int64_t t = 0; t + 1 < static_cast<std::int64_t>(seq.size()) && t < block_size_; ++t) {
+      in[i * block_size_ + t] = seq[t];
+      if (t >= P - 1) tg[i * block_size_ + t] = seq[t + 1];
+    }
+  }
+  out.rows = {Tensor::from_vector(in, {n, block_size_}), Tensor::from_vector(tg, {n, block_size_})};
+  return out;
+}
+
+BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
+  Rollout rollout = sample(batch.rows, ctx);
+  const data::TensorDataset rows = to_device(rollout.rows, ctx.device);
+  const std::int64_t n = rows.size();
+  const Device device = ctx.device;
+  const Tensor logits = ctx.strategy.forward(rows.inputs, batch.last);
+  const Tensor logp = token_log_probs(logits, rows.targets);  // (n, T)
+  Tensor mask, advantages;
+  {
+    NoGradGuard no_grad;
+    mask = scored_targets(rows.targets).to(DType::f32);
+    advantages = Tensor::from_vector(std::vector<float>(rollout.advantages.begin(),
+                                                        rollout.advantages.end()),
+                                     {n, 1})
+                     .to(device);
+  }
+  WindowSums& sums = rollout.sums;
+  Tensor ref;
+  if (options_.beta > 0) {
+    GENESIS_CHECK(reference_ != nullptr, InvalidArgument, "grpo.beta > 0 needs a reference model");
+    NoGradGuard no_grad;
+    ref = token_log_probs(reference_->forward(rows.inputs, true), rows.targets);
+  }
+  // One update per rollout: the policy that sampled is this one (its log-probabilities detached).
+  const std::int64_t length =
+      options_.max_completion_length > 0 ? options_.max_completion_length : block_size_;
+  const GrpoTerms terms = grpo_loss(logp, logp.detach(), ref, advantages, mask, options_, length);
+  if (terms.kl.defined()) sums["kl_sum"] = sum(mul(terms.kl, mask)).item<double>();
+  {
+    NoGradGuard no_grad;
+    const Tensor ratio = exp(sub(logp, logp.detach()));  // the clip figures' ratio (1 here)
+    const Tensor probs = softmax(logits.to(DType::f32));
+    const Tensor entropy = neg(sum(mul(probs, log_softmax(logits.to(DType::f32))), {-1}));
+    sums["entropy_sum"] = sum(mul(entropy, mask)).item<double>();
+    sums["scored_tokens"] = sum(mask).item<double>();
+    const Tensor a = advantages;
+    auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
+    const Tensor low = mul(mul(f32(lt(ratio, scalar(1.0 - options_.epsilon, device))),
+                               f32(lt(a, scalar(0.0, device)))), mask);
+    const Tensor high = mul(mul(f32(gt(ratio, scalar(1.0 + options_.epsilon_high, device))),
+                                f32(gt(a, scalar(0.0, device)))), mask);
+    sums["clip_low"] = sum(low).item<double>();
+    sums["clip_high"] = sum(high).item<double>();
+  }
+  return {terms.loss, std::move(sums)};
+}
+
+std::vector<WindowMetric> GrpoObjective::window_metrics() const {
+  std::vector<WindowMetric> m{
+      {.key = "reward", .label = "reward", .numerator = "reward_sum", .denominator = "completions"},
+      {.key = "reward_std", .label = "reward_std", .numerator = "group_std_sum",
+       .denominator = "groups"}};
+  for (const RewardFunction& f : rewards_)
+    m.push_back({.key = "rewards/" + f.name + "/mean", .label = f.name,
+                 .numerator = "reward_" + f.name + "_sum", .denominator = "completions"});
+  m.push_back({.key = "frac_reward_zero_std", .label = "zero_std", .numerator = "zero_std_groups",
+               .denominator = "groups", .decimals = 2});
+  m.push_back({.key = "completions/mean_length", .label = "len", .numerator = "completion_tokens",
+               .denominator = "completions", .decimals = 1});
+  m.push_back({.key = "completions/clipped_ratio", .label = "clipped",
+               .numerator = "clipped_completions", .denominator = "completions", .decimals = 2});
+  if (options_.beta > 0)
+    m.push_back({.key = "kl", .label = "kl", .numerator = "kl_sum", .denominator = "scored_tokens",
+                 .decimals = 4});
+  m.push_back({.key = "clip_ratio/low_mean", .label = "clip_low", .numerator = "clip_low",
+               .denominator = "scored_tokens"});
+  m.push_back({.key = "clip_ratio/high_mean", .label = "clip_high", .numerator = "clip_high",
+               .denominator = "scored_tokens"});
+  m.push_back({.key = "entropy", .label = "entropy", .numerator = "entropy_sum",
+               .denominator = "scored_tokens"});
+  m.push_back({.key = "sampling/tokens_per_s", .label = "sampled tok/s",
+               .numerator = "sampled_tokens", .denominator = "sampling_s", .decimals = 0});
+  return m;
+}
+
+Evaluation GrpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
+  Evaluation result;
+  add_exact_match(ctx, prompts_, budget, result);
+  return result;
+}
+
+nlohmann::json GrpoObjective::state() const { return {{"sampler", sampler_.state()}}; }
+
+void GrpoObjective::load_state(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("sampler")) return;
+  sampler_.set_state(state["sampler"].get<std::string>());
+  sampler_loaded_ = true;
+}
+
+}  // namespace genesis::train

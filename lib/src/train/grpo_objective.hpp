@@ -1,0 +1,77 @@
+// Group Relative Policy Optimization (training.algorithm = "grpo"; Shao et al. 2024, as TRL's
+// GRPOTrainer computes it). Each micro-batch's rows are SFT examples, of which only the prompt
+// and the expected answer are used: the policy completes every prompt num_generations times,
+// each completion is rewarded (reward.functions), and its advantage is its reward against its
+// group's mean (over the group's std with scale_rewards = "group"). The loss is the clipped
+// surrogate -min(ratio A, clip(ratio) A) per completion token, ratio = pi / pi_old, plus beta
+// times the k3 estimate of the KL to the frozen reference, aggregated by loss_type. A rank
+// samples its own prompts' groups whole, so group statistics do not depend on the world size;
+// its sampler's state is part of each checkpoint, so a resumed run samples the same completions.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "genesis/core/config.hpp"
+#include "genesis/data/sft.hpp"
+#include "genesis/tensor/random.hpp"
+#include "objective.hpp"
+#include "rewards.hpp"
+
+namespace genesis::train {
+
+// logits (R, T, V) and targets (R, T), negative where unscored -> (R, T) f32: log softmax of
+// each scored position's target, 0 elsewhere. Differentiable in the logits.
+Tensor token_log_probs(const Tensor& logits, const Tensor& targets);
+
+// The per-completion advantages of `rewards`, consecutive groups of `group` completions.
+std::vector<double> group_advantages(const std::vector<double>& rewards, std::int64_t group,
+                                     ScaleRewards scale);
+
+// The loss of one update over completion tokens: logp, old_logp and ref_logp (R, T) per-token
+// log-probabilities under the policy, the policy that sampled (detached) and the reference
+// (undefined when beta is 0); advantages (R, 1); mask (R, T) f32, 1 at completion tokens.
+// `length` is dr_grpo's constant (max_completion_length). kl: the per-token k3 estimate (no
+// grad), undefined when beta is 0.
+struct GrpoTerms {
+  Tensor loss;
+  Tensor kl;
+};
+GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& ref_logp,
+                    const Tensor& advantages, const Tensor& mask, const GrpoConfig& options,
+                    std::int64_t length);
+
+class GrpoObjective : public Objective {
+ public:
+  // prompts: held-out examples that evaluation completes greedily (exact match).
+  GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
+                std::vector<RewardFunction> rewards, std::uint64_t seed, std::int64_t block_size);
+
+  // Seeds this rank's sampler (a fresh run) from the run's seed and the rank.
+  void prepare(const PrepareContext& p) override;
+  void set_reference(std::unique_ptr<parallel::Strategy> reference) override;
+  double count_items(const data::TensorDataset& rows) const override;  // completions
+  BatchLoss compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) override;
+  // TRL's names: reward, reward_std, rewards/<fn>/mean, frac_reward_zero_std,
+  // completions/mean_length, completions/clipped_ratio, kl (beta > 0), clip_ratio/low_mean,
+  // clip_ratio/high_mean, entropy; and sampling/tokens_per_s (this rank's sampling rate).
+  std::vector<WindowMetric> window_metrics() const override;
+  Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) override;
+  nlohmann::json state() const override;  // the sampler
+  void load_state(const nlohmann::json& state) override;
+
+ private:
+  struct Rollout;
+  Rollout sample(const data::TensorDataset& rows, const ObjectiveContext& ctx);
+
+  std::vector<data::SftExample> prompts_;
+  GrpoConfig options_;
+  std::vector<RewardFunction> rewards_;
+  std::uint64_t seed_;
+  std::int64_t block_size_;
+  Generator sampler_;
+  bool sampler_loaded_ = false;
+  std::unique_ptr<parallel::Strategy> reference_;
+};
+
+}  // namespace genesis::train

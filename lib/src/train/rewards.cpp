@@ -1,0 +1,55 @@
+#include "rewards.hpp"
+
+#include <charconv>
+
+#include "genesis/core/error.hpp"
+#include "genesis/data/tokenizer.hpp"
+
+namespace genesis::train {
+namespace {
+
+bool well_formed(const std::vector<std::int64_t>& completion) {
+  if (completion.empty() || completion.back() != data::ByteTokenizer::kEndOfText) return false;
+  for (std::size_t i = 0; i + 1 < completion.size(); ++i) {
+    const std::int64_t t = completion[i];
+    if (!((t >= ' ' && t <= '~') || t == '\n')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<RewardFunction> parse_reward_functions(const std::vector<std::string>& specs) {
+  std::vector<RewardFunction> out;
+  for (const std::string& spec : specs) {
+    const std::size_t colon = spec.find(':');
+    RewardFunction f{.name = spec.substr(0, colon), .weight = 1.0};
+    const auto bad = [&](const std::string& why) {
+      return ConfigError("reward.functions entry \"" + spec + "\": " + why +
+                         " (expected \"name:weight\", name exact or format, e.g. \"exact:1.0\")");
+    };
+    if (f.name != "exact" && f.name != "format") throw bad("unknown reward \"" + f.name + "\"");
+    if (colon != std::string::npos) {
+      const std::string w = spec.substr(colon + 1);
+      const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), f.weight);
+      if (ec != std::errc() || end != w.data() + w.size()) throw bad("weight \"" + w + "\" is not a number");
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+Rewards score_completion(const std::vector<RewardFunction>& functions,
+                         const std::vector<std::int64_t>& completion,
+                         const std::vector<std::int64_t>& answer) {
+  Rewards r;
+  for (const RewardFunction& f : functions) {
+    const double value = f.name == "exact" ? (completion == answer ? 1.0 : 0.0)
+                                           : (well_formed(completion) ? 1.0 : 0.0);
+    r.values.push_back(value);
+    r.total += f.weight * value;
+  }
+  return r;
+}
+
+}  // namespace genesis::train

@@ -1,0 +1,33 @@
+// Rewards of sampled completions for the online algorithms (reward.functions): built-in functions
+// of a completion's tokens and its prompt's expected answer, each with a weight, summed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace genesis::train {
+
+struct RewardFunction {
+  std::string name;  // "exact", "format"
+  double weight = 1.0;
+};
+
+// "exact:1.0" entries of reward.functions; ConfigError naming a bad entry (unknown name, a weight
+// that is not a number).
+std::vector<RewardFunction> parse_reward_functions(const std::vector<std::string>& specs);
+
+// One completion's rewards: values[i] of functions[i], and their weighted sum.
+struct Rewards {
+  std::vector<double> values;
+  double total = 0;
+};
+
+// exact: 1 when `completion` is `answer` (the expected tokens, end-of-text included), else 0.
+// format: 1 when the completion ends with end-of-text and every token before it is printable
+// text (a byte from ' ' to '~', or a newline), else 0.
+Rewards score_completion(const std::vector<RewardFunction>& functions,
+                         const std::vector<std::int64_t>& completion,
+                         const std::vector<std::int64_t>& answer);
+
+}  // namespace genesis::train

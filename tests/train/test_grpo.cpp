@@ -1,0 +1,180 @@
+// GRPO (training.algorithm = "grpo") as a user runs it: advantages against the group, a loss
+// whose gradient with one update and no KL term is REINFORCE's with the group mean as baseline,
+// the figures TRL logs, a resumed run that samples and ends as an uninterrupted one, and the
+// configurations that cannot work stopped with one line and exit 2 before anything is written.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/ops/ops.hpp"
+#include "support/cli_run.hpp"
+#include "support/small_runs.hpp"
+#include "train/grpo_objective.hpp"
+#include "train/pair_rows.hpp"
+#include "train/rewards.hpp"
+
+namespace genesis {
+namespace {
+
+using json = nlohmann::json;
+using testing::CliResult;
+using testing::run_genesis;
+using testing::TempDir;
+using testing::kOneThread;
+using testing::make_init;
+using testing::metrics_of;
+using testing::small_model;
+using testing::with;
+
+TEST_CASE("grpo advantages: reward minus the group mean, over the group's std", "[grpo]") {
+  const std::vector<double> r{1, 0, 0, 0, 1, 1, 1, 1};  // groups of 4: one right; all right
+  const auto a = train::group_advantages(r, 4, ScaleRewards::group);
+  const double std = std::sqrt((0.75 * 0.75 + 3 * 0.25 * 0.25) / 3);  // unbiased, as torch.std
+  CHECK(a[0] == Approx(0.75 / (std + 1e-4)));
+  CHECK(a[1] == Approx(-0.25 / (std + 1e-4)));
+  for (int i = 4; i < 8; ++i) CHECK(a[i] == 0.0);  // no signal in a group that agrees
+  const auto none = train::group_advantages(r, 4, ScaleRewards::none);
+  CHECK(none[0] == Approx(0.75));
+  CHECK(none[3] == Approx(-0.25));
+  const auto batch = train::group_advantages(r, 4, ScaleRewards::batch);
+  double mean = 0.625, var = 0;
+  for (double x : r) var += (x - mean) * (x - mean);
+  CHECK(batch[0] == Approx(0.75 / (std::sqrt(var / 7) + 1e-4)));
+}
+
+TEST_CASE("grpo's loss with one update and beta 0 has REINFORCE's gradient with a group baseline",
+          "[grpo]") {
+  Generator gen(3);
+  const std::int64_t R = 4, T = 5, V = 7;
+  const std::vector<std::int64_t> targets{2, 3, -100, -100, -100, -100, 1, 1, 4, -100,
+                                          0, 6, 5, 2, 1,    -100, -100, 3, -100, -100};
+  const Tensor t = Tensor::from_vector(targets, {R, T});
+  const Tensor a = Tensor::from_vector<float>({0.5f, -1.0f, 2.0f, -0.25f}, {R, 1});
+  const Tensor mask = train::scored_targets(t).to(DType::f32);
+  for (const auto loss_type : {GrpoLossType::grpo, GrpoLossType::dapo, GrpoLossType::dr_grpo}) {
+    INFO("loss_type " << to_string(loss_type));
+    Tensor logits = Tensor::randn({R, T, V}, gen).set_requires_grad(true);
+    Tensor logp = train::token_log_probs(logits, t);
+    GrpoConfig o;
+    o.loss_type = loss_type;
+    train::grpo_loss(logp, logp.detach(), Tensor(), a, mask, o, 9).loss.backward();
+    const Tensor grpo_grad = logits.grad().clone();
+    // REINFORCE: -sum_i w_i A_i sum_t log pi(o_it), w_i the aggregation's weight of completion i.
+    Tensor again = logits.detach().set_requires_grad(true);
+    const Tensor lp = mul(train::token_log_probs(again, t), mask);
+    const Tensor per_row = sum(lp, {1});
+    Tensor weights;
+    if (loss_type == GrpoLossType::grpo) weights = div(Tensor::full({R, 1}, 1.0 / R), sum(mask, {1}, true));
+    else if (loss_type == GrpoLossType::dapo) weights = Tensor::full({R, 1}, 1.0 / sum(mask).item<double>());
+    else weights = Tensor::full({R, 1}, 1.0 / (R * 9));
+    neg(sum(mul(mul(per_row.unsqueeze(1), a), weights))).backward();
+    const auto g1 = grpo_grad.to_vector(), g2 = again.grad().to_vector();
+    for (std::size_t i = 0; i < g1.size(); ++i) REQUIRE(g1[i] == Approx(g2[i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("reward functions: exact answer, format, weights and bad specs", "[grpo]") {
+  const auto f = train::parse_reward_functions({"exact:1.0", "format:0.5"});
+  const std::vector<std::int64_t> answer{'a', 'b', 256};
+  CHECK(train::score_completion(f, answer, answer).total == 1.5);
+  CHECK(train::score_completion(f, {'a', 'c', 256}, answer).total == 0.5);
+  CHECK(train::score_completion(f, {'a', 'b'}, answer).total == 0.0);  // no end-of-text
+  CHECK(train::score_completion(f, {'a', 3, 256}, answer).values[1] == 0.0);  // junk byte
+  CHECK_THROWS_WITH(train::parse_reward_functions({"exactly:1"}),
+                    Catch::Contains("unknown reward \"exactly\""));
+  CHECK_THROWS_WITH(train::parse_reward_functions({"exact:x"}),
+                    Catch::Contains("weight \"x\" is not a number"));
+}
+
+std::vector<std::string> grpo(const TempDir& dir, const std::filesystem::path& init,
+                              const std::string& name, int steps,
+                              const std::vector<std::string>& more = {}) {
+  return with(with({"train", "--preset", "sft", "-o", dir.path().string(), "--name", name, "--set",
+                    "training.algorithm=\"grpo\"", "--set",
+                    "model.init_from=\"" + init.string() + "\"", "--set",
+                    "training.max_steps=" + std::to_string(steps), "--set",
+                    "training.logging_steps=1", "--set", "training.eval_steps=0", "--set",
+                    "training.save_steps=3", "--set", "training.per_device_train_batch_size=4",
+                    "--set", "training.gradient_accumulation_steps=1", "--set",
+                    "grpo.num_generations=4", "--set", "training.learning_rate=1e-3", "--set",
+                    "reward.functions=[\"exact:1.0\", \"format:0.5\"]"},
+                   small_model()),
+              more);
+}
+
+TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir);
+  CliResult whole = run_genesis(grpo(dir, init, "whole", 6), kOneThread);
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const std::vector<json> m = metrics_of(dir.path() / "whole");
+  REQUIRE(m.size() == 6);
+  for (const char* key : {"reward", "reward_std", "rewards/exact/mean", "rewards/format/mean",
+                          "frac_reward_zero_std",
+                          "completions/mean_length", "completions/clipped_ratio",
+                          "clip_ratio/low_mean", "clip_ratio/high_mean", "entropy",
+                          "sampling/tokens_per_s"}) {
+    INFO(key);
+    CHECK(m[0].contains(key));
+  }
+  CHECK(m[0]["completions/mean_length"].get<double>() > 0);
+  // The barely trained init ends some completions well and some not: a signal to learn from.
+  double largest_norm = 0;
+  for (const json& line : m) largest_norm = std::max(largest_norm, line["grad_norm"].get<double>());
+  CHECK(largest_norm > 0);
+  CHECK(m[0]["entropy"].get<double>() > 0);
+  // summary.json has the last logged figures, the sampling rate among them.
+  const json summary = json::parse(std::ifstream(dir.path() / "whole" / "summary.json"));
+  CHECK(summary.value("train_sampling/tokens_per_s", 0.0) > 0);
+  CHECK(summary.contains("train_reward"));
+  // Resumed from the step-3 checkpoint: the same samples (the sampler is in the checkpoint), the
+  // same updates.
+  const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
+  CliResult rest = run_genesis(
+      grpo(dir, init, "resumed", 6,
+           {"--set", "training.resume_from_checkpoint=\"" + step3.string() + "\""}),
+      kOneThread);
+  INFO(rest.out << rest.err);
+  REQUIRE(rest.exit_code == 0);
+  const std::vector<json> split = metrics_of(dir.path() / "resumed");
+  REQUIRE(split.size() == 3);
+  for (std::size_t i = 3; i < 6; ++i)
+    for (const char* key : {"loss", "reward", "completions/mean_length", "entropy", "grad_norm"}) {
+      INFO("step " << i + 1 << " " << key);
+      CHECK(split[i - 3][key] == m[i][key]);
+    }
+}
+
+TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][train]") {
+  TempDir dir;
+  const std::filesystem::path init = dir.path() / "no-such-run";
+  struct Bad {
+    std::vector<std::string> set;
+    const char* says;
+    int exit_code;
+  };
+  const Bad bad[] = {
+      {{"grpo.num_generations=1"}, "a group of one learns nothing", 2},
+      {{"grpo.num_iterations=2"}, "not built yet", 1},
+      {{"reward.command=\"python3 score.py\""}, "not built yet", 1},
+      {{"reward.functions=[\"exactly:1\"]"}, "unknown reward \"exactly\"", 2},
+      {{"model.init_from=\"\""}, "improves a policy that already answers", 2},
+  };
+  for (const Bad& b : bad) {
+    std::vector<std::string> more;
+    for (const auto& s : b.set) more.insert(more.end(), {"--set", s});
+    const CliResult r = run_genesis(grpo(dir, init, "bad", 2, more), kOneThread);
+    INFO(b.set[0] << "\n" << r.out << r.err);
+    CHECK(r.exit_code == b.exit_code);
+    CHECK(r.err.find(b.says) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "bad"));
+  }
+}
+
+}  // namespace
+}  // namespace genesis
