@@ -29,11 +29,11 @@ inline std::vector<std::string> small_model() {
           "--set", "data.num_samples=400", "--set", "training.eval_batches=1"};
 }
 
-// A few SFT steps of the small model, run "init" in `dir`: what the runs start from.
-inline std::filesystem::path make_init(const TempDir& dir) {
+// `steps` SFT steps of the small model, run "init" in `dir`: what the runs start from.
+inline std::filesystem::path make_init(const TempDir& dir, int steps = 20) {
   const CliResult r = run_genesis(
       with({"train", "--preset", "sft", "-o", dir.path().string(), "--name", "init", "--set",
-            "training.max_steps=20", "--set", "training.eval_steps=0"},
+            "training.max_steps=" + std::to_string(steps), "--set", "training.eval_steps=0"},
            small_model()),
       kOneThread);
   INFO(r.out << r.err);

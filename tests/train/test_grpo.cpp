@@ -1,7 +1,8 @@
 // GRPO (training.algorithm = "grpo") as a user runs it: advantages against the group, a loss
 // whose gradient with one update and no KL term is REINFORCE's with the group mean as baseline,
-// the figures TRL logs, a resumed run that samples and ends as an uninterrupted one, and the
-// configurations that cannot work stopped with one line and exit 2 before anything is written.
+// the figures TRL logs, a resumed run that samples and ends as an uninterrupted one, 2 ranks
+// that train as 1, and the configurations that cannot work stopped with one line (exit 2, or 1
+// for what is not built yet) before anything is written.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -90,6 +91,9 @@ TEST_CASE("reward functions: exact answer, format, weights and bad specs", "[grp
                     Catch::Contains("weight \"x\" is not a number"));
 }
 
+// SFT steps before GRPO: enough that some completions end well and others do not.
+constexpr int kInitSteps = 300;
+
 std::vector<std::string> grpo(const TempDir& dir, const std::filesystem::path& init,
                               const std::string& name, int steps,
                               const std::vector<std::string>& more = {}) {
@@ -108,7 +112,7 @@ std::vector<std::string> grpo(const TempDir& dir, const std::filesystem::path& i
 
 TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][train]") {
   TempDir dir;
-  const auto init = make_init(dir);
+  const auto init = make_init(dir, kInitSteps);
   CliResult whole = run_genesis(grpo(dir, init, "whole", 6), kOneThread);
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
@@ -132,8 +136,8 @@ TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][t
   const json summary = json::parse(std::ifstream(dir.path() / "whole" / "summary.json"));
   CHECK(summary.value("train_sampling/tokens_per_s", 0.0) > 0);
   CHECK(summary.contains("train_reward"));
-  // Resumed from the step-3 checkpoint: the same samples (the sampler is in the checkpoint), the
-  // same updates.
+  // Resumed from the step-3 checkpoint: the same samples (seeded by step and prompt), the same
+  // updates.
   const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
   CliResult rest = run_genesis(
       grpo(dir, init, "resumed", 6,
@@ -148,6 +152,34 @@ TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][t
       INFO("step " << i + 1 << " " << key);
       CHECK(split[i - 3][key] == m[i][key]);
     }
+}
+
+TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const CliResult one = run_genesis(
+      grpo(dir, init, "one", 4, {"--set", "training.train_batch_size=4"}), kOneThread);
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  const CliResult two = run_genesis(
+      with({"launch", "--nproc", "2"},
+           grpo(dir, init, "two", 4,
+                {"--set", "training.train_batch_size=4", "--set",
+                 "training.per_device_train_batch_size=2"})),
+      kOneThread);
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  const std::vector<json> a = metrics_of(dir.path() / "one"), b = metrics_of(dir.path() / "two");
+  REQUIRE(a.size() == 4);
+  REQUIRE(b.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("step " << i + 1);
+    // The same completions (each seeded by its prompt), so the same rewards and lengths.
+    CHECK(a[i]["reward"] == b[i]["reward"]);
+    CHECK(a[i]["completions/mean_length"] == b[i]["completions/mean_length"]);
+    for (const char* key : {"loss", "grad_norm", "entropy"})
+      CHECK(b[i][key].get<double>() == Approx(a[i][key].get<double>()).epsilon(1e-5).margin(1e-7));
+  }
 }
 
 TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][train]") {

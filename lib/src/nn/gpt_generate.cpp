@@ -115,6 +115,25 @@ std::vector<std::int64_t> GPT::generate(const std::vector<std::int64_t>& prompt,
 std::vector<std::vector<std::int64_t>> GPT::generate(
     const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
     Generator& gen, const std::vector<std::int64_t>& limits) {
+  return generate_rows(prompts, options, [&gen](std::int64_t) -> Generator& { return gen; }, limits);
+}
+
+std::vector<std::vector<std::int64_t>> GPT::generate(
+    const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+    std::vector<Generator>& row_generators, const std::vector<std::int64_t>& limits) {
+  GENESIS_CHECK(row_generators.size() == prompts.size(), InvalidArgument,
+                "generate: " + std::to_string(row_generators.size()) + " generators for " +
+                    std::to_string(prompts.size()) + " prompts");
+  return generate_rows(
+      prompts, options,
+      [&row_generators](std::int64_t b) -> Generator& { return row_generators[static_cast<std::size_t>(b)]; },
+      limits);
+}
+
+template <class GeneratorOf>
+std::vector<std::vector<std::int64_t>> GPT::generate_rows(
+    const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+    GeneratorOf&& gen_of, const std::vector<std::int64_t>& limits) {
   GENESIS_CHECK(limits.empty() || limits.size() == prompts.size(), InvalidArgument,
                 "generate: " + std::to_string(limits.size()) + " limits for " +
                     std::to_string(prompts.size()) + " prompts");
@@ -159,7 +178,7 @@ std::vector<std::vector<std::int64_t>> GPT::generate(
     const std::int64_t V = last.size(1);
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      next[b] = pick_token({rows.data() + b * V, static_cast<std::size_t>(V)}, options, gen);
+      next[b] = pick_token({rows.data() + b * V, static_cast<std::size_t>(V)}, options, gen_of(b));
       out[b].push_back(next[b]);
       if (next[b] == options.stop_token || static_cast<std::int64_t>(out[b].size()) == cap[b]) {
         done[b] = true;

@@ -120,10 +120,6 @@ GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig o
   if (options_.epsilon_high == 0.0) options_.epsilon_high = options_.epsilon;
 }
 
-void GrpoObjective::prepare(const PrepareContext& p) {
-  if (!sampler_loaded_) sampler_ = Generator(mix64(seed_ ^ mix64(p.ctx.job.rank() + 1)));
-}
-
 void GrpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) {
   reference_ = std::move(reference);
 }
@@ -132,7 +128,7 @@ double GrpoObjective::count_items(const data::TensorDataset& rows) const {
   return static_cast<double>(rows.size() * options_.num_generations);
 }
 
-GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows,
+GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, std::int64_t step,
                                              const ObjectiveContext& ctx) {
   const Tensor inputs = rows.inputs.to(Device::cpu()).contiguous();
   const Tensor targets = rows.targets.to(Device::cpu()).contiguous();
@@ -157,9 +153,17 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows,
       .top_p = options_.top_p,
       .top_k = options_.top_k,
       .stop_token = data::ByteTokenizer::kEndOfText};
+  // Completion g of a prompt at a step draws from its own stream, seeded by the run's seed, the
+  // step, the prompt's tokens and g: the same on any rank, in any batch, after any resume.
+  std::vector<Generator> generators;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    std::uint64_t h = mix64(seed_ ^ mix64(static_cast<std::uint64_t>(step)));
+    for (std::int64_t t : prompts[i]) h = mix64(h ^ static_cast<std::uint64_t>(t));
+    generators.emplace_back(mix64(h ^ static_cast<std::uint64_t>(i % G)));
+  }
   const auto start = std::chrono::steady_clock::now();
   gpt->eval();
-  const std::vector<Tokens> completions = gpt->generate(prompts, sampling, sampler_);
+  const std::vector<Tokens> completions = gpt->generate(prompts, sampling, generators);
   gpt->train();
   Rollout out;
   out.sums["sampling_s"] = seconds_since(start);
@@ -215,7 +219,7 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows,
 }
 
 BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
-  Rollout rollout = sample(batch.rows, ctx);
+  Rollout rollout = sample(batch.rows, batch.step, ctx);
   const data::TensorDataset rows = to_device(rollout.rows, ctx.device);
   const std::int64_t n = rows.size();
   const Device device = ctx.device;
@@ -293,14 +297,6 @@ Evaluation GrpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget
   Evaluation result;
   add_exact_match(ctx, prompts_, budget, result);
   return result;
-}
-
-nlohmann::json GrpoObjective::state() const { return {{"sampler", sampler_.state()}}; }
-
-void GrpoObjective::load_state(const nlohmann::json& state) {
-  if (!state.is_object() || !state.contains("sampler")) return;
-  sampler_.set_state(state["sampler"].get<std::string>());
-  sampler_loaded_ = true;
 }
 
 }  // namespace genesis::train

@@ -5,8 +5,9 @@
 // group's mean (over the group's std with scale_rewards = "group"). The loss is the clipped
 // surrogate -min(ratio A, clip(ratio) A) per completion token, ratio = pi / pi_old, plus beta
 // times the k3 estimate of the KL to the frozen reference, aggregated by loss_type. A rank
-// samples its own prompts' groups whole, so group statistics do not depend on the world size;
-// its sampler's state is part of each checkpoint, so a resumed run samples the same completions.
+// samples its own prompts' groups whole, and each completion draws from a stream seeded by the
+// run's seed, the step, its prompt and its place in the group: the same completions on any number
+// of ranks and after a resume, so N ranks train as 1 rank with the same global batch.
 #pragma once
 
 #include <memory>
@@ -47,8 +48,6 @@ class GrpoObjective : public Objective {
   GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
                 std::vector<RewardFunction> rewards, std::uint64_t seed, std::int64_t block_size);
 
-  // Seeds this rank's sampler (a fresh run) from the run's seed and the rank.
-  void prepare(const PrepareContext& p) override;
   void set_reference(std::unique_ptr<parallel::Strategy> reference) override;
   double count_items(const data::TensorDataset& rows) const override;  // completions
   BatchLoss compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) override;
@@ -57,20 +56,16 @@ class GrpoObjective : public Objective {
   // clip_ratio/high_mean, entropy; and sampling/tokens_per_s (this rank's sampling rate).
   std::vector<WindowMetric> window_metrics() const override;
   Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) override;
-  nlohmann::json state() const override;  // the sampler
-  void load_state(const nlohmann::json& state) override;
 
  private:
   struct Rollout;
-  Rollout sample(const data::TensorDataset& rows, const ObjectiveContext& ctx);
+  Rollout sample(const data::TensorDataset& rows, std::int64_t step, const ObjectiveContext& ctx);
 
   std::vector<data::SftExample> prompts_;
   GrpoConfig options_;
   std::vector<RewardFunction> rewards_;
   std::uint64_t seed_;
   std::int64_t block_size_;
-  Generator sampler_;
-  bool sampler_loaded_ = false;
   std::unique_ptr<parallel::Strategy> reference_;
 };
 

@@ -31,6 +31,7 @@ struct MicroBatch {
   data::TensorDataset rows;  // on the rank's device
   double items = 0;          // Objective::count_items of the rows, counted on the host
   bool last = true;          // the step's last: its backward reduces the step's gradients
+  std::int64_t step = 1;     // the optimizer step it belongs to (online algorithms seed by it)
 };
 
 struct BatchLoss {

@@ -114,8 +114,20 @@ class GPT : public Module {
   std::vector<std::vector<std::int64_t>> generate(
       const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
       Generator& gen, const std::vector<std::int64_t>& limits = {});
+  // The same with row i's tokens drawn from row_generators[i] (one per prompt): a row's
+  // completion then depends on its own generator alone, not on which rows share its batch.
+  std::vector<std::vector<std::int64_t>> generate(
+      const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+      std::vector<Generator>& row_generators, const std::vector<std::int64_t>& limits = {});
+
 
  private:
+  // generate() with row b's draws from gen_of(b).
+  template <class GeneratorOf>
+  std::vector<std::vector<std::int64_t>> generate_rows(
+      const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
+      GeneratorOf&& gen_of, const std::vector<std::int64_t>& limits);
+
   GPTConfig config_;
   std::shared_ptr<Generator> dropout_gen_;
   bool gradient_checkpointing_ = false;
