@@ -182,6 +182,26 @@ TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo]
   }
 }
 
+TEST_CASE("grpo with reward.command: its scores join the rewards; its crash ends the run",
+          "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const CliResult r = run_genesis(
+      grpo(dir, init, "scored", 2, {"--set", "reward.command=\"awk '{print 2}'\""}), kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<json> m = metrics_of(dir.path() / "scored");
+  REQUIRE(m.size() == 2);
+  CHECK(m[0]["rewards/command/mean"].get<double>() == 2.0);
+  CHECK(m[0]["reward"].get<double>() >= 2.0);
+  const CliResult crash = run_genesis(
+      grpo(dir, init, "crash", 2,
+           {"--set", "reward.command=\"echo scorer broke >&2; exit 4\""}),
+      kOneThread);
+  CHECK(crash.exit_code == 1);
+  CHECK(crash.err.find("failed (exit 4): scorer broke") != std::string::npos);
+}
+
 TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][train]") {
   TempDir dir;
   const std::filesystem::path init = dir.path() / "no-such-run";
@@ -193,7 +213,7 @@ TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][trai
   const Bad bad[] = {
       {{"grpo.num_generations=1"}, "a group of one learns nothing", 2},
       {{"grpo.num_iterations=2"}, "not built yet", 1},
-      {{"reward.command=\"python3 score.py\""}, "not built yet", 1},
+      {{"reward.model=\"runs/rm\""}, "not built yet", 1},
       {{"reward.functions=[\"exactly:1\"]"}, "unknown reward \"exactly\"", 2},
       {{"model.init_from=\"\""}, "improves a policy that already answers", 2},
   };

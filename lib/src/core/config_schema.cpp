@@ -286,8 +286,11 @@ std::vector<ConfigKey> reward_keys() {
      "and end-of-text), format (ends at end-of-text, printable text only)",
      [](Config& c) -> Field { return &c.reward.functions; }},
     {"reward.command",
-     "online algorithms: a program that scores JSONL {prompt, completion} lines (not built yet)",
+     "online algorithms: a program (sh -c) reading JSONL {\"prompt\", \"completion\"} lines on "
+     "stdin and printing one number per line, added to the functions' rewards",
      [](Config& c) -> Field { return &c.reward.command; }},
+    {"reward.timeout_s", "online algorithms: seconds reward.command may take for one micro-batch",
+     [](Config& c) -> Field { return &c.reward.timeout_s; }, Rule::positive},
     {"reward.model", "online algorithms: a reward model's run directory (not built yet)",
      [](Config& c) -> Field { return &c.reward.model; }},
   };

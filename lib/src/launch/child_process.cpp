@@ -44,7 +44,7 @@ Pipe open_pipe() {
 }  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::vector<std::string>& environment) {
+                           const std::vector<std::string>& environment, bool stdin_pipe) {
   GENESIS_CHECK(!argv.empty(), InvalidArgument, "ChildProcess needs a program to run");
   std::vector<std::string> arg_copy = argv, env_copy = environment;
   std::vector<char*> args, envp;
@@ -54,6 +54,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   envp.push_back(nullptr);
 
   Pipe out = open_pipe(), err = open_pipe();
+  Pipe in = stdin_pipe ? open_pipe() : Pipe{};
   const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw IoError(std::string("fork: ") + strerror(errno));
@@ -64,8 +65,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     if (getppid() != launcher) _exit(1);
     // The launcher's SIGINT/SIGTERM handlers do not survive exec, but an ignored SIGPIPE would.
     signal(SIGPIPE, SIG_DFL);
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+    const int null_fd = stdin_pipe ? -1 : open("/dev/null", O_RDONLY);
+    if (stdin_pipe) dup2(in.read.get(), STDIN_FILENO);
+    else if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(out.write.get(), STDOUT_FILENO);
     dup2(err.write.get(), STDERR_FILENO);
     execvpe(args[0], args.data(), envp.data());
@@ -82,6 +84,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
   setpgid(pid, pid);
   pid_ = pid;
   out_fd_ = std::move(out.read);  // the write ends close on return: only the worker keeps them
+  in_fd_ = std::move(in.write);
   err_fd_ = std::move(err.read);
 }
 
@@ -89,6 +92,7 @@ ChildProcess::~ChildProcess() { release(); }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)),
+      in_fd_(std::move(other.in_fd_)),
       out_fd_(std::move(other.out_fd_)),
       err_fd_(std::move(other.err_fd_)),
       status_(std::move(other.status_)) {}
@@ -97,6 +101,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   if (this != &other) {
     release();
     pid_ = std::exchange(other.pid_, -1);
+    in_fd_ = std::move(other.in_fd_);
     out_fd_ = std::move(other.out_fd_);
     err_fd_ = std::move(other.err_fd_);
     status_ = std::move(other.status_);
@@ -117,10 +122,13 @@ void ChildProcess::release() noexcept {
     // so that when launch returns, nothing it started is still running.
     for (int i = 0; i < 200 && kill(-pid_, 0) == 0; ++i) usleep(5000);
   }
+  close_stdin();
   close_stdout();
   close_stderr();
   pid_ = -1;
 }
+
+void ChildProcess::close_stdin() { in_fd_.reset(); }
 
 void ChildProcess::close_stdout() { out_fd_.reset(); }
 

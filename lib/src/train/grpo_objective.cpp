@@ -12,6 +12,7 @@
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"
 #include "pair_rows.hpp"
+#include "reward_command.hpp"
 #include "sft_eval.hpp"
 
 namespace genesis::train {
@@ -110,11 +111,13 @@ struct GrpoObjective::Rollout {
 };
 
 GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
-                             std::vector<RewardFunction> rewards, std::uint64_t seed,
+                             const RewardConfig& reward, std::uint64_t seed,
                              std::int64_t block_size)
     : prompts_(std::move(prompts)),
       options_(options),
-      rewards_(std::move(rewards)),
+      rewards_(parse_reward_functions(reward.functions)),
+      reward_command_(reward.command),
+      reward_timeout_s_(reward.timeout_s),
       seed_(seed),
       block_size_(block_size) {
   if (options_.epsilon_high == 0.0) options_.epsilon_high = options_.epsilon;
@@ -126,6 +129,21 @@ void GrpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference)
 
 double GrpoObjective::count_items(const data::TensorDataset& rows) const {
   return static_cast<double>(rows.size() * options_.num_generations);
+}
+
+std::vector<double> GrpoObjective::command_rewards(const std::vector<Tokens>& prompts,
+                                                   const std::vector<Tokens>& completions) const {
+  if (reward_command_.empty()) return {};
+  const data::ByteTokenizer tokenizer;
+  auto text = [&](Tokens tokens) {
+    if (!tokens.empty() && tokens.back() == data::ByteTokenizer::kEndOfText) tokens.pop_back();
+    for (std::int64_t& t : tokens)
+      if (t < 0 || t >= 256) t = '?';  // end-of-text mid-way, padding: not text
+    return tokenizer.decode(tokens);
+  };
+  std::vector<ScoredText> items;
+  for (std::size_t i = 0; i < prompts.size(); ++i) items.push_back({text(prompts[i]), text(completions[i])});
+  return run_reward_command(reward_command_, items, reward_timeout_s_);
 }
 
 GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, std::int64_t step,
@@ -169,12 +187,13 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
   out.sums["sampling_s"] = seconds_since(start);
 
   // Rewards, group advantages and the figures of the batch.
+  const std::vector<double> commanded = command_rewards(prompts, completions);
   std::vector<double> totals;
   std::vector<double> per_function(rewards_.size());
   double tokens = 0, clipped = 0;
   for (std::size_t i = 0; i < completions.size(); ++i) {
     const Rewards r = score_completion(rewards_, completions[i], answers[i]);
-    totals.push_back(r.total);
+    totals.push_back(r.total + (commanded.empty() ? 0.0 : commanded[i]));
     for (std::size_t f = 0; f < r.values.size(); ++f) per_function[f] += r.values[f];
     tokens += static_cast<double>(completions[i].size());
     if (completions[i].empty() || completions[i].back() != data::ByteTokenizer::kEndOfText) clipped += 1;
@@ -200,6 +219,8 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
   out.sums["sampled_tokens"] = tokens;
   for (std::size_t f = 0; f < rewards_.size(); ++f)
     out.sums["reward_" + rewards_[f].name + "_sum"] = per_function[f];
+  if (!commanded.empty())
+    out.sums["reward_command_sum"] = std::accumulate(commanded.begin(), commanded.end(), 0.0);
 
   // prompt + completion as a row: inputs all but the last token, targets the completion's.
   const auto n = static_cast<std::int64_t>(completions.size());
@@ -273,6 +294,9 @@ std::vector<WindowMetric> GrpoObjective::window_metrics() const {
   for (const RewardFunction& f : rewards_)
     m.push_back({.key = "rewards/" + f.name + "/mean", .label = f.name,
                  .numerator = "reward_" + f.name + "_sum", .denominator = "completions"});
+  if (!reward_command_.empty())
+    m.push_back({.key = "rewards/command/mean", .label = "command",
+                 .numerator = "reward_command_sum", .denominator = "completions"});
   m.push_back({.key = "frac_reward_zero_std", .label = "zero_std", .numerator = "zero_std_groups",
                .denominator = "groups", .decimals = 2});
   m.push_back({.key = "completions/mean_length", .label = "len", .numerator = "completion_tokens",

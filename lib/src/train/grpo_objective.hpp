@@ -45,8 +45,9 @@ GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& re
 class GrpoObjective : public Objective {
  public:
   // prompts: held-out examples that evaluation completes greedily (exact match).
+  // ConfigError for a bad reward.functions entry.
   GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
-                std::vector<RewardFunction> rewards, std::uint64_t seed, std::int64_t block_size);
+                const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size);
 
   void set_reference(std::unique_ptr<parallel::Strategy> reference) override;
   double count_items(const data::TensorDataset& rows) const override;  // completions
@@ -60,10 +61,15 @@ class GrpoObjective : public Objective {
  private:
   struct Rollout;
   Rollout sample(const data::TensorDataset& rows, std::int64_t step, const ObjectiveContext& ctx);
+  // reward.command's scores of the completions (empty without a command).
+  std::vector<double> command_rewards(const std::vector<std::vector<std::int64_t>>& prompts,
+                                      const std::vector<std::vector<std::int64_t>>& completions) const;
 
   std::vector<data::SftExample> prompts_;
   GrpoConfig options_;
   std::vector<RewardFunction> rewards_;
+  std::string reward_command_;
+  double reward_timeout_s_;
   std::uint64_t seed_;
   std::int64_t block_size_;
   std::unique_ptr<parallel::Strategy> reference_;

@@ -214,7 +214,6 @@ Task make_dpo(const Config& config, Generator& init) {
 Task make_grpo(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
   auto gpt = build_gpt(config, init);
-  std::vector<RewardFunction> rewards = parse_reward_functions(config.reward.functions);
   SftData rows = load_sft_data(config);
   Task task;
   const auto G = static_cast<double>(config.grpo.num_generations);
@@ -223,7 +222,7 @@ Task make_grpo(const Config& config, Generator& init) {
   task.train = std::move(rows.train);
   task.eval_examples = rows.prompts.size();
   task.objective = std::make_unique<GrpoObjective>(std::move(rows.prompts), config.grpo,
-                                                   std::move(rewards), config.seed, m.block_size);
+                                                   config.reward, config.seed, m.block_size);
   if (config.grpo.beta > 0)
     task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
       Generator gen(seed);  // its values come from model.init_from

@@ -232,7 +232,10 @@ struct RewardConfig {
   // "name:weight" of built-in rewards, summed with their weights: exact (the completion is the
   // task's answer and end-of-text), format (it ends at end-of-text with printable text only).
   std::vector<std::string> functions{"exact:1.0"};
-  std::string command;  // a program scoring JSONL {prompt, completion} lines (not built yet)
+  // A program (run with sh -c) that reads JSONL {"prompt", "completion"} lines on stdin and
+  // answers one number per line: its score is added to the functions' with weight 1.
+  std::string command;
+  double timeout_s = 60;  // the command's time for one micro-batch before it fails the step
   std::string model;    // a reward model's run (not built yet)
 };
 

@@ -1,5 +1,5 @@
 // A worker process as a move-only RAII handle: fork/exec into its own process group with stdout
-// and stderr on pipes the launcher reads and /dev/null as stdin; the worker dies with the launcher
+// and stderr on pipes the launcher reads and /dev/null (or a pipe it feeds) as stdin; the worker dies with the launcher
 // (PR_SET_PDEATHSIG) even when the launcher is SIGKILLed. Destroying a handle whose
 // process group may still be alive kills the whole group and reaps the worker, so no path
 // through the launcher (exception included) leaves a process behind.
@@ -36,7 +36,10 @@ class ChildProcess {
   // Starts argv[0] (searched on PATH when it has no '/') with exactly `environment`
   // ("NAME=value" strings). IoError when the pipes or fork fail; a program that cannot be
   // executed exits 127 with the reason on its stderr, like a shell.
-  ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& environment);
+  // With `stdin_pipe` the child reads its stdin from a pipe whose write end is stdin_fd() (a
+  // filter fed by the parent), instead of /dev/null.
+  ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
+               bool stdin_pipe = false);
   ~ChildProcess();
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
@@ -46,6 +49,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // Read ends of the worker's stdout/stderr pipes; -1 once close_output() closed them.
   int stdout_fd() const { return out_fd_.get(); }
+  int stdin_fd() const { return in_fd_.get(); }  // -1 without stdin_pipe or once closed
+  void close_stdin();
   int stderr_fd() const { return err_fd_.get(); }
   void close_stdout();
   void close_stderr();
@@ -60,6 +65,7 @@ class ChildProcess {
   void release() noexcept;
 
   pid_t pid_ = -1;
+  UniqueFd in_fd_;
   UniqueFd out_fd_;
   UniqueFd err_fd_;
   std::optional<ExitStatus> status_;
