@@ -5,6 +5,7 @@
 // for what is not built yet) before anything is written.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -202,6 +203,36 @@ TEST_CASE("grpo with reward.command: its scores join the rewards; its crash ends
   CHECK(crash.err.find("failed (exit 4): scorer broke") != std::string::npos);
 }
 
+TEST_CASE("grpo with reward.model: a trained reward model's scores join the rewards",
+          "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const CliResult rm = run_genesis(
+      with({"train", "--preset", "rm", "-o", dir.path().string(), "--name", "rm", "--set",
+            "model.init_from=\"" + init.string() + "\"", "--set", "data.source=\"pairs:reverse,sort\"",
+            "--set", "training.max_steps=10", "--set", "training.eval_steps=0"},
+           small_model()),
+      kOneThread);
+  INFO(rm.out << rm.err);
+  REQUIRE(rm.exit_code == 0);
+  const std::string rm_run = (dir.path() / "rm").string();
+  const CliResult r = run_genesis(
+      grpo(dir, init, "modelled", 2, {"--set", "reward.model=\"" + rm_run + "\""}), kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<json> m = metrics_of(dir.path() / "modelled");
+  REQUIRE(m.size() == 2);
+  CHECK(m[0].contains("rewards/model/mean"));
+  CHECK(std::isfinite(m[0]["rewards/model/mean"].get<double>()));
+  CHECK(m[0]["rewards/model/mean"].get<double>() != 0.0);
+  // A run without a value head is no reward model.
+  const CliResult sft = run_genesis(
+      grpo(dir, init, "unscored", 2, {"--set", "reward.model=\"" + init.string() + "\""}),
+      kOneThread);
+  CHECK(sft.exit_code == 2);
+  CHECK(sft.err.find("has no trained value head (score.weight)") != std::string::npos);
+}
+
 TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][train]") {
   TempDir dir;
   const std::filesystem::path init = dir.path() / "no-such-run";
@@ -213,7 +244,6 @@ TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][trai
   const Bad bad[] = {
       {{"grpo.num_generations=1"}, "a group of one learns nothing", 2},
       {{"grpo.num_iterations=2"}, "not built yet", 1},
-      {{"reward.model=\"runs/rm\""}, "not built yet", 1},
       {{"reward.functions=[\"exactly:1\"]"}, "unknown reward \"exactly\"", 2},
       {{"model.init_from=\"\""}, "improves a policy that already answers", 2},
   };

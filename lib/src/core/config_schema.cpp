@@ -291,7 +291,9 @@ std::vector<ConfigKey> reward_keys() {
      [](Config& c) -> Field { return &c.reward.command; }},
     {"reward.timeout_s", "online algorithms: seconds reward.command may take for one micro-batch",
      [](Config& c) -> Field { return &c.reward.timeout_s; }, Rule::positive},
-    {"reward.model", "online algorithms: a reward model's run directory (not built yet)",
+    {"reward.model",
+     "online algorithms: a reward model (a run, checkpoint or export of training.algorithm = "
+     "\"rm\" with the policy's shape) whose score of prompt + completion is added",
      [](Config& c) -> Field { return &c.reward.model; }},
   };
 }

@@ -84,12 +84,10 @@ void validate_grpo(const Config& config, const Origins& origins) {
     throw NotSupported(at("grpo.num_iterations") + " = " +
                        std::to_string(config.grpo.num_iterations) +
                        ": reusing a rollout for several updates is not built yet; use 1");
-  if (!config.reward.model.empty())
-    throw NotSupported(at("reward.model") + ": rewards from a reward model are not built yet; "
-                       "use reward.functions");
-  if (config.reward.functions.empty() && config.reward.command.empty())
-    throw ConfigError(at("reward.functions") + " is empty and reward.command unset: " + name +
-                      " needs a reward, e.g. [\"exact:1.0\"]");
+  if (config.reward.functions.empty() && config.reward.command.empty() &&
+      config.reward.model.empty())
+    throw ConfigError(at("reward.functions") + " is empty and neither reward.command nor "
+                      "reward.model is set: " + name + " needs a reward, e.g. [\"exact:1.0\"]");
 }
 
 }  // namespace

@@ -118,9 +118,17 @@ GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig o
       rewards_(parse_reward_functions(reward.functions)),
       reward_command_(reward.command),
       reward_timeout_s_(reward.timeout_s),
+      reward_model_path_(reward.model),
       seed_(seed),
       block_size_(block_size) {
   if (options_.epsilon_high == 0.0) options_.epsilon_high = options_.epsilon;
+}
+
+void GrpoObjective::prepare(const PrepareContext& p) {
+  if (reward_model_path_.empty()) return;
+  auto* gpt = dynamic_cast<nn::GPT*>(&p.ctx.strategy.module());
+  GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo trains a gpt");
+  reward_model_ = std::make_unique<RewardModel>(reward_model_path_, gpt->config(), p.ctx.device);
 }
 
 void GrpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) {
@@ -188,12 +196,15 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
 
   // Rewards, group advantages and the figures of the batch.
   const std::vector<double> commanded = command_rewards(prompts, completions);
+  const std::vector<double> modelled =
+      reward_model_ ? reward_model_->score(prompts, completions) : std::vector<double>();
   std::vector<double> totals;
   std::vector<double> per_function(rewards_.size());
   double tokens = 0, clipped = 0;
   for (std::size_t i = 0; i < completions.size(); ++i) {
     const Rewards r = score_completion(rewards_, completions[i], answers[i]);
-    totals.push_back(r.total + (commanded.empty() ? 0.0 : commanded[i]));
+    totals.push_back(r.total + (commanded.empty() ? 0.0 : commanded[i]) +
+                     (modelled.empty() ? 0.0 : modelled[i]));
     for (std::size_t f = 0; f < r.values.size(); ++f) per_function[f] += r.values[f];
     tokens += static_cast<double>(completions[i].size());
     if (completions[i].empty() || completions[i].back() != data::ByteTokenizer::kEndOfText) clipped += 1;
@@ -221,6 +232,8 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
     out.sums["reward_" + rewards_[f].name + "_sum"] = per_function[f];
   if (!commanded.empty())
     out.sums["reward_command_sum"] = std::accumulate(commanded.begin(), commanded.end(), 0.0);
+  if (!modelled.empty())
+    out.sums["reward_model_sum"] = std::accumulate(modelled.begin(), modelled.end(), 0.0);
 
   // prompt + completion as a row: inputs all but the last token, targets the completion's.
   const auto n = static_cast<std::int64_t>(completions.size());
@@ -297,6 +310,9 @@ std::vector<WindowMetric> GrpoObjective::window_metrics() const {
   if (!reward_command_.empty())
     m.push_back({.key = "rewards/command/mean", .label = "command",
                  .numerator = "reward_command_sum", .denominator = "completions"});
+  if (!reward_model_path_.empty())
+    m.push_back({.key = "rewards/model/mean", .label = "rm", .numerator = "reward_model_sum",
+                 .denominator = "completions"});
   m.push_back({.key = "frac_reward_zero_std", .label = "zero_std", .numerator = "zero_std_groups",
                .denominator = "groups", .decimals = 2});
   m.push_back({.key = "completions/mean_length", .label = "len", .numerator = "completion_tokens",

@@ -17,6 +17,7 @@
 #include "genesis/data/sft.hpp"
 #include "genesis/tensor/random.hpp"
 #include "objective.hpp"
+#include "reward_model.hpp"
 #include "rewards.hpp"
 
 namespace genesis::train {
@@ -50,6 +51,8 @@ class GrpoObjective : public Objective {
                 const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size);
 
   void set_reference(std::unique_ptr<parallel::Strategy> reference) override;
+  // Loads reward.model, when set, onto the run's device.
+  void prepare(const PrepareContext& p) override;
   double count_items(const data::TensorDataset& rows) const override;  // completions
   BatchLoss compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) override;
   // TRL's names: reward, reward_std, rewards/<fn>/mean, frac_reward_zero_std,
@@ -70,6 +73,8 @@ class GrpoObjective : public Objective {
   std::vector<RewardFunction> rewards_;
   std::string reward_command_;
   double reward_timeout_s_;
+  std::string reward_model_path_;
+  std::unique_ptr<RewardModel> reward_model_;
   std::uint64_t seed_;
   std::int64_t block_size_;
   std::unique_ptr<parallel::Strategy> reference_;

@@ -80,8 +80,8 @@ std::string how_to_make(const fs::path& path) {
 
 }  // namespace
 
-InitWeights::InitWeights(const std::string& path, nn::Module& model) {
-  const std::string where = "model.init_from = \"" + path + "\"";
+InitWeights::InitWeights(const std::string& path, nn::Module& model, const std::string& key) {
+  const std::string where = key + " = \"" + path + "\"";
   if (!fs::exists(path))
     throw ConfigError(where + ": there is no such run, checkpoint or file" + how_to_make(path));
   std::map<std::string, Tensor> given;

@@ -21,7 +21,9 @@ class InitWeights : public ckpt::StateSource {
   // lacks is an error, except a value head, which starts from the model's own initialisation;
   // one the source has and the model lacks (a value head again) is left out. ConfigError naming
   // the path and the tensor.
-  InitWeights(const std::string& path, nn::Module& model);
+  // `key` names the setting in errors.
+  InitWeights(const std::string& path, nn::Module& model,
+              const std::string& key = "model.init_from");
 
   // "runs/sft/checkpoints/step-5000 (checkpoint, 26 tensors)", and what starts fresh.
   const std::string& description() const { return description_; }

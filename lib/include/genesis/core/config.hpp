@@ -236,7 +236,7 @@ struct RewardConfig {
   // answers one number per line: its score is added to the functions' with weight 1.
   std::string command;
   double timeout_s = 60;  // the command's time for one micro-batch before it fails the step
-  std::string model;    // a reward model's run (not built yet)
+  std::string model;      // a reward model trained by algorithm = "rm": its score is added
 };
 
 struct Config {
