@@ -10,8 +10,10 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/tensor/random.hpp"
 #include "support/gpu_required.hpp"
@@ -117,4 +119,30 @@ TEST_CASE("cross_entropy_scored on the GPU: the CPU's hit count, NaN and ties in
   const ScoredLoss gpu = cross_entropy_scored(logits.to(kGpu), target.to(kGpu));
   CHECK(gpu.hits.item<float>() == cpu.hits.item<float>());
   CHECK(gpu.loss.item<double>() == Approx(cpu.loss.item<double>()).epsilon(1e-6));
+}
+
+TEST_CASE("layer_norm under bf16 autocast on the GPU: the f32 result rounded once, same gradients",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the fused layer_norm cast test")) return;
+  Generator gen(13);
+  const Tensor x0 = Tensor::randn({64, 768}, gen).to(kGpu);
+  const Tensor w0 = Tensor::randn({768}, gen, 0.1).to(kGpu), b0 = Tensor::randn({768}, gen, 0.1).to(kGpu);
+  const Tensor up = Tensor::randn({64, 768}, gen).to(DType::bf16).to(kGpu);  // what a matmul returns
+  auto run = [&](bool autocast) {
+    Tensor x = x0.detach().set_requires_grad(true), w = w0.detach().set_requires_grad(true);
+    Tensor y;
+    {
+      amp::AutocastGuard guard(autocast ? std::optional<DType>(DType::bf16) : std::nullopt);
+      y = layer_norm(x, w, b0);
+    }
+    if (!autocast) y = y.to(DType::bf16);  // the cast a matmul under autocast would make
+    sum(mul(y.to(DType::f32), up.to(DType::f32))).backward();
+    return std::tuple{y, x.grad(), w.grad()};
+  };
+  const auto [fused, dx_fused, dw_fused] = run(true);
+  const auto [plain, dx_plain, dw_plain] = run(false);
+  CHECK(fused.dtype() == DType::bf16);
+  check_same("layer_norm output", fused, plain);
+  check_same("dx", dx_fused, dx_plain);
+  check_same("dw", dw_fused, dw_plain);
 }

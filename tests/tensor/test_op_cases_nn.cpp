@@ -149,6 +149,26 @@ void layer_norm_cases(CaseList& cases, Generator& gen) {
     c.keep_f32 = {mean, rstd};
     cases.push_back(c);
   }
+  // Autocast's fused cast on CUDA: f32 x, w, b writing a bf16 output, and the backward's bf16 dy
+  // beside f32 x, w and f32 gradients (the general path at 129 columns, the fused one at 768).
+  for (const Spec& s : {Spec{37, 129, DType::bf16, 0.0f, "(37, 129)"},
+                        Spec{64, 768, DType::bf16, 0.0f, "(64, 768)"}}) {
+    std::vector<Tensor> xwb = norm_inputs(s.n, s.C, gen, DType::f32);
+    Tensor y = Tensor::empty({s.n, s.C}), mean = Tensor::empty({s.n}), rstd = Tensor::empty({s.n});
+    OpCase c = make_case(OpId::layer_norm, std::string(s.label) + " f32 in, bf16 out", xwb,
+                         {y, mean, rstd}, DType::bf16);
+    c.args = eps;
+    c.keep_f32 = {xwb[0], xwb[1], xwb[2], mean, rstd};
+    cases.push_back(c);
+    Tensor m2 = Tensor::empty({s.n}), r2 = Tensor::empty({s.n});
+    cpu_run(OpId::layer_norm, xwb, {Tensor::empty({s.n, s.C}), m2, r2}, eps);
+    Tensor dx = Tensor::empty({s.n, s.C}), dw = Tensor::empty({s.C}), db = Tensor::empty({s.C});
+    c = make_case(OpId::layer_norm_backward, std::string(s.label) + " bf16 dy, f32 x",
+                  {randn({s.n, s.C}, gen), xwb[0], xwb[1], m2, r2}, {dx, dw, db}, DType::bf16);
+    c.args = eps;
+    c.keep_f32 = {xwb[0], xwb[1], m2, r2, dx, dw, db};
+    cases.push_back(c);
+  }
 }
 
 void embedding_cases(CaseList& cases, Generator& gen) {

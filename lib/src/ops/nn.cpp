@@ -6,6 +6,7 @@
 #include <bit>
 #include <string>
 
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
@@ -147,13 +148,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor xf = f32(x).reshape({N, C});
   Tensor wf = weight.defined() ? f32(weight) : Tensor::ones({C}, DType::f32, device);
   Tensor bf = bias.defined() ? f32(bias) : Tensor::zeros({C}, DType::f32, device);
-  Tensor y = Tensor::empty({N, C}, DType::f32, device);
+  // Under autocast on CUDA the kernel writes the autocast dtype: what the matmul after it reads,
+  // rounded once from the f32 result as that matmul's own cast would, without the f32 copy and
+  // the conversion pass; its backward then takes the 16-bit gradient that matmul returns.
+  const std::optional<DType> narrow = amp::autocast_dtype();
+  const bool fused_cast = device.is_cuda() && narrow &&
+                          (*narrow == DType::bf16 || *narrow == DType::f16);
+  Tensor y = Tensor::empty({N, C}, fused_cast ? *narrow : DType::f32, device);
   Tensor mean = Tensor::empty({N}, DType::f32, device);
   Tensor rstd = Tensor::empty({N}, DType::f32, device);
   OpArgs args;
   args.f[0] = eps;
   dispatch(OpId::layer_norm, {xf, wf, bf}, {y, mean, rstd}, args);
-  Tensor out = cast(y.reshape(x.shape()), nn_compute::result_type({x, weight, bias}));
+  Tensor out = fused_cast ? y.reshape(x.shape())
+                          : cast(y.reshape(x.shape()), nn_compute::result_type({x, weight, bias}));
   const Shape shape = x.shape();
   const DType xt = x.dtype();
   const DType wt = weight.defined() ? weight.dtype() : DType::f32;
@@ -165,8 +173,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
            Tensor dx = Tensor::empty(xf.shape(), DType::f32, dev);
            Tensor dw = Tensor::empty(wf.shape(), DType::f32, dev);
            Tensor db = Tensor::empty(wf.shape(), DType::f32, dev);
-           dispatch(OpId::layer_norm_backward,
-                    {f32(g[0]).reshape(xf.shape()), xf, wf, mean, rstd}, {dx, dw, db});
+           // A 16-bit gradient reaches the CUDA kernel as it is (the fused cast's backward).
+           const bool narrow_dy = dev.is_cuda() && (g[0].dtype() == DType::bf16 ||
+                                                    g[0].dtype() == DType::f16);
+           const Tensor dy = narrow_dy ? g[0].contiguous() : f32(g[0]);
+           dispatch(OpId::layer_norm_backward, {dy.reshape(xf.shape()), xf, wf, mean, rstd},
+                    {dx, dw, db});
            return {needs[0] ? cast(dx.reshape(shape), xt) : Tensor(),
                    needs[1] ? cast(dw, wt) : Tensor(), needs[2] ? cast(db, bt) : Tensor()};
          });

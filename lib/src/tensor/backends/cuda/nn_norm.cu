@@ -28,10 +28,10 @@ constexpr int kMaxColsPerLane = 32;
 // x (rows, cols), w, b (cols) -> y (rows, cols), mean, rstd (rows). Two passes for the variance,
 // as on the CPU, so it stays accurate when |mean| >> std. Dynamic shared memory with kCache:
 // blockDim.y rows of T; each lane reads back only the packs it wrote (no barrier needed).
-template <typename T, int kVec, bool kCache>
+template <typename T, typename TY, int kVec, bool kCache>
 __global__ void __launch_bounds__(32 * kNormWarps)
     layer_norm_rows_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                           const T* __restrict__ b, T* __restrict__ y, float* __restrict__ mean,
+                           const T* __restrict__ b, TY* __restrict__ y, float* __restrict__ mean,
                            float* __restrict__ rstd, std::int64_t rows, std::int64_t cols,
                            float inv_c, float eps) {
   extern __shared__ __align__(16) unsigned char row_cache[];
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(32 * kNormWarps)
 
   const P* wp = reinterpret_cast<const P*>(w);
   const P* bp = reinterpret_cast<const P*>(b);
-  P* yr = reinterpret_cast<P*>(y + row * cols);
+  auto* yr = reinterpret_cast<Pack<TY, kVec>*>(y + row * cols);
   for_each_pack<kBatch>(src, nvec, lane, 32, [&](std::int64_t v, const P& p) {
     float e[kVec], ww[kVec], bb[kVec];
     unpack(p, e);
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(32 * kNormWarps)
     unpack(bp[v], bb);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) e[i] = (e[i] - mu) * rs * ww[i] + bb[i];
-    yr[v] = pack<T, kVec>(e);
+    yr[v] = pack<TY, kVec>(e);
   });
   if (lane == 0) {
     mean[row] = mu;
@@ -120,9 +120,9 @@ __device__ __forceinline__ void store_block_sums(const float (&dw_acc)[kNV][kVec
 // (cols)). Lane l owns packs l, l + 32, ... (kNV of them, covering the row), so its dw/db
 // accumulators are registers and the same lane of every warp owns the same columns. Warps take
 // rows blockIdx.x * kNormWarps + warp, stepping by the grid. Dynamic shared memory: 2 * cols f32.
-template <typename T, int kVec, int kNV>
+template <typename T, typename TD, int kVec, int kNV>
 __global__ void __launch_bounds__(32 * kNormWarps, kNV* kVec <= 24 ? 2 : 1)
-    layer_norm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+    layer_norm_backward_fused_kernel(const TD* __restrict__ dy, const T* __restrict__ x,
                                      const T* __restrict__ w, const float* __restrict__ mean,
                                      const float* __restrict__ rstd, T* __restrict__ dx,
                                      float* __restrict__ partial, std::int64_t rows,
@@ -140,9 +140,10 @@ __global__ void __launch_bounds__(32 * kNormWarps, kNV* kVec <= 24 ? 2 : 1)
        row += row_step) {
     const float mu = mean[row];
     const float rs = rstd[row];
-    const P* dyr = reinterpret_cast<const P*>(dy + row * cols);
+    const auto* dyr = reinterpret_cast<const Pack<TD, kVec>*>(dy + row * cols);
     const P* xr = reinterpret_cast<const P*>(x + row * cols);
-    P dyp[kNV], xp[kNV];
+    Pack<TD, kVec> dyp[kNV];
+    P xp[kNV];
 #pragma unroll
     for (int j = 0; j < kNV; ++j) {
       const std::int64_t v = lane + 32 * j;
@@ -197,9 +198,9 @@ __global__ void __launch_bounds__(32 * kNormWarps, kNV* kVec <= 24 ? 2 : 1)
 
 // Fallback dx (rows not 16-byte aligned, or too long for the fused kernel's registers): one warp
 // per row, reading the row twice (the second read mostly from L1/L2).
-template <typename T, int kVec>
+template <typename T, typename TD, int kVec>
 __global__ void __launch_bounds__(32 * kNormWarps)
-    layer_norm_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+    layer_norm_backward_dx_kernel(const TD* __restrict__ dy, const T* __restrict__ x,
                                   const T* __restrict__ w, const float* __restrict__ mean,
                                   const float* __restrict__ rstd, T* __restrict__ dx,
                                   std::int64_t rows, std::int64_t cols, float inv_c) {
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__(32 * kNormWarps)
   const std::int64_t nvec = cols / kVec;
   const float mu = mean[row];
   const float rs = rstd[row];
-  const P* dyr = reinterpret_cast<const P*>(dy + row * cols);
+  const auto* dyr = reinterpret_cast<const Pack<TD, kVec>*>(dy + row * cols);
   const P* xr = reinterpret_cast<const P*>(x + row * cols);
   const P* wp = reinterpret_cast<const P*>(w);
   P* dxr = reinterpret_cast<P*>(dx + row * cols);
@@ -245,9 +246,9 @@ __global__ void __launch_bounds__(32 * kNormWarps)
 
 // Fallback dw, db partials: thread per column c, block row blockIdx.y sums rows
 // [blockIdx.y * chunk, + chunk) in order into partial[blockIdx.y] = (dw (cols), db (cols)).
-template <typename T>
+template <typename T, typename TD>
 __global__ void __launch_bounds__(256)
-    layer_norm_backward_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+    layer_norm_backward_partial_kernel(const TD* __restrict__ dy, const T* __restrict__ x,
                                        const float* __restrict__ mean,
                                        const float* __restrict__ rstd,
                                        float* __restrict__ partial, std::int64_t rows,
@@ -298,12 +299,12 @@ unsigned row_blocks(std::int64_t rows, int rows_per_block, const char* op) {
   return static_cast<unsigned>(blocks);
 }
 
-template <typename T, int kVec, int kNV>
+template <typename T, typename TD, int kVec, int kNV>
 void launch_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w,
                            const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                            const Tensor& dw, const Tensor& db, std::int64_t rows,
                            std::int64_t cols, float inv_c) {
-  auto kernel = layer_norm_backward_fused_kernel<T, kVec, kNV>;
+  auto kernel = layer_norm_backward_fused_kernel<T, TD, kVec, kNV>;
   const std::size_t smem = 2 * static_cast<std::size_t>(cols) * sizeof(float);
   int per_sm = 0;
   GENESIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
@@ -314,7 +315,7 @@ void launch_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w,
       std::max<std::int64_t>(1, std::min<std::int64_t>(wave, (rows + kNormWarps - 1) / kNormWarps));
   Tensor partial = Tensor::empty({parts, 2 * cols}, DType::f32, x.device());
   kernel<<<static_cast<unsigned>(parts), dim3(32, kNormWarps), smem, compute_stream()>>>(
-      ptr<T>(dy), ptr<T>(x), ptr<T>(w), ptr<float>(mean), ptr<float>(rstd), ptr<T>(dx),
+      ptr<TD>(dy), ptr<T>(x), ptr<T>(w), ptr<float>(mean), ptr<float>(rstd), ptr<T>(dx),
       ptr<float>(partial), rows, cols, inv_c);
   GENESIS_CUDA_LAUNCH_CHECK();
   const std::int64_t col_blocks = (2 * cols + 31) / 32;
@@ -324,7 +325,7 @@ void launch_backward_fused(const Tensor& dy, const Tensor& x, const Tensor& w,
   GENESIS_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T>
+template <typename T, typename TD>
 void launch_backward_general(const Tensor& dy, const Tensor& x, const Tensor& w,
                              const Tensor& mean, const Tensor& rstd, const Tensor& dx,
                              const Tensor& dw, const Tensor& db, std::int64_t rows,
@@ -332,9 +333,9 @@ void launch_backward_general(const Tensor& dy, const Tensor& x, const Tensor& w,
   const char* op = "layer_norm_backward";
   with_vec<T>(aligned, cols, [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
-    layer_norm_backward_dx_kernel<T, kVec>
+    layer_norm_backward_dx_kernel<T, TD, kVec>
         <<<row_blocks(rows, kNormWarps, op), dim3(32, kNormWarps), 0, compute_stream()>>>(
-            ptr<T>(dy), ptr<T>(x), ptr<T>(w), ptr<float>(mean), ptr<float>(rstd), ptr<T>(dx),
+            ptr<TD>(dy), ptr<T>(x), ptr<T>(w), ptr<float>(mean), ptr<float>(rstd), ptr<T>(dx),
             rows, cols, inv_c);
     GENESIS_CUDA_LAUNCH_CHECK();
   });
@@ -347,10 +348,10 @@ void launch_backward_general(const Tensor& dy, const Tensor& x, const Tensor& w,
   GENESIS_CHECK(col_blocks <= INT_MAX, NotSupported,
                 std::string(op) + ": " + std::to_string(cols) + " columns exceed the CUDA grid");
   Tensor partial = Tensor::empty({parts, 2 * cols}, DType::f32, x.device());
-  layer_norm_backward_partial_kernel<T><<<dim3(static_cast<unsigned>(col_blocks),
-                                               static_cast<unsigned>(parts)),
-                                          256, 0, compute_stream()>>>(
-      ptr<T>(dy), ptr<T>(x), ptr<float>(mean), ptr<float>(rstd), ptr<float>(partial), rows, cols,
+  layer_norm_backward_partial_kernel<T, TD><<<dim3(static_cast<unsigned>(col_blocks),
+                                                   static_cast<unsigned>(parts)),
+                                              256, 0, compute_stream()>>>(
+      ptr<TD>(dy), ptr<T>(x), ptr<float>(mean), ptr<float>(rstd), ptr<float>(partial), rows, cols,
       chunk);
   GENESIS_CUDA_LAUNCH_CHECK();
   layer_norm_param_grads_kernel<T>
@@ -391,6 +392,27 @@ void check_param(const char* op, const char* role, const Tensor& t, DType dtype,
 namespace genesis::cuda {
 using namespace nn;
 
+namespace {
+
+// The dtype one 16-bit operand may have beside f32 operands (layer_norm's output, its backward's
+// dy: autocast's matmuls read and write them), else the operands' own.
+DType narrow_or(DType dtype, DType other) {
+  return dtype == DType::f32 && (other == DType::bf16 || other == DType::f16) ? other : dtype;
+}
+
+// Calls f(U{}) with U the device type of `dtype` when it differs from T (T = float only), else
+// f(T{}).
+template <typename T, typename F>
+void with_output_type(DType dtype, F&& f) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dtype == DType::bf16) return f(__nv_bfloat16{});
+    if (dtype == DType::f16) return f(__half{});
+  }
+  return f(T{});
+}
+
+}  // namespace
+
 // x (N, C), w (C), b (C); eps f[0] -> y (N, C), mean (N), rstd (N).
 void layer_norm_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const char* op = "layer_norm";
@@ -400,7 +422,7 @@ void layer_norm_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
   const RowShape g = rows_of(x);
   check_param(op, "weight", in[1], dtype, g.cols);
   check_param(op, "bias", in[2], dtype, g.cols);
-  check_operand(op, "output", out[0], dtype);
+  check_operand(op, "output", out[0], narrow_or(dtype, out[0].dtype()));
   GENESIS_CHECK(out[0].shape() == x.shape(), InvalidArgument,
                 "layer_norm: output shape " + shape_str(out[0].shape()) +
                     " does not match input " + shape_str(x.shape()));
@@ -421,13 +443,16 @@ void layer_norm_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
       while (warps > 1 && warps * row_bytes > kSmemLimit) warps /= 2;
       const bool cache = warps * row_bytes <= kSmemLimit;
       if (!cache) warps = kNormWarps;
-      auto kernel = cache ? layer_norm_rows_kernel<T, kVec, true>
-                          : layer_norm_rows_kernel<T, kVec, false>;
-      kernel<<<row_blocks(g.rows, warps, op), dim3(32, warps), cache ? warps * row_bytes : 0,
-               compute_stream()>>>(ptr<T>(x), ptr<T>(in[1]), ptr<T>(in[2]), ptr<T>(out[0]),
-                                   ptr<float>(out[1]), ptr<float>(out[2]), g.rows, g.cols, inv_c,
-                                   eps);
-      GENESIS_CUDA_LAUNCH_CHECK();
+      with_output_type<T>(out[0].dtype(), [&](auto ytag) {
+        using TY = decltype(ytag);
+        auto kernel = cache ? layer_norm_rows_kernel<T, TY, kVec, true>
+                            : layer_norm_rows_kernel<T, TY, kVec, false>;
+        kernel<<<row_blocks(g.rows, warps, op), dim3(32, warps), cache ? warps * row_bytes : 0,
+                 compute_stream()>>>(ptr<T>(x), ptr<T>(in[1]), ptr<T>(in[2]), ptr<TY>(out[0]),
+                                     ptr<float>(out[1]), ptr<float>(out[2]), g.rows, g.cols,
+                                     inv_c, eps);
+        GENESIS_CUDA_LAUNCH_CHECK();
+      });
     });
   });
 }
@@ -440,7 +465,7 @@ void layer_norm_backward_kernel(std::span<const Tensor> in, std::span<Tensor> ou
   const Tensor& x = in[1];
   const DType dtype = x.dtype();
   check_operand(op, "x", x, dtype);
-  check_operand(op, "dy", dy, dtype);
+  check_operand(op, "dy", dy, narrow_or(dtype, dy.dtype()));
   check_operand(op, "dx", out[0], dtype);
   GENESIS_CHECK(dy.shape() == x.shape() && out[0].shape() == x.shape(), InvalidArgument,
                 "layer_norm_backward: dy " + shape_str(dy.shape()) + ", x " +
@@ -467,14 +492,16 @@ void layer_norm_backward_kernel(std::span<const Tensor> in, std::span<Tensor> ou
     const bool aligned = aligned16(dy) && aligned16(x) && aligned16(in[2]) && aligned16(out[0]);
     const std::int64_t nvec = cols / kVec;
     const std::int64_t per_lane = (nvec + 31) / 32;  // packs per lane
+    with_output_type<T>(dy.dtype(), [&](auto dtag) {
+    using TD = decltype(dtag);
     if (!aligned || cols % kVec != 0 || per_lane * kVec > kMaxColsPerLane) {
-      launch_backward_general<T>(dy, x, in[2], in[3], in[4], out[0], out[1], out[2], g.rows,
-                                 cols, inv_c, aligned);
+      launch_backward_general<T, TD>(dy, x, in[2], in[3], in[4], out[0], out[1], out[2], g.rows,
+                                     cols, inv_c, aligned);
       return;
     }
     // The fewest packs per lane that cover the row, from a small set of instantiations.
     auto fused = [&](auto nv) {
-      launch_backward_fused<T, kVec, decltype(nv)::value>(
+      launch_backward_fused<T, TD, kVec, decltype(nv)::value>(
           dy, x, in[2], in[3], in[4], out[0], out[1], out[2], g.rows, cols, inv_c);
     };
     if (per_lane <= 1) fused(std::integral_constant<int, 1>{});
@@ -485,6 +512,7 @@ void layer_norm_backward_kernel(std::span<const Tensor> in, std::span<Tensor> ou
       if (per_lane > 4 && per_lane <= 6) fused(std::integral_constant<int, 6>{});
       else if (per_lane > 6) fused(std::integral_constant<int, 8>{});
     }
+    });
   });
 }
 
