@@ -32,13 +32,12 @@ TEST_CASE("sampling throughput: one prompt at a time against one batch", "[.][be
   std::vector<std::vector<std::int64_t>> batch;
   for (int p = 0; p < prompts; ++p) {
     std::vector<std::int64_t> prompt;
-    for (int t = 0; t < 6 + (std::getenv("BENCH_SAME_LEN") ? 0 : p % 7); ++t) prompt.push_back(97 + (p * 7 + t * 3) % 26);
+    for (int t = 0; t < 6 + p % 7; ++t) prompt.push_back(97 + (p * 7 + t * 3) % 26);
     for (int g = 0; g < generations; ++g) batch.push_back(prompt);
   }
   auto start = std::chrono::steady_clock::now();
   double tokens = 0;
-  if (std::getenv("BENCH_BATCH_ONLY") == nullptr)
-    for (const auto& prompt : batch) tokens += gpt.generate({prompt}, options, gen)[0].size();
+  for (const auto& prompt : batch) tokens += gpt.generate({prompt}, options, gen)[0].size();
   const double single = tokens / seconds_since(start);
   start = std::chrono::steady_clock::now();
   tokens = 0;
