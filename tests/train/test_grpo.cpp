@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -181,6 +182,32 @@ TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo]
     for (const char* key : {"loss", "grad_norm", "entropy"})
       CHECK(b[i][key].get<double>() == Approx(a[i][key].get<double>()).epsilon(1e-5).margin(1e-7));
   }
+}
+
+TEST_CASE("grpo under zero2, zero3 and hsdp trains as under ddp", "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  std::map<std::string, std::vector<json>> runs;
+  for (const std::string strategy : {"ddp", "zero2", "zero3", "hsdp"}) {
+    const CliResult r = run_genesis(
+        with({"launch", "--nproc", "2"},
+             grpo(dir, init, strategy, 3,
+                  {"--set", "training.per_device_train_batch_size=2", "--set",
+                   "distributed.strategy=\"" + strategy + "\""})),
+        kOneThread);
+    INFO(strategy << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    runs[strategy] = metrics_of(dir.path() / strategy);
+    REQUIRE(runs[strategy].size() == 3);
+  }
+  for (const auto& [strategy, m] : runs)
+    for (std::size_t i = 0; i < 3; ++i) {
+      INFO(strategy << " step " << i + 1);
+      CHECK(m[i]["reward"] == runs["ddp"][i]["reward"]);
+      for (const char* key : {"loss", "grad_norm", "entropy"})
+        CHECK(m[i][key].get<double>() ==
+              Approx(runs["ddp"][i][key].get<double>()).epsilon(1e-5).margin(1e-7));
+    }
 }
 
 TEST_CASE("grpo with reward.command: its scores join the rewards; its crash ends the run",
