@@ -13,6 +13,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"
+#include "support/golden_gpt.hpp"
 #include "train/dpo_objective.hpp"
 #include "train/reward_objective.hpp"
 
@@ -21,65 +22,23 @@ using json = nlohmann::json;
 
 namespace {
 
-json golden() {
-  std::ifstream in(std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/preference_tiny.json");
-  REQUIRE(in.good());
-  return json::parse(in);
-}
+json golden() { return testing::read_golden("preference_tiny.json"); }
 
 std::shared_ptr<nn::GPT> gpt_of(const json& ref, const json& params, bool value_head,
                                 const std::vector<float>& score = {}) {
-  const auto& c = ref["config"];
-  nn::GPTConfig config{c["n_layer"], c["n_head"], c["n_embd"], c["block_size"], c["vocab_size"],
-                       0.0, value_head};
-  Generator gen(0);
-  auto model = std::make_shared<nn::GPT>(config, gen);
-  std::map<std::string, Tensor> state;
-  for (auto& [name, p] : ref["policy"].items()) {
-    const json& data = params[name].is_object() ? params[name]["data"] : params[name];
-    state[name] = Tensor::from_vector(data.get<std::vector<float>>(), p["shape"].get<Shape>());
-  }
-  if (value_head) state["score.weight"] = Tensor::from_vector(score, {1, c["n_embd"].get<std::int64_t>()});
-  model->load_state_dict(state);
-  return model;
+  return testing::golden_gpt(ref, params, value_head, score);
 }
 
-void check_close(const std::vector<float>& got, const std::vector<float>& want) {
-  REQUIRE(got.size() == want.size());
-  double max_ref = 0;
-  for (float w : want) max_ref = std::max(max_ref, static_cast<double>(std::abs(w)));
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    INFO("element " << i << ": got " << got[i] << " want " << want[i]);
-    REQUIRE(std::abs(got[i] - want[i]) <= 1e-6 + 1e-4 * max_ref);
-  }
-}
+using testing::check_close;
+using testing::check_gradients;
 
-void check_gradients(nn::GPT& model, const json& grads) {
-  std::size_t checked = 0;
-  for (auto& [name, param] : model.named_parameters()) {
-    INFO("gradient of " << name);
-    REQUIRE(grads.contains(name));
-    check_close(param.grad().to_vector(), grads[name].get<std::vector<float>>());
-    ++checked;
-  }
-  REQUIRE(checked == grads.size());
-}
-
-struct Rows {
-  Tensor idx, targets;
-};
-
-Rows rows_of(const json& ref) {
-  const std::int64_t R = ref["rows"], T = ref["seq"];
-  return {Tensor::from_vector(ref["idx"].get<std::vector<std::int64_t>>(), {R, T}),
-          Tensor::from_vector(ref["targets"].get<std::vector<std::int64_t>>(), {R, T})};
-}
+testing::GoldenRows rows_of(const json& ref) { return testing::golden_rows(ref); }
 
 }  // namespace
 
 TEST_CASE("DPO losses and gradients match PyTorch", "[dpo][golden]") {
   const json ref = golden();
-  const Rows rows = rows_of(ref);
+  const testing::GoldenRows rows = rows_of(ref);
   const std::int64_t pairs = ref["rows"].get<std::int64_t>() / 2;
   for (const char* type : {"sigmoid", "ipo"}) {
     INFO("loss_type " << type);
@@ -111,7 +70,7 @@ TEST_CASE("DPO losses and gradients match PyTorch", "[dpo][golden]") {
 
 TEST_CASE("the reward model's loss and gradients match PyTorch", "[rm][golden]") {
   const json ref = golden();
-  const Rows rows = rows_of(ref);
+  const testing::GoldenRows rows = rows_of(ref);
   auto model = gpt_of(ref, ref["policy"], true, ref["score"].get<std::vector<float>>());
   const Tensor scores = train::pair_scores(model->forward(rows.idx), rows.targets);
   check_close(scores.to_vector(), ref["rm"]["scores"].get<std::vector<float>>());
