@@ -184,6 +184,41 @@ TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo]
   }
 }
 
+TEST_CASE("grpo with num_iterations 2 trains twice on each rollout and resumes between",
+          "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const auto mu2 = std::vector<std::string>{"--set", "grpo.num_iterations=2"};
+  const CliResult whole = run_genesis(grpo(dir, init, "whole", 6, mu2), kOneThread);
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const std::vector<json> m = metrics_of(dir.path() / "whole");
+  REQUIRE(m.size() == 6);
+  // Steps 1-2, 3-4 and 5-6 share a rollout: the same rewards; the second update's ratio moves
+  // off 1 (the first update changed the policy), the first's is 1 exactly.
+  for (std::size_t i = 0; i < 6; i += 2) {
+    CHECK(m[i + 1]["reward"] == m[i]["reward"]);
+    CHECK(m[i + 1]["completions/mean_length"] == m[i]["completions/mean_length"]);
+  }
+  CHECK(m[0]["sampling/tokens_per_s"].get<double>() > 0);
+  CHECK(m[1]["sampling/tokens_per_s"].get<double>() == 0.0);  // nothing sampled in that step
+  // The step-3 checkpoint sits between the two updates of step 3's rollout: it keeps the rollout.
+  const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
+  const CliResult rest = run_genesis(
+      grpo(dir, init, "resumed", 6,
+           with(mu2, {"--set", "training.resume_from_checkpoint=\"" + step3.string() + "\""})),
+      kOneThread);
+  INFO(rest.out << rest.err);
+  REQUIRE(rest.exit_code == 0);
+  const std::vector<json> r = metrics_of(dir.path() / "resumed");
+  REQUIRE(r.size() == 3);
+  for (std::size_t i = 3; i < 6; ++i)
+    for (const char* key : {"loss", "reward", "grad_norm", "entropy", "clip_ratio/low_mean"}) {
+      INFO("step " << i + 1 << " " << key);
+      CHECK(r[i - 3][key] == m[i][key]);
+    }
+}
+
 TEST_CASE("grpo under zero2, zero3 and hsdp trains as under ddp", "[grpo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
@@ -270,7 +305,6 @@ TEST_CASE("grpo refuses what cannot work, before writing anything", "[grpo][trai
   };
   const Bad bad[] = {
       {{"grpo.num_generations=1"}, "a group of one learns nothing", 2},
-      {{"grpo.num_iterations=2"}, "not built yet", 1},
       {{"reward.functions=[\"exactly:1\"]"}, "unknown reward \"exactly\"", 2},
       {{"model.init_from=\"\""}, "improves a policy that already answers", 2},
   };

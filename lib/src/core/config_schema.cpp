@@ -273,7 +273,9 @@ std::vector<ConfigKey> grpo_keys() {
     {"grpo.scale_rewards",
      "grpo: group (advantage = (r - group mean) / group std) | batch (/ the batch's std) | none",
      [](Config& c) -> Field { return &c.grpo.scale_rewards; }},
-    {"grpo.num_iterations", "grpo: updates per rollout (TRL's num_iterations); only 1 is built",
+    {"grpo.num_iterations",
+     "grpo: updates on each rollout (TRL's num_iterations, mu): one sampling every this many steps, "
+     "against the log-probabilities it was sampled with",
      [](Config& c) -> Field { return &c.grpo.num_iterations; }, Rule::positive},
   };
 }

@@ -80,10 +80,6 @@ void validate_grpo(const Config& config, const Origins& origins) {
   if (config.grpo.top_p > 1.0)
     throw ConfigError(at("grpo.top_p") + " = " + std::to_string(config.grpo.top_p) +
                       " must be in (0, 1]");
-  if (config.grpo.num_iterations != 1)
-    throw NotSupported(at("grpo.num_iterations") + " = " +
-                       std::to_string(config.grpo.num_iterations) +
-                       ": reusing a rollout for several updates is not built yet; use 1");
   if (config.reward.functions.empty() && config.reward.command.empty() &&
       config.reward.model.empty())
     throw ConfigError(at("reward.functions") + " is empty and neither reward.command nor "

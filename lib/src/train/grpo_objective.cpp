@@ -103,12 +103,6 @@ GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& re
   return terms;
 }
 
-// One micro-batch's completions, their rewards, and the rows an update trains on.
-struct GrpoObjective::Rollout {
-  data::TensorDataset rows;  // inputs: prompt + completion; targets: the completion's tokens
-  std::vector<double> advantages;
-  WindowSums sums;
-};
 
 GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
                              const RewardConfig& reward, std::uint64_t seed,
@@ -253,7 +247,13 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
 }
 
 BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
-  Rollout rollout = sample(batch.rows, batch.step, ctx);
+  const std::int64_t mu = options_.num_iterations;
+  const std::int64_t sampled_at = batch.step - (batch.step - 1) % mu;
+  const bool reuse = mu > 1 && buffered_step_ == sampled_at &&
+                     batch.micro < static_cast<std::int64_t>(buffered_.size());
+  if (!reuse && batch.micro == 0) buffered_.clear();
+  Rollout fresh = reuse ? Rollout{} : sample(batch.rows, batch.step, ctx);
+  Rollout& rollout = reuse ? buffered_[static_cast<std::size_t>(batch.micro)] : fresh;
   const data::TensorDataset rows = to_device(rollout.rows, ctx.device);
   const std::int64_t n = rows.size();
   const Device device = ctx.device;
@@ -268,21 +268,32 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
                                      {n, 1})
                      .to(device);
   }
-  WindowSums& sums = rollout.sums;
+  WindowSums sums = rollout.sums;
+  if (reuse) {  // the rollout's figures again, but its sampling was counted once
+    sums.erase("sampled_tokens");
+    sums.erase("sampling_s");
+  }
   Tensor ref;
   if (options_.beta > 0) {
     GENESIS_CHECK(reference_ != nullptr, InvalidArgument, "grpo.beta > 0 needs a reference model");
     NoGradGuard no_grad;
     ref = token_log_probs(reference_->forward(rows.inputs, true), rows.targets);
   }
-  // One update per rollout: the policy that sampled is this one (its log-probabilities detached).
+  // The first update on a rollout runs the policy that sampled it: its log-probabilities are
+  // this forward's, kept for the later updates when there are any.
+  const Tensor old_logp = reuse ? rollout.old_logp.to(device) : logp.detach();
+  if (!reuse && mu > 1) {
+    rollout.old_logp = old_logp.to(Device::cpu());
+    buffered_.push_back(rollout);
+    buffered_step_ = sampled_at;
+  }
   const std::int64_t length =
       options_.max_completion_length > 0 ? options_.max_completion_length : block_size_;
-  const GrpoTerms terms = grpo_loss(logp, logp.detach(), ref, advantages, mask, options_, length);
+  const GrpoTerms terms = grpo_loss(logp, old_logp, ref, advantages, mask, options_, length);
   if (terms.kl.defined()) sums["kl_sum"] = sum(mul(terms.kl, mask)).item<double>();
   {
     NoGradGuard no_grad;
-    const Tensor ratio = exp(sub(logp, logp.detach()));  // the clip figures' ratio (1 here)
+    const Tensor ratio = exp(sub(logp, old_logp));  // pi / pi_old, for the clip figures
     const Tensor probs = softmax(logits.to(DType::f32));
     const Tensor entropy = neg(sum(mul(probs, log_softmax(logits.to(DType::f32))), {-1}));
     sums["entropy_sum"] = sum(mul(entropy, mask)).item<double>();
@@ -297,6 +308,39 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
     sums["clip_high"] = sum(high).item<double>();
   }
   return {terms.loss, std::move(sums)};
+}
+
+nlohmann::json GrpoObjective::state() const {
+  if (buffered_.empty()) return nullptr;
+  auto ints = [](const Tensor& t) {
+    const Tensor c = t.contiguous();
+    return std::vector<std::int64_t>(c.data<std::int64_t>(), c.data<std::int64_t>() + c.numel());
+  };
+  nlohmann::json rollouts = nlohmann::json::array();
+  for (const Rollout& r : buffered_)
+    rollouts.push_back({{"rows", r.rows.size()},
+                        {"inputs", ints(r.rows.inputs)},
+                        {"targets", ints(r.rows.targets)},
+                        {"advantages", r.advantages},
+                        {"old_logp", r.old_logp.to_vector()},
+                        {"sums", r.sums}});
+  return {{"sampled_at", buffered_step_}, {"rollouts", rollouts}};
+}
+
+void GrpoObjective::load_state(const nlohmann::json& state) {
+  buffered_.clear();
+  if (!state.is_object() || !state.contains("rollouts")) return;
+  buffered_step_ = state.at("sampled_at").get<std::int64_t>();
+  for (const nlohmann::json& r : state.at("rollouts")) {
+    const std::int64_t n = r.at("rows").get<std::int64_t>();
+    Rollout rollout;
+    rollout.rows = {Tensor::from_vector(r.at("inputs").get<std::vector<std::int64_t>>(), {n, block_size_}),
+                    Tensor::from_vector(r.at("targets").get<std::vector<std::int64_t>>(), {n, block_size_})};
+    rollout.advantages = r.at("advantages").get<std::vector<double>>();
+    rollout.old_logp = Tensor::from_vector(r.at("old_logp").get<std::vector<float>>(), {n, block_size_});
+    rollout.sums = r.at("sums").get<WindowSums>();
+    buffered_.push_back(std::move(rollout));
+  }
 }
 
 std::vector<WindowMetric> GrpoObjective::window_metrics() const {

@@ -7,7 +7,10 @@
 // times the k3 estimate of the KL to the frozen reference, aggregated by loss_type. A rank
 // samples its own prompts' groups whole, and each completion draws from a stream seeded by the
 // run's seed, the step, its prompt and its place in the group: the same completions on any number
-// of ranks and after a resume, so N ranks train as 1 rank with the same global batch.
+// of ranks and after a resume, so N ranks train as 1 rank with the same global batch. With
+// num_iterations = mu, a rollout is sampled every mu steps and trained on in each of them (the
+// prompts of the steps in between are not used), against the log-probabilities the policy gave
+// it when it was sampled; a checkpoint in between keeps the rollouts for the steps after it.
 #pragma once
 
 #include <memory>
@@ -60,9 +63,18 @@ class GrpoObjective : public Objective {
   // clip_ratio/high_mean, entropy; and sampling/tokens_per_s (this rank's sampling rate).
   std::vector<WindowMetric> window_metrics() const override;
   Evaluation evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) override;
+  // The rollouts the coming steps reuse (num_iterations > 1, between two samplings); else null.
+  nlohmann::json state() const override;
+  void load_state(const nlohmann::json& state) override;
 
  private:
-  struct Rollout;
+  // One micro-batch's completions, their rewards, and the rows an update trains on.
+  struct Rollout {
+    data::TensorDataset rows;  // inputs: prompt + completion; targets: the completion's tokens
+    std::vector<double> advantages;
+    WindowSums sums;  // the rollout's figures (rewards, lengths, sampling time)
+    Tensor old_logp;  // (rows, T) on the host: the sampling policy's (num_iterations > 1)
+  };
   Rollout sample(const data::TensorDataset& rows, std::int64_t step, const ObjectiveContext& ctx);
   // reward.command's scores of the completions (empty without a command).
   std::vector<double> command_rewards(const std::vector<std::vector<std::int64_t>>& prompts,
@@ -75,6 +87,10 @@ class GrpoObjective : public Objective {
   double reward_timeout_s_;
   std::string reward_model_path_;
   std::unique_ptr<RewardModel> reward_model_;
+  // num_iterations > 1: this step's rollouts by micro-batch, kept for the next mu - 1 steps,
+  // with the log-probabilities the policy gave them when they were sampled.
+  std::vector<Rollout> buffered_;
+  std::int64_t buffered_step_ = 0;  // the step they were sampled at
   std::uint64_t seed_;
   std::int64_t block_size_;
   std::unique_ptr<parallel::Strategy> reference_;

@@ -32,6 +32,7 @@ struct MicroBatch {
   double items = 0;          // Objective::count_items of the rows, counted on the host
   bool last = true;          // the step's last: its backward reduces the step's gradients
   std::int64_t step = 1;     // the optimizer step it belongs to (online algorithms seed by it)
+  std::int64_t micro = 0;    // its place among the step's micro-batches
 };
 
 struct BatchLoss {

@@ -134,7 +134,7 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
   const std::vector<double> weights = loss_weights(items);
   for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
     const MicroBatch batch{to_device(std::move(rows[micro]), p_.device), items[micro],
-                           micro + 1 == p_.accumulation, step};
+                           micro + 1 == p_.accumulation, step, micro};
     BatchLoss out;
     {
       amp::AutocastGuard autocast(precision_.autocast);
