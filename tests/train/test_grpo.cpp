@@ -245,7 +245,7 @@ TEST_CASE("grpo under zero2, zero3 and hsdp trains as under ddp", "[grpo][train]
     }
 }
 
-TEST_CASE("grpo with reward.command: its scores join the rewards; its crash ends the run",
+TEST_CASE("grpo with reward.command: its scores join the rewards, its crash ends the run",
           "[grpo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
