@@ -41,6 +41,11 @@ inline std::filesystem::path make_init(const TempDir& dir, int steps = 20) {
   return dir.path() / "init";
 }
 
+// The arguments that resume a run from `checkpoint`.
+inline std::vector<std::string> resume_from(const std::filesystem::path& checkpoint) {
+  return {"--set", "training.resume_from_checkpoint=\"" + checkpoint.string() + "\""};
+}
+
 // The training lines of a run's metrics.jsonl, one per logged step.
 inline std::vector<nlohmann::json> metrics_of(const std::filesystem::path& run) {
   std::vector<nlohmann::json> lines;

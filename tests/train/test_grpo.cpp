@@ -31,19 +31,22 @@ using testing::kOneThread;
 using testing::make_init;
 using testing::metrics_of;
 using testing::small_model;
+using testing::resume_from;
 using testing::with;
 
 TEST_CASE("grpo advantages: reward minus the group mean, over the group's std", "[grpo]") {
   const std::vector<double> r{1, 0, 0, 0, 1, 1, 1, 1};  // groups of 4: one right; all right
-  const auto a = train::group_advantages(r, 4, ScaleRewards::group);
+  const auto a = train::group_advantages(r, 4, ScaleRewards::group).advantages;
   const double std = std::sqrt((0.75 * 0.75 + 3 * 0.25 * 0.25) / 3);  // unbiased, as torch.std
   CHECK(a[0] == Approx(0.75 / (std + 1e-4)));
   CHECK(a[1] == Approx(-0.25 / (std + 1e-4)));
   for (int i = 4; i < 8; ++i) CHECK(a[i] == 0.0);  // no signal in a group that agrees
-  const auto none = train::group_advantages(r, 4, ScaleRewards::none);
+  CHECK(train::group_advantages(r, 4, ScaleRewards::group).group_std ==
+        std::vector<double>{std, 0.0});
+  const auto none = train::group_advantages(r, 4, ScaleRewards::none).advantages;
   CHECK(none[0] == Approx(0.75));
   CHECK(none[3] == Approx(-0.25));
-  const auto batch = train::group_advantages(r, 4, ScaleRewards::batch);
+  const auto batch = train::group_advantages(r, 4, ScaleRewards::batch).advantages;
   double mean = 0.625, var = 0;
   for (double x : r) var += (x - mean) * (x - mean);
   CHECK(batch[0] == Approx(0.75 / (std::sqrt(var / 7) + 1e-4)));
@@ -112,6 +115,25 @@ std::vector<std::string> grpo(const TempDir& dir, const std::filesystem::path& i
               more);
 }
 
+// Run "resumed" (6 steps, `more` set) from run "whole"'s step-3 checkpoint: its steps 4-6 log
+// what the uninterrupted run `whole` logged, to the bit, for each of `keys`.
+void check_resumes_exactly(const TempDir& dir, const std::filesystem::path& init,
+                           const std::vector<json>& whole, const std::vector<std::string>& more,
+                           std::initializer_list<const char*> keys) {
+  const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
+  const CliResult rest =
+      run_genesis(grpo(dir, init, "resumed", 6, with(more, resume_from(step3))), kOneThread);
+  INFO(rest.out << rest.err);
+  REQUIRE(rest.exit_code == 0);
+  const std::vector<json> resumed = metrics_of(dir.path() / "resumed");
+  REQUIRE(resumed.size() == 3);
+  for (std::size_t i = 3; i < 6; ++i)
+    for (const char* key : keys) {
+      INFO("step " << i + 1 << " " << key);
+      CHECK(resumed[i - 3][key] == whole[i][key]);
+    }
+}
+
 TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
@@ -140,20 +162,8 @@ TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][t
   CHECK(summary.contains("train_reward"));
   // Resumed from the step-3 checkpoint: the same samples (seeded by step and prompt), the same
   // updates.
-  const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
-  CliResult rest = run_genesis(
-      grpo(dir, init, "resumed", 6,
-           {"--set", "training.resume_from_checkpoint=\"" + step3.string() + "\""}),
-      kOneThread);
-  INFO(rest.out << rest.err);
-  REQUIRE(rest.exit_code == 0);
-  const std::vector<json> split = metrics_of(dir.path() / "resumed");
-  REQUIRE(split.size() == 3);
-  for (std::size_t i = 3; i < 6; ++i)
-    for (const char* key : {"loss", "reward", "completions/mean_length", "entropy", "grad_norm"}) {
-      INFO("step " << i + 1 << " " << key);
-      CHECK(split[i - 3][key] == m[i][key]);
-    }
+  check_resumes_exactly(dir, init, m, {},
+                        {"loss", "reward", "completions/mean_length", "entropy", "grad_norm"});
 }
 
 TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo][train]") {
@@ -203,20 +213,8 @@ TEST_CASE("grpo with num_iterations 2 trains twice on each rollout and resumes b
   CHECK(m[0]["sampling/tokens_per_s"].get<double>() > 0);
   CHECK(m[1]["sampling/tokens_per_s"].get<double>() == 0.0);  // nothing sampled in that step
   // The step-3 checkpoint sits between the two updates of step 3's rollout: it keeps the rollout.
-  const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
-  const CliResult rest = run_genesis(
-      grpo(dir, init, "resumed", 6,
-           with(mu2, {"--set", "training.resume_from_checkpoint=\"" + step3.string() + "\""})),
-      kOneThread);
-  INFO(rest.out << rest.err);
-  REQUIRE(rest.exit_code == 0);
-  const std::vector<json> r = metrics_of(dir.path() / "resumed");
-  REQUIRE(r.size() == 3);
-  for (std::size_t i = 3; i < 6; ++i)
-    for (const char* key : {"loss", "reward", "grad_norm", "entropy", "clip_ratio/low_mean"}) {
-      INFO("step " << i + 1 << " " << key);
-      CHECK(r[i - 3][key] == m[i][key]);
-    }
+  check_resumes_exactly(dir, init, m, mu2,
+                        {"loss", "reward", "grad_norm", "entropy", "clip_ratio/low_mean"});
 }
 
 TEST_CASE("grpo under zero2, zero3 and hsdp trains as under ddp", "[grpo][train]") {

@@ -26,6 +26,7 @@ using testing::kOneThread;
 using testing::make_init;
 using testing::metrics_of;
 using testing::small_model;
+using testing::resume_from;
 using testing::with;
 
 // The preset `preset` ("dpo" or "rm") on the small model from `init`: `world` ranks of `batch`
@@ -170,12 +171,10 @@ TEST_CASE("dpo and rm: a resumed run ends where an uninterrupted one does", "[dp
     INFO(a.out << a.err);
     REQUIRE(a.exit_code == 0);
     // DPO's reference comes from model.init_from again; the policy from the checkpoint.
-    auto resumed = preference(preset, dir, init, resumed_name, 1, 8, "ddp", 8);
     const auto step4 = dir.path() / whole_name / "checkpoints" / "step-4";
-    for (const std::string& extra :
-         {std::string("--set"), "training.resume_from_checkpoint=\"" + step4.string() + "\""})
-      resumed.push_back(extra);
-    const CliResult b = run_genesis(resumed, kOneThread);
+    const CliResult b = run_genesis(
+        with(preference(preset, dir, init, resumed_name, 1, 8, "ddp", 8), resume_from(step4)),
+        kOneThread);
     INFO(b.out << b.err);
     REQUIRE(b.exit_code == 0);
     CHECK(b.out.find("resumed    from " + step4.string()) != std::string::npos);
@@ -215,10 +214,7 @@ TEST_CASE("dpo: precomputed reference log-probabilities train as the held refere
   // A resumed run reads them back (its policy is no longer the reference); without the file it
   // refuses rather than compute them from the trained policy.
   const auto step3 = dir.path() / "pre" / "checkpoints" / "step-3";
-  auto resume = args;
-  for (const std::string& extra :
-       {std::string("--set"), "training.resume_from_checkpoint=\"" + step3.string() + "\""})
-    resume.push_back(extra);
+  const auto resume = with(args, resume_from(step3));
   const CliResult again = run_genesis(resume, kOneThread);
   INFO(again.out << again.err);
   CHECK(again.exit_code == 0);

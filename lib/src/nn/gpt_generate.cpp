@@ -41,8 +41,8 @@ Tensor padding_mask(const std::vector<std::int64_t>& pads, std::int64_t length, 
     for (std::int64_t t = 0; t < T; ++t) {
       float* row = m.data() + (b * T + t) * L;
       const std::int64_t query = length + t;
-      for (std::int64_t j = std::min(pads[b], query); j <= query; ++j)
-        if (j >= pads[b] || j == query) row[j] = 0.0f;
+      for (std::int64_t j = pads[b]; j <= query; ++j) row[j] = 0.0f;
+      row[query] = 0.0f;
     }
   return Tensor::from_vector(m, {B, 1, T, L}).to(device);
 }

@@ -36,21 +36,6 @@ Tensor chosen_nll(const Tensor& pi, const Tensor& targets, bool per_token) {
 
 }  // namespace
 
-Tensor sequence_log_probs(const Tensor& logits, const Tensor& targets, bool mean) {
-  const std::int64_t V = logits.size(-1);
-  const Device device = logits.device();
-  const Tensor logp = log_softmax(logits.dtype() == DType::f32 ? logits : logits.to(DType::f32));
-  Tensor pick, scored;
-  {
-    NoGradGuard no_grad;
-    const Tensor t = targets.to(DType::f32).unsqueeze(-1);  // (R, T, 1)
-    pick = eq(Tensor::arange(V, DType::f32, device), t);    // (R, T, V)
-    scored = sum(scored_targets(targets), {-1});            // (R)
-  }
-  Tensor total = sum(mul(logp, pick), {-1, -2});  // (R)
-  return mean ? div(total, maximum(scored, Tensor::ones({}, DType::f32, device))) : total;
-}
-
 DpoTerms dpo_loss(const Tensor& policy, const Tensor& reference, const DpoConfig& o) {
   const Tensor margin = sub(chosen_minus_rejected(policy), chosen_minus_rejected(reference));
   Tensor losses;
@@ -186,10 +171,8 @@ DpoObjective::PairSums DpoObjective::score(parallel::Strategy& policy,
   const Tensor zero = Tensor::zeros({}, DType::f32, pi.device());
   const Tensor gap = sub(terms.chosen, terms.rejected);
   const Tensor logps = pi.detach();
-  s.sums = cat({sum(gt(gap, zero)).reshape({1}), sum(gap).reshape({1}),
-                sum(terms.chosen).reshape({1}), sum(terms.rejected).reshape({1}),
-                sum(logps.select(1, 0)).reshape({1}), sum(logps.select(1, 1)).reshape({1})})
-               .to_vector();
+  s.sums = to_host({sum(gt(gap, zero)), sum(gap), sum(terms.chosen), sum(terms.rejected),
+                    sum(logps.select(1, 0)), sum(logps.select(1, 1))});
   return s;
 }
 

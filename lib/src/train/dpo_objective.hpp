@@ -12,14 +12,10 @@
 
 #include "genesis/core/config.hpp"
 #include "genesis/data/sft.hpp"
+#include "log_probs.hpp"
 #include "objective.hpp"
 
 namespace genesis::train {
-
-// logits (R, T, V) and targets (R, T), -1 where unscored -> (R) f32: the sum over each row's
-// scored positions of log softmax(logits)[target], or with `mean` their mean (IPO's).
-// Differentiable in the logits.
-Tensor sequence_log_probs(const Tensor& logits, const Tensor& targets, bool mean);
 
 struct DpoTerms {
   Tensor loss;      // 0-d f32, differentiable: the mean over pairs

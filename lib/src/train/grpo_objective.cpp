@@ -1,10 +1,9 @@
 #include "grpo_objective.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
-
-#include <spdlog/fmt/fmt.h>
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
@@ -29,6 +28,9 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   return minimum(maximum(x, scalar(lo, x.device())), scalar(hi, x.device()));
 }
 
+// The clip range above 1: epsilon_high, or epsilon when it is 0.
+double clip_high(const GrpoConfig& o) { return o.epsilon_high > 0 ? o.epsilon_high : o.epsilon; }
+
 // A row of SFT data as prompt and expected answer: the prompt runs up to the first scored
 // position (whose input is the prompt's last token), the answer is the scored targets.
 void split_row(const std::int64_t* inputs, const std::int64_t* targets, std::int64_t T,
@@ -43,21 +45,9 @@ void split_row(const std::int64_t* inputs, const std::int64_t* targets, std::int
 
 }  // namespace
 
-Tensor token_log_probs(const Tensor& logits, const Tensor& targets) {
-  const std::int64_t V = logits.size(-1);
-  const Tensor logp = log_softmax(logits.dtype() == DType::f32 ? logits : logits.to(DType::f32));
-  Tensor pick;
-  {
-    NoGradGuard no_grad;
-    pick = eq(Tensor::arange(V, DType::f32, logits.device()), targets.to(DType::f32).unsqueeze(-1));
-  }
-  return sum(mul(logp, pick), {-1});
-}
-
-std::vector<double> group_advantages(const std::vector<double>& rewards, std::int64_t group,
-                                     ScaleRewards scale) {
+GroupAdvantages group_advantages(const std::vector<double>& rewards, std::int64_t group,
+                                 ScaleRewards scale) {
   const auto n = static_cast<std::int64_t>(rewards.size());
-  // TRL's std is torch.std's: the unbiased estimate.
   auto stats = [&](std::int64_t first, std::int64_t count) {
     double mean = 0, var = 0;
     for (std::int64_t i = first; i < first + count; ++i) mean += rewards[i] / count;
@@ -65,22 +55,23 @@ std::vector<double> group_advantages(const std::vector<double>& rewards, std::in
     return std::pair{mean, count > 1 ? std::sqrt(var / (count - 1)) : 0.0};
   };
   const double batch_std = stats(0, n).second;
-  std::vector<double> a(rewards.size());
+  GroupAdvantages out{std::vector<double>(rewards.size()), {}};
   for (std::int64_t g = 0; g < n; g += group) {
     const auto [mean, std] = stats(g, group);
+    out.group_std.push_back(std);
     const double divisor = scale == ScaleRewards::group ? std + 1e-4
                            : scale == ScaleRewards::batch ? batch_std + 1e-4
                                                           : 1.0;
-    for (std::int64_t i = g; i < g + group; ++i) a[i] = (rewards[i] - mean) / divisor;
+    for (std::int64_t i = g; i < g + group; ++i) out.advantages[i] = (rewards[i] - mean) / divisor;
   }
-  return a;
+  return out;
 }
 
 GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& ref_logp,
                     const Tensor& advantages, const Tensor& mask, const GrpoConfig& o,
                     std::int64_t length) {
   const Device device = logp.device();
-  const double high = o.epsilon_high > 0 ? o.epsilon_high : o.epsilon;
+  const double high = clip_high(o);
   const Tensor ratio = exp(sub(logp, old_logp));
   const Tensor unclipped = mul(ratio, advantages);
   const Tensor clipped = mul(clamp(ratio, 1.0 - o.epsilon, 1.0 + high), advantages);
@@ -114,8 +105,10 @@ GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig o
       reward_timeout_s_(reward.timeout_s),
       reward_model_path_(reward.model),
       seed_(seed),
-      block_size_(block_size) {
-  if (options_.epsilon_high == 0.0) options_.epsilon_high = options_.epsilon;
+      block_size_(block_size) {}
+
+std::int64_t GrpoObjective::completion_limit() const {
+  return options_.max_completion_length > 0 ? options_.max_completion_length : block_size_;
 }
 
 void GrpoObjective::prepare(const PrepareContext& p) {
@@ -136,15 +129,9 @@ double GrpoObjective::count_items(const data::TensorDataset& rows) const {
 std::vector<double> GrpoObjective::command_rewards(const std::vector<Tokens>& prompts,
                                                    const std::vector<Tokens>& completions) const {
   if (reward_command_.empty()) return {};
-  const data::ByteTokenizer tokenizer;
-  auto text = [&](Tokens tokens) {
-    if (!tokens.empty() && tokens.back() == data::ByteTokenizer::kEndOfText) tokens.pop_back();
-    for (std::int64_t& t : tokens)
-      if (t < 0 || t >= 256) t = '?';  // end-of-text mid-way, padding: not text
-    return tokenizer.decode(tokens);
-  };
   std::vector<ScoredText> items;
-  for (std::size_t i = 0; i < prompts.size(); ++i) items.push_back({text(prompts[i]), text(completions[i])});
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    items.push_back({completion_text(prompts[i]), completion_text(completions[i])});
   return run_reward_command(reward_command_, items, reward_timeout_s_);
 }
 
@@ -167,8 +154,7 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
   GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo samples from a gpt");
   ctx.strategy.gather_full_parameters();
   const nn::SamplingOptions sampling{
-      .max_new_tokens = options_.max_completion_length > 0 ? options_.max_completion_length
-                                                           : block_size_,
+      .max_new_tokens = completion_limit(),
       .temperature = options_.temperature,
       .top_p = options_.top_p,
       .top_k = options_.top_k,
@@ -203,17 +189,11 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
     tokens += static_cast<double>(completions[i].size());
     if (completions[i].empty() || completions[i].back() != data::ByteTokenizer::kEndOfText) clipped += 1;
   }
-  out.advantages = group_advantages(totals, G, options_.scale_rewards);
-  double std_sum = 0, zero_std = 0;
-  for (std::int64_t g = 0; g < R * G; g += G) {
-    const std::vector<double> group(totals.begin() + g, totals.begin() + g + G);
-    const double mean = std::accumulate(group.begin(), group.end(), 0.0) / G;
-    double var = 0;
-    for (double x : group) var += (x - mean) * (x - mean);
-    const double std = std::sqrt(var / (G - 1));
-    std_sum += std;
-    zero_std += std == 0.0 ? 1 : 0;
-  }
+  GroupAdvantages groups = group_advantages(totals, G, options_.scale_rewards);
+  out.advantages = std::move(groups.advantages);
+  const double std_sum = std::accumulate(groups.group_std.begin(), groups.group_std.end(), 0.0);
+  const auto zero_std = static_cast<double>(
+      std::count(groups.group_std.begin(), groups.group_std.end(), 0.0));
   out.sums["reward_sum"] = std::accumulate(totals.begin(), totals.end(), 0.0);
   out.sums["completions"] = static_cast<double>(completions.size());
   out.sums["groups"] = static_cast<double>(R);
@@ -257,8 +237,8 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
   const data::TensorDataset rows = to_device(rollout.rows, ctx.device);
   const std::int64_t n = rows.size();
   const Device device = ctx.device;
-  const Tensor logits = ctx.strategy.forward(rows.inputs, batch.last);
-  const Tensor logp = token_log_probs(logits, rows.targets);  // (n, T)
+  const Tensor log_probs = vocabulary_log_probs(ctx.strategy.forward(rows.inputs, batch.last));
+  const Tensor logp = target_log_probs(log_probs, rows.targets);  // (n, T)
   Tensor mask, advantages;
   {
     NoGradGuard no_grad;
@@ -273,6 +253,7 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
     sums.erase("sampled_tokens");
     sums.erase("sampling_s");
   }
+  sums["scored_tokens"] = sums["completion_tokens"];  // every completion token is scored
   Tensor ref;
   if (options_.beta > 0) {
     GENESIS_CHECK(reference_ != nullptr, InvalidArgument, "grpo.beta > 0 needs a reference model");
@@ -287,26 +268,26 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
     buffered_.push_back(rollout);
     buffered_step_ = sampled_at;
   }
-  const std::int64_t length =
-      options_.max_completion_length > 0 ? options_.max_completion_length : block_size_;
-  const GrpoTerms terms = grpo_loss(logp, old_logp, ref, advantages, mask, options_, length);
-  if (terms.kl.defined()) sums["kl_sum"] = sum(mul(terms.kl, mask)).item<double>();
-  {
-    NoGradGuard no_grad;
-    const Tensor ratio = exp(sub(logp, old_logp));  // pi / pi_old, for the clip figures
-    const Tensor probs = softmax(logits.to(DType::f32));
-    const Tensor entropy = neg(sum(mul(probs, log_softmax(logits.to(DType::f32))), {-1}));
-    sums["entropy_sum"] = sum(mul(entropy, mask)).item<double>();
-    sums["scored_tokens"] = sum(mask).item<double>();
-    const Tensor a = advantages;
-    auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
-    const Tensor low = mul(mul(f32(lt(ratio, scalar(1.0 - options_.epsilon, device))),
-                               f32(lt(a, scalar(0.0, device)))), mask);
-    const Tensor high = mul(mul(f32(gt(ratio, scalar(1.0 + options_.epsilon_high, device))),
-                                f32(gt(a, scalar(0.0, device)))), mask);
-    sums["clip_low"] = sum(low).item<double>();
-    sums["clip_high"] = sum(high).item<double>();
-  }
+  const GrpoTerms terms =
+      grpo_loss(logp, old_logp, ref, advantages, mask, options_, completion_limit());
+  NoGradGuard no_grad;  // the figures, in one copy to the host
+  const Tensor lp = log_probs.detach();
+  const Tensor entropy = neg(sum(mul(exp(lp), lp), {-1}));  // (n, T)
+  const Tensor ratio = exp(sub(logp.detach(), old_logp));   // pi / pi_old
+  const Tensor zero = scalar(0.0, device);
+  auto share = [&](const Tensor& ratio_side, const Tensor& advantage_side) {
+    return sum(mul(mul(ratio_side.to(DType::f32), advantage_side.to(DType::f32)), mask));
+  };
+  std::vector<Tensor> figures{
+      sum(mul(entropy, mask)),
+      share(lt(ratio, scalar(1.0 - options_.epsilon, device)), lt(advantages, zero)),
+      share(gt(ratio, scalar(1.0 + clip_high(options_), device)), gt(advantages, zero))};
+  if (terms.kl.defined()) figures.push_back(sum(mul(terms.kl, mask)));
+  const std::vector<float> host = to_host(figures);
+  sums["entropy_sum"] = host[0];
+  sums["clip_low"] = host[1];
+  sums["clip_high"] = host[2];
+  if (terms.kl.defined()) sums["kl_sum"] = host[3];
   return {terms.loss, std::move(sums)};
 }
 

@@ -19,19 +19,21 @@
 #include "genesis/core/config.hpp"
 #include "genesis/data/sft.hpp"
 #include "genesis/tensor/random.hpp"
+#include "log_probs.hpp"
 #include "objective.hpp"
 #include "reward_model.hpp"
 #include "rewards.hpp"
 
 namespace genesis::train {
 
-// logits (R, T, V) and targets (R, T), negative where unscored -> (R, T) f32: log softmax of
-// each scored position's target, 0 elsewhere. Differentiable in the logits.
-Tensor token_log_probs(const Tensor& logits, const Tensor& targets);
-
-// The per-completion advantages of `rewards`, consecutive groups of `group` completions.
-std::vector<double> group_advantages(const std::vector<double>& rewards, std::int64_t group,
-                                     ScaleRewards scale);
+// The per-completion advantages of `rewards`, consecutive groups of `group` completions, and
+// each group's standard deviation (unbiased, as torch.std; TRL's reward_std).
+struct GroupAdvantages {
+  std::vector<double> advantages;
+  std::vector<double> group_std;
+};
+GroupAdvantages group_advantages(const std::vector<double>& rewards, std::int64_t group,
+                                 ScaleRewards scale);
 
 // The loss of one update over completion tokens: logp, old_logp and ref_logp (R, T) per-token
 // log-probabilities under the policy, the policy that sampled (detached) and the reference
@@ -76,6 +78,8 @@ class GrpoObjective : public Objective {
     Tensor old_logp;  // (rows, T) on the host: the sampling policy's (num_iterations > 1)
   };
   Rollout sample(const data::TensorDataset& rows, std::int64_t step, const ObjectiveContext& ctx);
+  // Tokens a completion may have: max_completion_length, or up to block_size.
+  std::int64_t completion_limit() const;
   // reward.command's scores of the completions (empty without a command).
   std::vector<double> command_rewards(const std::vector<std::vector<std::int64_t>>& prompts,
                                       const std::vector<std::vector<std::int64_t>>& completions) const;

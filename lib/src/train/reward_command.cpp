@@ -17,19 +17,12 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/launch/child_process.hpp"
-
-extern char** environ;
+#include "genesis/launch/worker_env.hpp"
 
 namespace genesis::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> current_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  return env;
-}
 
 std::string tail_of(const std::string& text, std::size_t n = 400) {
   std::string t = text.size() > n ? "..." + text.substr(text.size() - n) : text;
@@ -53,7 +46,7 @@ struct Output {
 // Runs the command to its end, feeding `input`; Timeout past the deadline.
 Output run(const std::string& command, const std::string& input, double timeout_s) {
   signal(SIGPIPE, SIG_IGN);  // a command that exits without reading must not kill the run
-  launch::ChildProcess child({"/bin/sh", "-c", command}, current_environment(), true);
+  launch::ChildProcess child({"/bin/sh", "-c", command}, launch::merged_environment({}), true);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   Output o;
   std::size_t written = 0;

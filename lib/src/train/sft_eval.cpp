@@ -17,6 +17,13 @@ constexpr std::size_t kGenerationBatch = 64;
 
 }  // namespace
 
+std::string completion_text(std::vector<std::int64_t> tokens) {
+  if (!tokens.empty() && tokens.back() == data::ByteTokenizer::kEndOfText) tokens.pop_back();
+  for (std::int64_t& id : tokens)
+    if (id < 0 || id >= data::ByteTokenizer::kVocabSize) id = '?';
+  return data::ByteTokenizer().decode(tokens);
+}
+
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
                                    const Job& job, std::int64_t limit, std::size_t samples) {
   const data::ByteTokenizer tokenizer;
@@ -46,13 +53,8 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
     for (std::size_t k = 0; k < count; ++k) {
       if (generated[k] == expected[k]) hits += 1;
       if (result.samples.size() >= samples) continue;
-      std::vector<std::int64_t>& tokens = generated[k];
-      if (!tokens.empty() && tokens.back() == data::ByteTokenizer::kEndOfText) tokens.pop_back();
-      // A model with a vocabulary past the tokenizer's may produce ids it cannot decode.
-      for (std::int64_t& id : tokens)
-        if (id < 0 || id >= data::ByteTokenizer::kVocabSize) id = '?';
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
-      result.samples.push_back({e.prompt, e.response, tokenizer.decode(tokens)});
+      result.samples.push_back({e.prompt, e.response, completion_text(std::move(generated[k]))});
     }
   }
   model.train(training);

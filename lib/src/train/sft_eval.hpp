@@ -14,6 +14,10 @@
 
 namespace genesis::train {
 
+// A completion as text: without its end-of-text, ids the tokenizer cannot decode (a model's
+// vocabulary may be larger) shown as '?'.
+std::string completion_text(std::vector<std::int64_t> tokens);
+
 struct GenerationEval {
   double exact_match = 0;                // fraction of prompts answered exactly
   std::int64_t prompts = 0;              // prompts scored (over all ranks)

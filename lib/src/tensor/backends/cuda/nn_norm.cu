@@ -411,6 +411,34 @@ void with_output_type(DType dtype, F&& f) {
   return f(T{});
 }
 
+// dx, dw, db of x's dtype T from dy of TD: the fused kernel when the row fits its registers and
+// every operand is 16-byte aligned, else the general path.
+template <typename T, typename TD>
+void launch_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& mean,
+                     const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db,
+                     std::int64_t rows, std::int64_t cols, float inv_c) {
+  constexpr int kVec = kVecOf<T>;
+  const bool aligned = aligned16(dy) && aligned16(x) && aligned16(w) && aligned16(dx);
+  const std::int64_t per_lane = (cols / kVec + 31) / 32;  // packs per lane
+  if (!aligned || cols % kVec != 0 || per_lane * kVec > kMaxColsPerLane) {
+    launch_backward_general<T, TD>(dy, x, w, mean, rstd, dx, dw, db, rows, cols, inv_c, aligned);
+    return;
+  }
+  // The fewest packs per lane that cover the row, from a small set of instantiations.
+  auto fused = [&](auto nv) {
+    launch_backward_fused<T, TD, kVec, decltype(nv)::value>(dy, x, w, mean, rstd, dx, dw, db,
+                                                            rows, cols, inv_c);
+  };
+  if (per_lane <= 1) fused(std::integral_constant<int, 1>{});
+  else if (per_lane <= 2) fused(std::integral_constant<int, 2>{});
+  else if (per_lane <= 3) fused(std::integral_constant<int, 3>{});
+  else if (per_lane <= 4) fused(std::integral_constant<int, 4>{});
+  if constexpr (8 * kVec <= kMaxColsPerLane) {  // f32 only: 16-bit types stop at 4 packs
+    if (per_lane > 4 && per_lane <= 6) fused(std::integral_constant<int, 6>{});
+    else if (per_lane > 6) fused(std::integral_constant<int, 8>{});
+  }
+}
+
 }  // namespace
 
 // x (N, C), w (C), b (C); eps f[0] -> y (N, C), mean (N), rstd (N).
@@ -488,30 +516,9 @@ void layer_norm_backward_kernel(std::span<const Tensor> in, std::span<Tensor> ou
   const float inv_c = 1.0f / static_cast<float>(cols);
   with_float_type(dtype, op, [&](auto tag) {
     using T = decltype(tag);
-    constexpr int kVec = kVecOf<T>;
-    const bool aligned = aligned16(dy) && aligned16(x) && aligned16(in[2]) && aligned16(out[0]);
-    const std::int64_t nvec = cols / kVec;
-    const std::int64_t per_lane = (nvec + 31) / 32;  // packs per lane
     with_output_type<T>(dy.dtype(), [&](auto dtag) {
-    using TD = decltype(dtag);
-    if (!aligned || cols % kVec != 0 || per_lane * kVec > kMaxColsPerLane) {
-      launch_backward_general<T, TD>(dy, x, in[2], in[3], in[4], out[0], out[1], out[2], g.rows,
-                                     cols, inv_c, aligned);
-      return;
-    }
-    // The fewest packs per lane that cover the row, from a small set of instantiations.
-    auto fused = [&](auto nv) {
-      launch_backward_fused<T, TD, kVec, decltype(nv)::value>(
-          dy, x, in[2], in[3], in[4], out[0], out[1], out[2], g.rows, cols, inv_c);
-    };
-    if (per_lane <= 1) fused(std::integral_constant<int, 1>{});
-    else if (per_lane <= 2) fused(std::integral_constant<int, 2>{});
-    else if (per_lane <= 3) fused(std::integral_constant<int, 3>{});
-    else if (per_lane <= 4) fused(std::integral_constant<int, 4>{});
-    if constexpr (8 * kVec <= kMaxColsPerLane) {  // f32 only: 16-bit types stop at 4 packs
-      if (per_lane > 4 && per_lane <= 6) fused(std::integral_constant<int, 6>{});
-      else if (per_lane > 6) fused(std::integral_constant<int, 8>{});
-    }
+      launch_backward<T, decltype(dtag)>(dy, x, in[2], in[3], in[4], out[0], out[1], out[2],
+                                         g.rows, cols, inv_c);
     });
   });
 }
