@@ -7,6 +7,7 @@
 // an early return without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -39,6 +40,21 @@ void check_same(const std::string& what, const Tensor& got, const Tensor& want, 
     if (!(std::abs(g[i] - w[i]) <= rel * std::abs(w[i])) && differ++ == 0) first = i;
   INFO(what << ": " << differ << " of " << g.size() << " elements differ; first at " << first
             << ": " << (differ ? g[first] : 0.0f) << " vs " << (differ ? w[first] : 0.0f));
+  CHECK(differ == 0);
+}
+
+// |got - want| <= rel max|want| element by element: for sums whose terms may differ by a
+// rounding step, where an element near zero carries its terms' error, not its own size's.
+void check_close(const std::string& what, const Tensor& got, const Tensor& want, double rel) {
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<float> g = got.to_vector(), w = want.to_vector();
+  double scale = 0;
+  for (float v : w) scale = std::max(scale, static_cast<double>(std::abs(v)));
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (!(std::abs(g[i] - w[i]) <= rel * scale)) ++differ;
+  INFO(what << ": " << differ << " of " << g.size() << " elements differ by more than "
+            << rel * scale);
   CHECK(differ == 0);
 }
 
@@ -145,4 +161,78 @@ TEST_CASE("layer_norm under bf16 autocast on the GPU: the f32 result rounded onc
   check_same("layer_norm output", fused, plain);
   check_same("dx", dx_fused, dx_plain);
   check_same("dw", dw_fused, dw_plain);
+}
+
+TEST_CASE("f32 plus bf16 on the GPU: the widened sum in one kernel and a bf16 gradient",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the widening add test")) return;
+  Generator gen(17);
+  const Tensor a0 = Tensor::randn({33, 200}, gen).to(kGpu);
+  const Tensor b0 = Tensor::randn({33, 200}, gen).to(DType::bf16).to(kGpu);
+  const Tensor row = Tensor::randn({200}, gen).to(DType::bf16).to(kGpu);  // broadcast
+  for (const bool swapped : {false, true}) {
+    Tensor a = a0.detach().set_requires_grad(true), b = b0.detach().set_requires_grad(true);
+    const Tensor y = swapped ? add(b, a) : add(a, b);
+    CHECK(y.dtype() == DType::f32);
+    check_same("f32 + bf16", y, add(a0, b0.to(DType::f32)));
+    const Tensor g = Tensor::randn(y.shape(), gen).to(kGpu);
+    y.backward(g);
+    check_same("gradient of the f32 operand", a.grad(), g);
+    CHECK(b.grad().dtype() == DType::bf16);
+    check_same("gradient of the bf16 operand", b.grad(), g.to(DType::bf16));
+  }
+  check_same("f32 + broadcast bf16 row", add(a0, row), add(a0, row.to(DType::f32)));
+  // An offset view: not 16-byte aligned, so element by element.
+  const Tensor tail = a0.reshape({-1}).slice(0, 1, 6601), btail = b0.reshape({-1}).slice(0, 1, 6601);
+  check_same("unaligned views", add(tail, btail), add(tail, btail.to(DType::f32)));
+}
+
+TEST_CASE("column sums on the GPU read whole packs and equal the CPU's",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the column sum test")) return;
+  Generator gen(19);
+  // Bias-gradient shapes (rows x 16-byte multiples of columns), a part boundary mid-way, and
+  // an outer dim.
+  for (const Shape& shape : {Shape{4099, 776}, Shape{3, 700, 64}, Shape{16384, 8}}) {
+    const Tensor x = Tensor::randn(shape, gen);
+    const Tensor want = sum(x, {x.dim() - 2});
+    check_same("f32 " + shape_str(shape), sum(x.to(kGpu), {x.dim() - 2}), want, 1e-6);
+    const Tensor x16 = x.to(DType::bf16);
+    check_same("bf16 " + shape_str(shape), sum(x16.to(kGpu), {x.dim() - 2}),
+               sum(x16.to(DType::f32), {x.dim() - 2}).to(DType::bf16), kOneBf16Step);
+  }
+}
+
+TEST_CASE("linear_gelu on the GPU equals gelu of linear: values and the three gradients",
+          "[cuda][tensor]") {
+  if (testing::skip_without_gpu("the fused linear_gelu test")) return;
+  Generator gen(23);
+  const Tensor x0 = Tensor::randn({4, 32, 96}, gen).to(kGpu);
+  const Tensor w0 = Tensor::randn({64, 96}, gen, 0.1).to(kGpu);
+  const Tensor b0 = Tensor::randn({64}, gen, 0.1).to(kGpu);
+  const Tensor up = Tensor::randn({4, 32, 64}, gen).to(kGpu);
+  for (const bool autocast : {false, true}) {
+    auto run = [&](bool fused) {
+      Tensor x = x0.detach().set_requires_grad(true), w = w0.detach().set_requires_grad(true),
+             b = b0.detach().set_requires_grad(true);
+      Tensor y;
+      {
+        amp::AutocastGuard guard(autocast ? std::optional<DType>(DType::bf16) : std::nullopt);
+        y = fused ? linear_gelu(x, w, b) : gelu(linear(x, w, b));
+      }
+      sum(mul(y.to(DType::f32), up)).backward();
+      return std::tuple{y, x.grad(), w.grad(), b.grad()};
+    };
+    const auto [y1, dx1, dw1, db1] = run(true);
+    const auto [y0, dx0, dw0, db0] = run(false);
+    const std::string tag = autocast ? " (bf16 autocast)" : " (f32)";
+    CHECK(y1.dtype() == y0.dtype());
+    // The fused GELU reads the f32 accumulator (unfused: its bf16 rounding), so results may
+    // differ by a bf16 step under autocast; in f32 by the order of operations alone.
+    const double rel = autocast ? 2 * kOneBf16Step : 1e-5;
+    check_close("y" + tag, y1, y0, rel);
+    check_close("dx" + tag, dx1, dx0, rel);
+    check_close("dw" + tag, dw1, dw0, rel);
+    check_close("db" + tag, db1, db0, rel);
+  }
 }

@@ -3,7 +3,9 @@
 // (a mean of 100 that a one-pass variance gets wrong) and its backward, embedding and its
 // backward (repeated indices), dropout (a 64-bit seed, p = 0 and 1). A backward's saved data
 // (softmax's y, layer_norm's mean and rstd) comes from the CPU forward on the case's values.
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -65,6 +67,20 @@ Tensor targets(std::int64_t n, std::int64_t classes, Generator& gen, bool all_ig
   return t;
 }
 
+// Each row's log-sum-exp in f32, computed in double.
+Tensor row_logsumexp(const Tensor& logits) {
+  const std::int64_t n = logits.size(0), classes = logits.size(1);
+  const std::vector<float> x = logits.to_vector();
+  std::vector<float> out(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < n; ++r) {
+    double m = -INFINITY, s = 0.0;
+    for (std::int64_t j = 0; j < classes; ++j) m = std::max(m, static_cast<double>(x[r * classes + j]));
+    for (std::int64_t j = 0; j < classes; ++j) s += std::exp(x[r * classes + j] - m);
+    out[static_cast<std::size_t>(r)] = static_cast<float>(m + std::log(s));
+  }
+  return Tensor::from_vector(out, {n});
+}
+
 void cross_entropy_cases(CaseList& cases, Generator& gen) {
   struct Spec {
     std::int64_t n, classes;
@@ -78,18 +94,26 @@ void cross_entropy_cases(CaseList& cases, Generator& gen) {
                            {37, 129, DType::bf16, false, "(37, 129) bf16"},
                            {8, 50304, DType::bf16, false, "(8, 50304) bf16"}};
   for (const Spec& s : shapes) {
-    Tensor logits = randn({s.n, s.classes}, gen, 2.0);
+    // Logits exact in the case's type, so that the lse below is the one its kernel would find.
+    Tensor logits = randn({s.n, s.classes}, gen, 2.0).to(s.dt).to(DType::f32);
     Tensor target = targets(s.n, s.classes, gen, s.all_ignored);
     Tensor loss = Tensor::empty({}), dloss = Tensor::full({}, 0.7);  // f32 for every logits type
-    Tensor hits = Tensor::empty({});
-    OpCase c = make_case(OpId::cross_entropy, s.label, {logits, target}, {loss, hits}, s.dt);
+    Tensor hits = Tensor::empty({}), lse = Tensor::empty({s.n});
+    OpCase c = make_case(OpId::cross_entropy, s.label, {logits, target}, {loss, hits, lse}, s.dt);
     c.args = op_args({kIgnore});
-    c.keep_f32 = {loss, hits};
+    c.keep_f32 = {loss, hits, lse};
     cases.push_back(c);
     c = make_case(OpId::cross_entropy_backward, std::string(s.label) + ", dloss 0.7",
-                  {dloss, logits, target}, {Tensor::empty({s.n, s.classes})}, s.dt);
+                  {dloss, logits, target, Tensor()}, {Tensor::empty({s.n, s.classes})}, s.dt);
     c.args = op_args({kIgnore});
     c.keep_f32 = {dloss};
+    cases.push_back(c);
+    // The forward's lse handed over: one streaming pass instead of a second row reduction.
+    const Tensor row_lse = row_logsumexp(logits);
+    c = make_case(OpId::cross_entropy_backward, std::string(s.label) + ", dloss 0.7, lse given",
+                  {dloss, logits, target, row_lse}, {Tensor::empty({s.n, s.classes})}, s.dt);
+    c.args = op_args({kIgnore});
+    c.keep_f32 = {dloss, row_lse};
     cases.push_back(c);
   }
 }

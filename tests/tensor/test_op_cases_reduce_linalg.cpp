@@ -1,9 +1,10 @@
-// Op-table cases of the reductions (sum_dim, max_dim, argmax_dim) and of matmul and linear.
+// Op-table cases of the reductions (sum_dim, max_dim, argmax_dim) and of matmul and the linear
+// rows.
 // Reductions: GPT's long rows (7, 50304) and long columns (4096, 768), every dim of a small 3-d
 // tensor, ties and NaNs for max/argmax (the first NaN wins), an empty reduced dim for sum.
 // matmul: row- and column-major operands, stride-0 batches, a leading dimension wider than the
 // row, odd and unaligned shapes, K = 0. linear: with and without bias, odd, GPT's (256, 768) x
-// (2304, 768). 16-bit variants of each.
+// (2304, 768). linear_gelu and linear_weight_grad: fused and falling back. 16-bit variants of each.
 #include <limits>
 #include <string>
 #include <utility>
@@ -147,12 +148,57 @@ void linear_cases(CaseList& cases, Generator& gen) {
              {randn({4, 0}, gen), randn({5, 0}, gen), randn({5}, gen)});
 }
 
+// in = {x, w, bias}; out = {y, pre}.
+void add_linear_gelu(CaseList& cases, const std::string& label, std::vector<Tensor> in,
+                     DType dt = DType::f32) {
+  const Shape out{in[0].size(0), in[1].size(0)};
+  cases.push_back(make_case(OpId::linear_gelu, label, std::move(in),
+                            {Tensor::empty(out), Tensor::empty(out)}, dt));
+}
+
+// in = {dy, x}; out = {dw, db}.
+void add_weight_grad(CaseList& cases, const std::string& label, std::vector<Tensor> in,
+                     DType dt = DType::f32) {
+  const std::int64_t O = in[0].size(1), K = in[1].size(1);
+  OpCase c = make_case(OpId::linear_weight_grad, label, std::move(in),
+                       {Tensor::empty({O, K}), Tensor::empty({O})}, dt);
+  if (dt == DType::f32 && c.in[0].size(0) >= 1000) c.tol = kLongSum;
+  cases.push_back(c);
+}
+
+// The fused epilogues (GELU_AUX_BIAS, BGRADB) and their fallbacks: an output width cuBLASLt's
+// GELU buffer cannot take (5, not a multiple of 8), an unaligned input, no rows.
+void epilogue_cases(CaseList& cases, Generator& gen) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const std::string tag = dt == DType::f32 ? "" : " bf16";
+    add_linear_gelu(cases, "gelu (64, 96) x (48, 96) + bias" + tag,
+                    {randn({64, 96}, gen), randn({48, 96}, gen, 0.1), randn({48}, gen)}, dt);
+    add_weight_grad(cases, "dw, db of (512, 96) rows" + tag,
+                    {randn({512, 96}, gen), randn({512, 40}, gen)}, dt);
+  }
+  // GPT-2's MLP up-projection and its weight gradient over 1024 rows.
+  add_linear_gelu(cases, "gelu (256, 768) x (3072, 768) + bias bf16",
+                  {randn({256, 768}, gen), randn({3072, 768}, gen, 0.02),
+                   randn({3072}, gen, 0.02)},
+                  DType::bf16);
+  add_weight_grad(cases, "dw, db of GPT-2's (1024, 3072) x (1024, 768) bf16",
+                  {randn({1024, 3072}, gen, 0.01), randn({1024, 768}, gen)}, DType::bf16);
+  add_linear_gelu(cases, "gelu odd (7, 13) x (5, 13) + bias",
+                  {randn({7, 13}, gen), randn({5, 13}, gen), randn({5}, gen)});
+  add_linear_gelu(cases, "gelu x at an unaligned offset (7, 13) x (8, 13) + bias",
+                  {make_view(randn({1 + 7 * 13}, gen), {7, 13}, {13, 1}, 1), randn({8, 13}, gen),
+                   randn({8}, gen)});
+  add_weight_grad(cases, "dw, db odd (7, 5) and (7, 13)", {randn({7, 5}, gen), randn({7, 13}, gen)});
+  add_weight_grad(cases, "dw, db of no rows: zeros", {randn({0, 8}, gen), randn({0, 16}, gen)});
+}
+
 }  // namespace
 
 void reduce_linalg_cases(CaseList& cases, Generator& gen) {
   reduce_cases(cases, gen);
   matmul_cases(cases, gen);
   linear_cases(cases, gen);
+  epilogue_cases(cases, gen);
 }
 
 }  // namespace genesis::testing::op_cases

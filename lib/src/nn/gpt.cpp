@@ -62,13 +62,14 @@ Block::Block(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> drop
   ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(c.n_embd));
   auto mlp = register_module("mlp", std::make_shared<Container>());
   c_fc_ = mlp->add("c_fc", gpt_linear(c.n_embd, 4 * c.n_embd, 0.02, gen));
+  c_fc_->activation = Linear::Activation::gelu;  // c_fc's output is the GELU's
   c_proj_ = mlp->add("c_proj", gpt_linear(4 * c.n_embd, c.n_embd, proj_std, gen));
   mlp_dropout_ = mlp->add("dropout", std::make_shared<Dropout>(c.dropout, std::move(dropout_gen)));
 }
 
 Tensor Block::forward(const Tensor& x) {
   Tensor h = x + (*attn_)((*ln_1_)(x));
-  return h + (*mlp_dropout_)((*c_proj_)(gelu((*c_fc_)((*ln_2_)(h)))));
+  return h + (*mlp_dropout_)((*c_proj_)((*c_fc_)((*ln_2_)(h))));
 }
 
 GPT::GPT(const GPTConfig& c, Generator& gen)

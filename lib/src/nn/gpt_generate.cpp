@@ -69,7 +69,7 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& keys, Tensor
 
 Tensor Block::forward_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step) {
   Tensor h = x + attn_->forward_cached((*ln_1_)(x), keys, values, step);
-  return h + (*c_proj_)(gelu((*c_fc_)((*ln_2_)(h))));
+  return h + (*c_proj_)((*c_fc_)((*ln_2_)(h)));
 }
 
 Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {

@@ -8,13 +8,17 @@
 
 namespace genesis::nn {
 
-Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool with_bias) {
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool with_bias,
+               Activation activation_)
+    : activation(activation_) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   weight = register_parameter("weight", Tensor::rand({out_features, in_features}, gen, -bound, bound));
   if (with_bias) bias = register_parameter("bias", Tensor::rand({out_features}, gen, -bound, bound));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) {
+  return activation == Activation::gelu ? linear_gelu(x, weight, bias) : linear(x, weight, bias);
+}
 
 Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen) {
   weight = register_parameter("weight", Tensor::randn({num_embeddings, dim}, gen));

@@ -91,7 +91,36 @@ Tensor comparison(OpId id, const char* op, const Tensor& a, const Tensor& b) {
 
 // ---- binary arithmetic
 
+namespace {
+
+// On CUDA, f32 + f16/bf16 (the f32 residual stream plus an autocast branch) runs in one kernel
+// that widens the 16-bit operand as it reads it: the same f32 sums as widening it first, without
+// that pass. The 16-bit operand's gradient is rounded to its type, as the widening's would be.
+Tensor add_widening(const Tensor& wide, const Tensor& narrow) {
+  const Shape shape = broadcast_for("add", wide.shape(), narrow.shape());
+  Tensor out = run_binary(OpId::add, wide, narrow, shape, DType::f32);
+  record("add", {wide, narrow}, {out},
+         [sa = wide.shape(), sb = narrow.shape(), nt = narrow.dtype()](
+             const Grads& g, const NeedsGrad& needs) -> Grads {
+           return {grad_if(needs[0], [&] { return sum_to(g[0], sa); }),
+                   grad_if(needs[1], [&] { return to_result(sum_to(g[0], sb), nt); })};
+         });
+  return out;
+}
+
+bool widens_on_cuda(const Tensor& wide, const Tensor& narrow) {
+  return wide.dtype() == DType::f32 && wide.device().is_cuda() &&
+         (narrow.dtype() == DType::bf16 || narrow.dtype() == DType::f16) &&
+         narrow.device() == wide.device();
+}
+
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b) {
+  require_defined("add", a);
+  require_defined("add", b);
+  if (widens_on_cuda(a, b)) return add_widening(a, b);
+  if (widens_on_cuda(b, a)) return add_widening(b, a);  // f32 sums commute exactly
   BinaryInputs in = prepare_binary("add", a, b);
   Tensor out = run_binary(OpId::add, in.a, in.b, in.shape, DType::f32);
   record("add", {in.a, in.b}, {out},

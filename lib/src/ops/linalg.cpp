@@ -1,5 +1,5 @@
 // Linear-algebra front end: matmul with torch.matmul's semantics (1-d operands, broadcast batch
-// dims) and linear (nn.Linear's x W^T + b). Operands reach the sgemm kernel as (B, M, K) and
+// dims), linear (nn.Linear's x W^T + b) and linear_gelu (gelu of it, one kernel on CUDA). Operands reach the sgemm kernel as (B, M, K) and
 // (B, K, N) views; transposes and broadcast batches are strides, not copies, so the backward
 // products on transposed views cost no copies either. A copy happens only for a batch whose
 // broadcast dims cannot be described by one stride. Under autocast both ops first cast their
@@ -125,52 +125,123 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return to_result(out, rt);
 }
 
-Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
-  require_defined("linear", input_in);
-  require_defined("linear", weight_in);
+namespace {
+
+// linear's operands in the types its kernel takes, and what its backward keeps: the input as
+// (N, K), and the weight as it came in (a parameter, held anyway), cast again in backward rather
+// than keeping the cast copy: under autocast that copy would hold a second model until backward
+// reached it.
+struct LinearOperands {
+  Tensor x, w, bias;  // x in its own shape; all in the kernel's type kt
+  Tensor x2;          // x as (N, K)
+  Tensor source;      // the weight as it came in, detached
+  DType rt = DType::f32, wt = DType::f32, kt = DType::f32;
+  std::int64_t N = 0, O = 0, K = 0;
+
+  Shape out_shape() const {
+    Shape s(x.shape().begin(), x.shape().end() - 1);
+    s.push_back(O);
+    return s;
+  }
+};
+
+LinearOperands linear_operands(const char* op, const Tensor& input_in, const Tensor& weight_in,
+                               const Tensor& bias_in) {
+  require_defined(op, input_in);
+  require_defined(op, weight_in);
+  const std::string name(op);
   const Tensor input = autocast_input(input_in), bias = autocast_input(bias_in);
   // On the CPU under autocast the weight reaches the f32 kernel rounded in one copy; its type for
   // the result and for backward is then autocast's, as if it had been cast.
   const Tensor rounded = detail::rounded_for_cpu_kernel(weight_in);
   const Tensor weight = rounded.defined() ? rounded : autocast_input(weight_in);
-  const DType wt = rounded.defined() ? *amp::autocast_dtype() : weight.dtype();
+  LinearOperands l;
+  l.wt = rounded.defined() ? *amp::autocast_dtype() : weight.dtype();
   GENESIS_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
                 InvalidArgument,
-                "linear: input of shape " + shape_str(input.shape()) + " and weight of shape " +
+                name + ": input of shape " + shape_str(input.shape()) + " and weight of shape " +
                     shape_str(weight.shape()) +
                     " do not match (expected input (..., K) and weight (O, K))");
-  const std::int64_t O = weight.size(0), K = weight.size(1);
-  GENESIS_CHECK(!bias.defined() || bias.shape() == Shape({O}), InvalidArgument,
-                "linear: bias of shape " + (bias.defined() ? shape_str(bias.shape()) : "") +
+  l.O = weight.size(0);
+  l.K = weight.size(1);
+  GENESIS_CHECK(!bias.defined() || bias.shape() == Shape({l.O}), InvalidArgument,
+                name + ": bias of shape " + (bias.defined() ? shape_str(bias.shape()) : "") +
                     " for weight of shape " + shape_str(weight.shape()) + " (expected [" +
-                    std::to_string(O) + "])");
-  const DType rt = rounded.defined() ? wt : float_result_type({&input, &weight, &bias});
-  const DType kt = detail::kernel_dtype({&input, &weight, &bias});
-  Tensor x = to_result(input, kt).contiguous();
-  Tensor w = to_result(weight, kt).contiguous();
-  Tensor bvec = bias.defined() ? to_result(bias, kt).contiguous() : Tensor();
-  const Shape lead(x.shape().begin(), x.shape().end() - 1);
-  const std::int64_t N = shape_numel(lead);
-  const Tensor x2 = make_view(x, {N, K}, {K, 1}, x.offset());
-  Tensor out2 = Tensor::empty({N, O}, kt, x.device());
-  dispatch(OpId::linear, {x2, w.detach(), bias.defined() ? bvec.detach() : Tensor()}, {out2});
-  const Shape out_shape = concat(lead, {O});
-  Tensor out = make_view(out2, out_shape, contiguous_strides(out_shape), 0);
+                    std::to_string(l.O) + "])");
+  l.rt = rounded.defined() ? l.wt : float_result_type({&input, &weight, &bias});
+  l.kt = detail::kernel_dtype({&input, &weight, &bias});
+  l.x = to_result(input, l.kt).contiguous();
+  l.w = to_result(weight, l.kt).contiguous();
+  l.bias = bias.defined() ? to_result(bias, l.kt).contiguous() : Tensor();
+  l.N = shape_numel(Shape(l.x.shape().begin(), l.x.shape().end() - 1));
+  l.x2 = make_view(l.x, {l.N, l.K}, {l.K, 1}, l.x.offset());
+  l.source = weight_in.detach();
+  return l;
+}
 
-  // dx = dy W, dW = dy^T x, db = column sums of dy: two sgemms on views and one reduction.
-  // Backward keeps the weight as it came in (a parameter, held anyway) and casts it again, not
-  // the cast copy: under autocast that copy would hold a second model until backward reached it.
-  record("linear", {x, w, bvec}, {out},
-         [x2, source = weight_in.detach(), wt, sx = x.shape(), N, O, kt](
-             const Grads& g, const NeedsGrad& needs) -> Grads {
-           const Tensor dy = to_result(g[0], kt).reshape({N, O});
-           Grads r(3);
-           if (needs[0]) r[0] = matmul(dy, weight_for_kernel(source, wt, kt)).reshape(sx);
-           if (needs[1]) r[1] = matmul(dy.transpose(0, 1), x2);
-           if (needs[2]) r[2] = sum(dy, {0});
-           return r;
+// dx = dy W, dW = dy^T x and db = column sums of dy (one kernel: the bias gradient rides the
+// weight gradient's product on CUDA) from dy (N, O) in the kernel's type.
+Grads linear_grads(const Tensor& dy, const LinearOperands& l, const Shape& sx,
+                   const NeedsGrad& needs) {
+  Grads r(3);
+  if (needs[0]) r[0] = matmul(dy, weight_for_kernel(l.source, l.wt, l.kt)).reshape(sx);
+  if (needs[1]) {
+    r[1] = Tensor::empty({l.O, l.K}, l.kt, dy.device());
+    if (needs[2]) r[2] = Tensor::empty({l.O}, l.kt, dy.device());
+    dispatch(OpId::linear_weight_grad, {dy, l.x2}, {r[1], r[2]});
+  } else if (needs[2]) {
+    r[2] = sum(dy, {0});
+  }
+  return r;
+}
+
+// The backward's copy of the operands: the cast inputs themselves are graph inputs, not kept.
+LinearOperands kept_for_backward(const LinearOperands& l) {
+  LinearOperands k = l;
+  k.x = Tensor();
+  k.w = Tensor();
+  k.bias = Tensor();
+  return k;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const LinearOperands l = linear_operands("linear", input_in, weight_in, bias_in);
+  Tensor out2 = Tensor::empty({l.N, l.O}, l.kt, l.x.device());
+  dispatch(OpId::linear, {l.x2, l.w.detach(), l.bias.defined() ? l.bias.detach() : Tensor()},
+           {out2});
+  const Shape out_shape = l.out_shape();
+  Tensor out = make_view(out2, out_shape, contiguous_strides(out_shape), 0);
+  record("linear", {l.x, l.w, l.bias}, {out},
+         [k = kept_for_backward(l), sx = l.x.shape()](const Grads& g,
+                                                       const NeedsGrad& needs) -> Grads {
+           const Tensor dy = to_result(g[0], k.kt).reshape({k.N, k.O}).contiguous();
+           return linear_grads(dy, k, sx, needs);
          });
-  return to_result(out, rt);
+  return to_result(out, l.rt);
+}
+
+Tensor linear_gelu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  // The CPU keeps the two steps, whose rounding under autocast (pre in bf16, then gelu) its
+  // results have always had; so does a linear without bias.
+  if (!input.defined() || !input.device().is_cuda() || !bias.defined())
+    return gelu(linear(input, weight, bias));
+  const LinearOperands l = linear_operands("linear_gelu", input, weight, bias);
+  Tensor y2 = Tensor::empty({l.N, l.O}, l.kt, l.x.device());
+  Tensor pre = Tensor::empty({l.N, l.O}, l.kt, l.x.device());
+  dispatch(OpId::linear_gelu, {l.x2, l.w.detach(), l.bias.detach()}, {y2, pre});
+  const Shape out_shape = l.out_shape();
+  Tensor out = make_view(y2, out_shape, contiguous_strides(out_shape), 0);
+  record("linear_gelu", {l.x, l.w, l.bias}, {out},
+         [k = kept_for_backward(l), pre, sx = l.x.shape()](const Grads& g,
+                                                            const NeedsGrad& needs) -> Grads {
+           const Tensor dy = to_result(g[0], k.kt).reshape({k.N, k.O}).contiguous();
+           Tensor dpre = Tensor::empty(pre.shape(), pre.dtype(), pre.device());
+           dispatch(OpId::gelu_backward, {dy, pre}, {dpre});
+           return linear_grads(dpre, k, sx, needs);
+         });
+  return to_result(out, l.rt);
 }
 
 }  // namespace genesis

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "genesis/autograd/autocast.hpp"
+#include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
@@ -105,13 +106,18 @@ ScoredLoss cross_entropy_impl(const Tensor& logits, const Tensor& target, std::i
                with_hits ? Tensor::empty({}, DType::f32, lf.device()) : Tensor()};
   OpArgs args;
   args.i[0] = ignore_index;
-  dispatch(OpId::cross_entropy, {lf, tf}, {r.loss, r.hits}, args);
+  // On CUDA the forward keeps each row's log-sum-exp (N floats), so that the backward is one
+  // streaming pass over the logits instead of a second reduction of every row.
+  const bool keep_lse = lf.device().is_cuda() && autograd::grad_enabled() &&
+                        logits.requires_grad();
+  const Tensor lse = keep_lse ? Tensor::empty({N}, DType::f32, lf.device()) : Tensor();
+  dispatch(OpId::cross_entropy, {lf, tf}, {r.loss, r.hits, lse}, args);
   const DType dtype = logits.dtype();
   record("cross_entropy", {logits}, {r.loss},
-         [lf, tf, args, shape, dtype](const Grads& g, const NeedsGrad&) -> Grads {
+         [lf, tf, lse, args, shape, dtype](const Grads& g, const NeedsGrad&) -> Grads {
            Tensor dlogits = Tensor::empty(lf.shape(), lf.dtype(), lf.device());
-           dispatch(OpId::cross_entropy_backward, {f32(g[0]).reshape({}), lf, tf}, {dlogits},
-                    args);
+           dispatch(OpId::cross_entropy_backward, {f32(g[0]).reshape({}), lf, tf, lse},
+                    {dlogits}, args);
            return {cast(dlogits.reshape(shape), dtype)};
          });
   return r;

@@ -12,11 +12,17 @@ namespace genesis::nn {
 
 class Linear : public Module {
  public:
+  // What forward applies to x W^T + b: nothing, or GELU (tanh approximation), which on CUDA
+  // rides the product's epilogue (ops::linear_gelu) instead of a pass of its own.
+  enum class Activation { none, gelu };
+
   // weight (out, in) and bias (out) ~ U(-1/sqrt(in), 1/sqrt(in)), as torch.nn.Linear.
-  Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true);
+  Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true,
+         Activation activation = Activation::none);
   Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
   Tensor weight;
   Tensor bias;  // undefined when built without bias
+  Activation activation = Activation::none;
 };
 
 class Embedding : public Module {

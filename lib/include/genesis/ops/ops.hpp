@@ -52,6 +52,9 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x (..., K) @ weight (O, K)^T + bias (O): nn.Linear's math in one kernel.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// gelu(linear(x, weight, bias)), GPT's MLP up-projection; on CUDA one cuBLASLt product whose
+// epilogue writes both gelu's input (kept for backward) and its output.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 // ---- neural-network functions (over the last dim unless a dim is given)
 Tensor softmax(const Tensor& x, std::int64_t dim = -1);

@@ -152,3 +152,42 @@ void linear_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
 }
 
 }  // namespace genesis::cpu
+
+namespace genesis::cpu {
+
+// The CPU has no epilogues to fuse: linear into pre, then gelu from pre into y.
+void linear_gelu_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
+  GENESIS_CHECK(in[2].defined() && out[1].defined(), InvalidArgument,
+                "linear_gelu: bias and pre must be defined");
+  linear_kernel(in, out.subspan(1, 1), args);
+  const Tensor pre = out[1];
+  gelu_kernel(std::span<const Tensor>(&pre, 1), out.subspan(0, 1), args);
+}
+
+// dw = dy^T x as a matmul of views, db = sum over dim 0.
+void linear_weight_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out,
+                               const OpArgs&) {
+  const Tensor& dy = in[0];
+  const Tensor& x = in[1];
+  GENESIS_CHECK(dy.dim() == 2 && x.dim() == 2 && dy.size(0) == x.size(0) && dy.is_contiguous() &&
+                    x.is_contiguous(),
+                InvalidArgument,
+                "linear_weight_grad: dy " + shape_str(dy.shape()) + " and x " +
+                    shape_str(x.shape()) + " must be contiguous (N, O) and (N, K)");
+  const std::int64_t N = dy.size(0), O = dy.size(1), K = x.size(1);
+  GENESIS_CHECK(out[0].defined() && out[0].shape() == Shape({O, K}), InvalidArgument,
+                "linear_weight_grad: dw must be of shape " + shape_str({O, K}));
+  const Tensor a[] = {make_view(dy, {1, O, N}, {0, 1, O}, dy.offset()),
+                      make_view(x, {1, N, K}, {0, K, 1}, x.offset())};
+  Tensor dw = make_view(out[0], {1, O, K}, {O * K, K, 1}, out[0].offset());
+  matmul_kernel(a, std::span<Tensor>(&dw, 1), {});
+  if (!out[1].defined()) return;
+  GENESIS_CHECK(out[1].shape() == Shape({O}), InvalidArgument,
+                "linear_weight_grad: db must be of shape " + shape_str({O}));
+  Tensor db = make_view(out[1], {1, O}, {O, 1}, out[1].offset());
+  OpArgs dim0;
+  dim0.i[0] = 0;
+  sum_dim_kernel(std::span<const Tensor>(&dy, 1), std::span<Tensor>(&db, 1), dim0);
+}
+
+}  // namespace genesis::cpu

@@ -145,9 +145,10 @@ std::int64_t row_argmax(const float* xr, std::int64_t cols) {
 
 }  // namespace
 
-// logits (N, C), target (N) -> 0-d mean of lse(row) - row[target] over counted rows, and (when
-// out[1] is given) how many counted rows have their target as argmax. Row losses are summed
-// serially in double so the loss does not depend on the thread count.
+// logits (N, C), target (N) -> 0-d mean of lse(row) - row[target] over counted rows, (when
+// out[1] is given) how many counted rows have their target as argmax, and (when out[2] is) each
+// row's lse. Row losses are summed serially in double so the loss does not depend on the thread
+// count.
 void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Rows g = rows_of(in[0]);
   const std::int64_t ignore = args.i[0];
@@ -155,15 +156,18 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
   const std::int64_t* target = in[1].data<std::int64_t>();
   check_indices("cross_entropy", target, g.rows, g.cols, &ignore);
   const bool hits = out.size() > 1 && out[1].defined();
+  float* lse = out.size() > 2 && out[2].defined() ? out[2].data<float>() : nullptr;
   std::vector<double> row_loss(g.rows, 0.0);
   std::vector<std::uint8_t> row_hit(g.rows, 0);
 #pragma omp parallel for schedule(static) if (g.parallel())
   for (std::int64_t r = 0; r < g.rows; ++r) {
+    if (lse != nullptr) lse[r] = 0.0f;
     if (target[r] == ignore) continue;
     const float* xr = x + r * g.cols;
     const float m = row_max(xr, g.cols);
-    row_loss[r] = static_cast<double>(m) + std::log(sum_exp_shifted(xr, g.cols, m)) -
-                  static_cast<double>(xr[target[r]]);
+    const float log_sum = std::log(sum_exp_shifted(xr, g.cols, m));
+    row_loss[r] = static_cast<double>(m) + log_sum - static_cast<double>(xr[target[r]]);
+    if (lse != nullptr) lse[r] = m + log_sum;
     if (hits) row_hit[r] = row_argmax(xr, g.cols) == target[r];
   }
   double total = 0.0;
@@ -177,8 +181,10 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
   }
 }
 
-// (dloss, logits, target) -> dlogits = (softmax - onehot) * dloss / count; softmax is recomputed
-// from the logits rather than saved, since it is as large as the logits themselves.
+// (dloss, logits, target, lse) -> dlogits = (softmax - onehot) * dloss / count; softmax is
+// recomputed from the logits rather than saved, since it is as large as the logits themselves.
+// The forward's lse (in[3]) is not read: the CPU's two passes over a row cost little beside its
+// exponentials, and recomputing keeps the CPU's results what they have always been.
 void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                    const OpArgs& args) {
   const Rows g = rows_of(in[1]);

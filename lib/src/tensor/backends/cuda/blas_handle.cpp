@@ -85,8 +85,9 @@ namespace {
 // 256): an algorithm chosen for 256-byte aligned operands may fault on less aligned ones.
 struct MatmulKey {
   LtProblem p;
-  bool bias = false;
-  std::uint32_t align_a = 0, align_b = 0, align_d = 0, align_bias = 0;
+  LtEpilogueKind epilogue = LtEpilogueKind::none;
+  std::int64_t aux_ld = 0;
+  std::uint32_t align_a = 0, align_b = 0, align_d = 0, align_bias = 0, align_aux = 0;
   friend bool operator==(const MatmulKey&, const MatmulKey&) = default;
 };
 
@@ -97,13 +98,15 @@ struct MatmulKeyHash {
       h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     };
     mix(static_cast<std::uint64_t>(k.p.type));
-    mix((k.p.trans_a ? 1u : 0u) | (k.p.trans_b ? 2u : 0u) | (k.bias ? 4u : 0u));
-    for (std::int64_t v : {k.p.m, k.p.n, k.p.k, k.p.lda, k.p.ldb, k.p.ldd,
+    mix((k.p.trans_a ? 1u : 0u) | (k.p.trans_b ? 2u : 0u) |
+        (static_cast<std::uint64_t>(k.epilogue) << 2));
+    for (std::int64_t v : {k.p.m, k.p.n, k.p.k, k.p.lda, k.p.ldb, k.p.ldd, k.aux_ld,
                            static_cast<std::int64_t>(k.p.batch), k.p.stride_a, k.p.stride_b,
                            k.p.stride_d})
       mix(static_cast<std::uint64_t>(v));
     mix((std::uint64_t{k.align_a} << 48) | (std::uint64_t{k.align_b} << 32) |
         (std::uint64_t{k.align_d} << 16) | k.align_bias);
+    mix(k.align_aux);
     return static_cast<std::size_t>(h);
   }
 };
@@ -214,8 +217,38 @@ void make_layout(cublasLtMatrixLayout_t& layout, cudaDataType_t type, std::int64
   }
 }
 
+cublasLtEpilogue_t lt_epilogue(LtEpilogueKind kind) {
+  switch (kind) {
+    case LtEpilogueKind::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case LtEpilogueKind::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LtEpilogueKind::bgradb: return CUBLASLT_EPILOGUE_BGRADB;
+    case LtEpilogueKind::none: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The epilogue and its pointers. The heuristic reads the pointers' alignments; each launch
+// rewrites them (set_pointers).
+void set_pointers(cublasLtMatmulDesc_t desc, const LtEpilogue& e) {
+  if (e.kind == LtEpilogueKind::none) return;
+  set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias);
+  if (e.kind == LtEpilogueKind::gelu_aux_bias)
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.aux);
+}
+
+void set_epilogue(cublasLtMatmulDesc_t desc, const MatmulKey& key, cudaDataType_t type,
+                  const LtEpilogue& e) {
+  if (key.epilogue == LtEpilogueKind::none) return;
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(key.epilogue));
+  // Vectors have D's type (the default for these types too; stated so it cannot drift).
+  set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(type));
+  if (key.epilogue == LtEpilogueKind::gelu_aux_bias)
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.aux_ld);
+  set_pointers(desc, e);
+}
+
 std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t handle, const MatmulKey& key,
-                                      const void* bias) {
+                                      const LtEpilogue& e) {
   const LtProblem& p = key.p;
   auto plan = std::make_unique<MatmulPlan>();
   // f32 accumulation and f32 alpha/beta for every storage type; CUBLAS_COMPUTE_32F never
@@ -223,13 +256,7 @@ std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t handle, const MatmulKey& 
   GENESIS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
-  if (key.bias) {
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    // The bias has D's type (the default for these types too; stated so it cannot drift).
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(p.type));
-    // The heuristic reads this pointer's alignment; each launch rewrites it.
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  }
+  set_epilogue(plan->desc, key, p.type, e);
   // Stored shapes: A (k, m) when transposed, else (m, k); B (n, k) when transposed, else (k, n).
   make_layout(plan->a, p.type, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda, p.batch,
               p.stride_a);
@@ -259,7 +286,11 @@ std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t handle, const MatmulKey& 
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a, plan->b, plan->d, plan->d,
                                      raw_pref, kRequested, results.data(), &returned);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return plan;  // found = false
+  // found = false. An epilogue this cuBLASLt cannot pair with the types or layouts may be
+  // refused as an invalid value; the caller then runs the plain product.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED ||
+      (key.epilogue != LtEpilogueKind::none && status == CUBLAS_STATUS_INVALID_VALUE))
+    return plan;
   GENESIS_CUBLAS_CHECK(status);
   for (int i = 0; i < returned; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS &&
@@ -276,28 +307,30 @@ std::unique_ptr<MatmulPlan> make_plan(cublasLtHandle_t handle, const MatmulKey& 
 
 BlasHandle& BlasHandle::for_current_device() { return device_blas(current_device()).handle; }
 
-bool lt_matmul(const LtProblem& p, const void* a, const void* b, void* d, const void* bias,
+bool lt_matmul(const LtProblem& p, const void* a, const void* b, void* d, const LtEpilogue& e,
                bool accumulate) {
   DeviceBlas& s = device_blas(current_device());
   const std::size_t elem = element_bytes(p.type);
   MatmulKey key;
   key.p = p;
-  key.bias = bias != nullptr;
+  key.epilogue = e.kind;
+  key.aux_ld = e.kind == LtEpilogueKind::gelu_aux_bias ? e.aux_ld : 0;
   key.align_a = alignment_of(a, p.stride_a, p.batch, elem);
   key.align_b = alignment_of(b, p.stride_b, p.batch, elem);
   key.align_d = alignment_of(d, p.stride_d, p.batch, elem);
-  key.align_bias = bias != nullptr ? alignment_of(bias, 0, 1, elem) : 0;
+  key.align_bias = e.kind != LtEpilogueKind::none ? alignment_of(e.bias, 0, 1, elem) : 0;
+  key.align_aux = e.kind == LtEpilogueKind::gelu_aux_bias ? alignment_of(e.aux, 0, 1, elem) : 0;
 
   std::lock_guard lock(s.mutex);
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
-    auto plan = make_plan(s.handle.get(), key, bias);
+    auto plan = make_plan(s.handle.get(), key, e);
     if (s.plans.size() >= kMaxPlans) s.plans.clear();
     it = s.plans.emplace(key, std::move(plan)).first;
   }
   MatmulPlan& plan = *it->second;
   if (!plan.found) return false;
-  if (bias != nullptr) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  set_pointers(plan.desc, e);
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;  // 0: D's old contents are never read
   GENESIS_CUBLAS_CHECK(cublasLtMatmul(s.handle.get(), plan.desc, &alpha, a, plan.a, b, plan.b,

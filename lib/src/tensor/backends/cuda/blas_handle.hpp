@@ -67,11 +67,26 @@ struct LtProblem {
   friend bool operator==(const LtProblem&, const LtProblem&) = default;
 };
 
-// Runs `p` on the current device's compute stream with the pointers given (bias: null for none;
-// accumulate: D += product instead of D = product). Returns false, launching nothing, when
-// cuBLASLt has no algorithm for this problem at these pointers' alignments; throws CudaError when
-// a cuBLASLt call fails.
-bool lt_matmul(const LtProblem& p, const void* a, const void* b, void* d, const void* bias,
+// What the product's epilogue does besides writing D (column-major terms, D is (m, n)):
+//   bias:          D += bias (m), broadcast over the n columns;
+//   gelu_aux_bias: aux = D + bias, then D = gelu(aux) (tanh approximation); aux is (m, n) with
+//                  leading dimension aux_ld, of D's type;
+//   bgradb:        bias_grad (n) = the sums of B's (k, n) columns over k (a bias gradient).
+// Vectors have D's type.
+enum class LtEpilogueKind : std::uint8_t { none, bias, gelu_aux_bias, bgradb };
+
+struct LtEpilogue {
+  LtEpilogueKind kind = LtEpilogueKind::none;
+  const void* bias = nullptr;  // bias and gelu_aux_bias: read; bgradb: written
+  void* aux = nullptr;         // gelu_aux_bias: written
+  std::int64_t aux_ld = 0;
+};
+
+// Runs `p` on the current device's compute stream with the pointers given (accumulate: D +=
+// product instead of D = product). Returns false, launching nothing, when cuBLASLt has no
+// algorithm for this problem and epilogue at these pointers' alignments; throws CudaError when a
+// cuBLASLt call fails.
+bool lt_matmul(const LtProblem& p, const void* a, const void* b, void* d, const LtEpilogue& e,
                bool accumulate);
 
 }  // namespace genesis::cuda

@@ -51,10 +51,10 @@ struct UnaryBody {
   }
 };
 
-template <typename T, typename O, typename F>
+template <typename Ta, typename Tb, typename O, typename F>
 struct BinaryBody {
-  const T* a;
-  const T* b;
+  const Ta* a;
+  const Tb* b;
   O* y;
   F f;
   __device__ void operator()(const std::int64_t (&off)[3]) const {
@@ -92,11 +92,12 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // Contiguous y; a and b each contiguous or one broadcast value (its *_bcast flag: read a[0]).
-template <typename T, typename O, typename F>
+// A pack holds N elements of every operand, N set by the widest type (4 for a mixed f32 + bf16).
+template <typename Ta, typename Tb, typename O, typename F>
 __global__ void __launch_bounds__(kBlockThreads)
-    binary_contiguous_kernel(const T* a, const T* b, O* y, bool a_bcast, bool b_bcast,
+    binary_contiguous_kernel(const Ta* a, const Tb* b, O* y, bool a_bcast, bool b_bcast,
                              std::int64_t packs, std::int64_t n, F f) {
-  constexpr int N = kPackOf<T>;
+  constexpr int N = kPackOf<Ta> < kPackOf<Tb> ? kPackOf<Ta> : kPackOf<Tb>;
   const float a0 = load_f32(a);
   const float b0 = load_f32(b);
   for (std::int64_t i = thread_index(); i < packs; i += thread_count()) {
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
       for (int e = 0; e < N; ++e) va[e] = a0;
     } else {
-      const Pack<T, N> p = reinterpret_cast<const Pack<T, N>*>(a)[i];
+      const Pack<Ta, N> p = reinterpret_cast<const Pack<Ta, N>*>(a)[i];
 #pragma unroll
       for (int e = 0; e < N; ++e) va[e] = load_f32(&p.v[e]);
     }
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
       for (int e = 0; e < N; ++e) vb[e] = b0;
     } else {
-      const Pack<T, N> p = reinterpret_cast<const Pack<T, N>*>(b)[i];
+      const Pack<Tb, N> p = reinterpret_cast<const Pack<Tb, N>*>(b)[i];
 #pragma unroll
       for (int e = 0; e < N; ++e) vb[e] = load_f32(&p.v[e]);
     }
@@ -162,7 +163,7 @@ void launch_unary(OpId id, const Tensor& x, const Tensor& y, F f) {
   GENESIS_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T, typename O, typename F>
+template <typename Ta, typename Tb, typename O, typename F>
 void launch_binary(OpId id, const Tensor& a, const Tensor& b, const Tensor& y, F f) {
   const std::int64_t n = y.numel();
   const std::string name = op_name(id);
@@ -173,17 +174,17 @@ void launch_binary(OpId id, const Tensor& a, const Tensor& b, const Tensor& y, F
                     idx.stride[1][0] >= 0 && idx.stride[2][0] <= 1 && idx.stride[2][0] >= 0;
   if (!flat)
     return launch_strided(
-        idx, n, BinaryBody<T, O, F>{ptr<const T>(a), ptr<const T>(b), ptr<O>(y), f});
-  constexpr int N = kPackOf<T>;
+        idx, n, BinaryBody<Ta, Tb, O, F>{ptr<const Ta>(a), ptr<const Tb>(b), ptr<O>(y), f});
+  constexpr int N = kPackOf<Ta> < kPackOf<Tb> ? kPackOf<Ta> : kPackOf<Tb>;
   const bool a_bcast = idx.stride[1][0] == 0;
   const bool b_bcast = idx.stride[2][0] == 0;
   const bool vec = aligned_to(y.raw_data(), sizeof(O) * N) &&
-                   (a_bcast || aligned_to(a.raw_data(), 16)) &&
-                   (b_bcast || aligned_to(b.raw_data(), 16));
+                   (a_bcast || aligned_to(a.raw_data(), sizeof(Ta) * N)) &&
+                   (b_bcast || aligned_to(b.raw_data(), sizeof(Tb) * N));
   const std::int64_t packs = vec ? n / N : 0;
-  binary_contiguous_kernel<T, O, F><<<grid_for(packs + (n - packs * N)), kBlockThreads, 0,
-                                      compute_stream()>>>(ptr<const T>(a), ptr<const T>(b),
-                                                          ptr<O>(y), a_bcast, b_bcast, packs, n, f);
+  binary_contiguous_kernel<Ta, Tb, O, F><<<grid_for(packs + (n - packs * N)), kBlockThreads, 0,
+                                           compute_stream()>>>(
+      ptr<const Ta>(a), ptr<const Tb>(b), ptr<O>(y), a_bcast, b_bcast, packs, n, f);
   GENESIS_CUDA_LAUNCH_CHECK();
 }
 
@@ -197,7 +198,7 @@ void arith(OpId id, std::span<const Tensor> in, std::span<Tensor> out, F f) {
   if (y.numel() == 0) return;
   with_float_type(y.dtype(), op_name(id).c_str(), [&](auto tag) {
     using T = decltype(tag);
-    launch_binary<T, T>(id, in[0], in[1], y, f);
+    launch_binary<T, T, T>(id, in[0], in[1], y, f);
   });
 }
 
@@ -214,7 +215,7 @@ void compare(OpId id, std::span<const Tensor> in, std::span<Tensor> out, F f) {
   if (y.numel() == 0) return;
   with_float_type(dtype, op_name(id).c_str(), [&](auto tag) {
     using T = decltype(tag);
-    launch_binary<T, std::uint8_t>(id, in[0], in[1], y, f);
+    launch_binary<T, T, std::uint8_t>(id, in[0], in[1], y, f);
   });
 }
 
@@ -241,7 +242,7 @@ void grad(OpId id, std::span<const Tensor> in, std::span<Tensor> out, F f) {
   if (dx.numel() == 0) return;
   with_float_type(dx.dtype(), op_name(id).c_str(), [&](auto tag) {
     using T = decltype(tag);
-    launch_binary<T, T>(id, in[0], in[1], dx, f);
+    launch_binary<T, T, T>(id, in[0], in[1], dx, f);
   });
 }
 
@@ -334,11 +335,28 @@ struct SiluBackward {
   }
 };
 
+// out = a + b with a and out f32 and b f16 or bf16: the residual stream plus a 16-bit branch,
+// without widening b in a pass of its own.
+void add_widening(std::span<const Tensor> in, const Tensor& y) {
+  constexpr OpId id = OpId::add;
+  check_operand(id, in[0], y, DType::f32, "a");
+  GENESIS_CHECK(in[1].defined() && in[1].shape() == y.shape(), InvalidArgument,
+                "add: b is undefined or does not match output " + shape_str(y.shape()));
+  if (y.numel() == 0) return;
+  with_float_type(in[1].dtype(), "add", [&](auto tag) {
+    using Tb = decltype(tag);
+    launch_binary<float, Tb, float>(id, in[0], in[1], y, Add{});
+  });
+}
+
 }  // namespace
 
 // ---- kernels of the table
 
 void add_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
+  if (out[0].defined() && out[0].dtype() == DType::f32 && in[1].defined() &&
+      in[1].dtype() != DType::f32)
+    return add_widening(in, out[0]);
   arith(OpId::add, in, out, Add{});
 }
 void sub_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {

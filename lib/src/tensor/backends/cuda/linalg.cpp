@@ -2,7 +2,7 @@
 // Row-major C = A B runs as the column-major C^T = B^T A^T, so a transposed view is just a
 // transpose flag and the backward products copy nothing. Views with no BLAS layout, and operands
 // no algorithm takes as they lie (misaligned), are copied to fresh contiguous buffers first.
-// Not here: epilogues beyond linear's bias (GELU, bias gradients), FP8, autotuning.
+// Not here: the fused GELU and bias-gradient epilogues (linalg_epilogues.cpp), FP8, autotuning.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "blas_handle.hpp"
+#include "gemm.hpp"
 #include "cuda_check.hpp"
 #include "genesis/core/error.hpp"
 #include "register.hpp"
@@ -17,116 +18,6 @@
 #include "tensor/blas_layout.hpp"
 
 namespace genesis::cuda {
-
-namespace {
-
-// Batches per cuBLASLt call, a defensive bound: a kernel that maps the batch to the grid's z
-// dimension can take at most 65535.
-constexpr std::int64_t kMaxBatch = 65535;
-
-cudaDataType_t blas_type(DType t, const char* op) {
-  switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-    default:
-      throw InvalidArgument(std::string(op) + ": CUDA kernel expects f32, f16 or bf16, got " +
-                            std::string(dtype_name(t)));
-  }
-}
-
-// One operand of the row-major product: matrix i of the batch starts `i * batch_stride`
-// elements after `base` and is stored row-major with leading dimension ld, or column-major
-// (trans) with leading dimension ld.
-struct GemmOperand {
-  const char* base = nullptr;
-  std::int64_t batch_stride = 0;
-  bool trans = false;
-  std::int64_t ld = 1;
-  Tensor keep;  // a contiguous copy, when the view was not usable as it lies
-};
-
-// A fresh row-major copy of a (B, R, C) operand. A broadcast batch (stride 0) copies one matrix.
-GemmOperand contiguous_operand(const Tensor& t) {
-  const bool broadcast = t.size(0) > 1 && t.strides()[0] == 0;
-  const Tensor src =
-      broadcast ? make_view(t, {1, t.size(1), t.size(2)}, {0, t.strides()[1], t.strides()[2]},
-                            t.offset())
-                : t;
-  GemmOperand op;
-  op.keep = Tensor::empty(src.shape(), src.dtype(), src.device());
-  dispatch(OpId::copy, {src}, {op.keep});
-  op.base = static_cast<const char*>(op.keep.raw_data());
-  op.batch_stride = src.size(0) == 1 ? 0 : src.size(1) * src.size(2);
-  op.trans = false;
-  op.ld = std::max<std::int64_t>(src.size(2), 1);
-  return op;
-}
-
-GemmOperand gemm_operand(const Tensor& t) {
-  GemmOperand op;
-  if (detail::blas_layout(t.size(1), t.size(2), t.strides()[1], t.strides()[2], op.trans, op.ld)) {
-    op.base = static_cast<const char*>(t.raw_data());
-    op.batch_stride = t.size(0) == 1 ? 0 : t.strides()[0];
-    return op;
-  }
-  return contiguous_operand(t);
-}
-
-// A fresh contiguous copy of any tensor.
-Tensor fresh_copy(const Tensor& t) {
-  Tensor copy = Tensor::empty(t.shape(), t.dtype(), t.device());
-  dispatch(OpId::copy, {t}, {copy});
-  return copy;
-}
-
-// Where a retry writes its result: the output itself when it is as aligned as a fresh buffer
-// (cudaMalloc gives 256 bytes), else a fresh buffer copied into the output afterwards.
-Tensor retry_output(const Tensor& c) {
-  return reinterpret_cast<std::uintptr_t>(c.raw_data()) % 256 == 0
-             ? c
-             : Tensor::empty(c.shape(), c.dtype(), c.device());
-}
-
-// c (B, M, N), contiguous, = a (B, M, K) b (B, K, N) [+ bias (N) on every row] [+ c]. cuBLASLt's
-// column-major D (N, M) is c; its A is our b, its B our a. Returns false when cuBLASLt has no
-// algorithm (a batch split over several calls may then have written part of c).
-bool run_matmul(cudaDataType_t type, std::int64_t B, std::int64_t M, std::int64_t N,
-                std::int64_t K, const GemmOperand& a, const GemmOperand& b, void* c,
-                const void* bias, bool accumulate) {
-  const std::int64_t elem = type == CUDA_R_32F ? 4 : 2;
-  LtProblem p;
-  p.type = type;
-  p.trans_a = b.trans;
-  p.lda = b.ld;
-  p.trans_b = a.trans;
-  p.ldb = a.ld;
-  p.m = N;
-  p.k = K;
-  p.ldd = N;
-  // Every matrix of a row-major left operand stacked at its row stride, times one shared right
-  // operand: the batch is just more rows of a single product.
-  if (B > 1 && b.batch_stride == 0 && !a.trans && a.batch_stride == M * a.ld) {
-    p.n = B * M;
-    return lt_matmul(p, b.base, a.base, c, bias, accumulate);
-  }
-  p.n = M;
-  char* out = static_cast<char*>(c);
-  for (std::int64_t start = 0; start < B; start += kMaxBatch) {
-    const std::int64_t count = std::min(kMaxBatch, B - start);
-    p.batch = static_cast<std::int32_t>(count);
-    p.stride_a = count > 1 ? b.batch_stride : 0;  // 0 when unused: one cache entry per shape
-    p.stride_b = count > 1 ? a.batch_stride : 0;
-    p.stride_d = count > 1 ? M * N : 0;
-    if (!lt_matmul(p, b.base + start * b.batch_stride * elem,
-                   a.base + start * a.batch_stride * elem, out + start * M * N * elem, bias,
-                   accumulate))
-      return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
   const Tensor& a = in[0];
@@ -158,14 +49,14 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
   }
   const GemmOperand ga = gemm_operand(a);
   const GemmOperand gb = gemm_operand(b);
-  if (run_matmul(type, B, M, N, K, ga, gb, c.raw_data(), nullptr, false)) return;
+  if (run_matmul(type, B, M, N, K, ga, gb, c.raw_data(), {}, false)) return;
 
   // No algorithm for the operands as they lie (alignment, leading dimensions): every cuBLASLt
   // kernel family takes fresh, densely packed buffers.
   const GemmOperand fa = contiguous_operand(a);
   const GemmOperand fb = contiguous_operand(b);
   Tensor d = retry_output(c);
-  GENESIS_CHECK(run_matmul(type, B, M, N, K, fa, fb, d.raw_data(), nullptr, false), NotSupported,
+  GENESIS_CHECK(run_matmul(type, B, M, N, K, fa, fb, d.raw_data(), {}, false), NotSupported,
                 "matmul: cuBLASLt has no algorithm for " + shapes() + " in " +
                     std::string(dtype_name(c.dtype())) + ", even on contiguous copies");
   if (!d.is_same(c)) dispatch(OpId::copy, {d}, {c});
@@ -177,17 +68,12 @@ namespace {
 // algorithm has that epilogue here, is written into y first and the product added onto it.
 bool run_linear(cudaDataType_t type, std::int64_t N, std::int64_t O, std::int64_t K,
                 const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
-  GemmOperand gx;  // (N, K) row-major
-  gx.base = static_cast<const char*>(x.raw_data());
-  gx.ld = K;
-  GemmOperand gw;  // w^T: (K, O) column-major
-  gw.base = static_cast<const char*>(w.raw_data());
-  gw.trans = true;
-  gw.ld = K;
-  if (!bias.defined()) return run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), nullptr, false);
-  if (run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), bias.raw_data(), false)) return true;
+  const GemmOperand gx = matrix_operand(x), gw = transposed_operand(w);  // x (N, K), w^T (K, O)
+  if (!bias.defined()) return run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), {}, false);
+  const LtEpilogue add_bias{LtEpilogueKind::bias, bias.raw_data()};
+  if (run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), add_bias, false)) return true;
   dispatch(OpId::copy, {make_view(bias, {N, O}, {0, bias.strides()[0]}, bias.offset())}, {y});
-  return run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), nullptr, true);
+  return run_matmul(type, 1, N, O, K, gx, gw, y.raw_data(), {}, true);
 }
 
 }  // namespace

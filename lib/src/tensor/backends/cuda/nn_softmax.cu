@@ -183,14 +183,14 @@ __device__ __forceinline__ ArgMax warp_better(ArgMax a) {
 }
 
 // logits (rows, cols) -> row_loss[row] = m + log s - x[target] (0 for ignored rows), in double
-// as on the CPU, and with kHits row_hit[row] = 1 where the target is the row's argmax. One read
-// of the logits for both.
+// as on the CPU, with kHits row_hit[row] = 1 where the target is the row's argmax, and (lse not
+// null) lse[row] = m + log s in f32. One read of the logits for all three.
 template <typename T, int kVec, bool kHits>
 __global__ void __launch_bounds__(1024)
     cross_entropy_rows_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
                               const std::int64_t* __restrict__ target, std::int64_t ignore,
                               double* __restrict__ row_loss, unsigned char* __restrict__ row_hit,
-                              IndexErrorSlot* slot) {
+                              float* __restrict__ lse, IndexErrorSlot* slot) {
   __shared__ MaxSum scratch[32];
   __shared__ ArgMax best_scratch[32];
   using P = Pack<T, kVec>;
@@ -203,6 +203,7 @@ __global__ void __launch_bounds__(1024)
       if (!ignored) report_index_error(slot, OpId::cross_entropy, t, row, cols, ignore);
       row_loss[row] = 0.0;
       if constexpr (kHits) row_hit[row] = 0;
+      if (lse != nullptr) lse[row] = 0.0f;
     }
     return;
   }
@@ -230,9 +231,45 @@ __global__ void __launch_bounds__(1024)
                        [](ArgMax a) { return warp_better(a); });
   // The CPU takes the log of the f32 sum in f32 (std::log(float)), then adds in double.
   if (threadIdx.x == 0) {
-    row_loss[row] = static_cast<double>(ms.m) + static_cast<double>(logf(ms.s)) -
+    const float log_sum = logf(ms.s);
+    row_loss[row] = static_cast<double>(ms.m) + static_cast<double>(log_sum) -
                     static_cast<double>(load_f32(xr + t));
+    if (lse != nullptr) lse[row] = ms.m + log_sum;
     if constexpr (kHits) row_hit[row] = best.i == t;
+  }
+}
+
+// dlogits from the forward's per-row lse: y = exp(x - lse) * coef - coef * onehot(target), zero
+// for ignored rows; one read and one write of the logits, no reduction, so every thread streams.
+// A target out of range is reported (once per row, by the thread holding its first pack) and
+// its row zeroed.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kBlockThreads)
+    xent_grad_lse_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows,
+                         std::int64_t cols, const std::int64_t* __restrict__ target,
+                         std::int64_t ignore, const float* __restrict__ lse,
+                         const float* __restrict__ coef, IndexErrorSlot* slot) {
+  using P = Pack<T, kVec>;
+  const std::int64_t nvec = cols / kVec;
+  const float c = *coef;
+  for (std::int64_t i = thread_index(); i < rows * nvec; i += thread_count()) {
+    const std::int64_t row = i / nvec;
+    const std::int64_t v = i - row * nvec;
+    const std::int64_t t = target[row];
+    float e[kVec];
+    if (t == ignore || t < 0 || t >= cols) {
+      if (t != ignore && v == 0)
+        report_index_error(slot, OpId::cross_entropy_backward, t, row, cols, ignore);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) e[k] = 0.0f;
+    } else {
+      unpack(reinterpret_cast<const P*>(x)[i], e);
+      const float l = lse[row];
+      const std::int64_t at = t - v * kVec;  // the target's place in this pack, if any
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) e[k] = expf(e[k] - l) * c - (k == at ? c : 0.0f);
+    }
+    reinterpret_cast<P*>(y)[i] = pack<T, kVec>(e);
   }
 }
 
@@ -371,6 +408,15 @@ RowTeams row_teams(std::int64_t rows, std::int64_t nvec, const char* op, int max
   return {tx, ty, static_cast<unsigned>(blocks)};
 }
 
+// lse: contiguous f32 (n).
+void check_lse(const char* op, const Tensor& lse, std::int64_t n) {
+  GENESIS_CHECK(lse.dtype() == DType::f32 && lse.is_contiguous() && lse.shape() == Shape({n}),
+                InvalidArgument,
+                std::string(op) + ": lse must be contiguous f32 of shape " + shape_str({n}) +
+                    ", got " + std::string(dtype_name(lse.dtype())) + " " +
+                    shape_str(lse.shape()));
+}
+
 // Checks an i64 target of `n` elements.
 void check_target(const char* op, const Tensor& target, std::int64_t n) {
   GENESIS_CHECK(target.defined() && target.dtype() == DType::i64 && target.is_contiguous(),
@@ -499,9 +545,14 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
     GENESIS_CHECK(out[1].numel() == 1, InvalidArgument, "cross_entropy: hits must hold one element");
   }
   check_target(op, in[1], logits.size(0));
+  const bool want_lse = out.size() > 2 && out[2].defined();
+  if (want_lse) check_lse(op, out[2], logits.size(0));
   const std::int64_t ignore = args.i[0];
   const std::int64_t* target = ptr<std::int64_t>(in[1]);
   const RowShape g = rows_of(logits);  // no rows when C == 0: the loss is then 0, as on the CPU
+  float* lse = want_lse ? ptr<float>(out[2]) : nullptr;
+  if (want_lse && g.rows == 0 && logits.size(0) > 0)  // C == 0: every row is ignored, lse 0
+    GENESIS_CUDA_CHECK(cudaMemsetAsync(lse, 0, sizeof(float) * logits.size(0), compute_stream()));
   Tensor row_loss, row_hit;  // rows doubles, held in an i64 tensor of the same byte size; bytes
   double* row_loss_ptr = nullptr;
   unsigned char* row_hit_ptr = nullptr;
@@ -520,7 +571,8 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
         const RowTeams teams = row_teams(g.rows, g.cols / kVec, op, 256);
         auto run = [&](auto kernel) {
           kernel<<<teams.blocks, dim3(teams.tx, teams.ty), 0, compute_stream()>>>(
-              ptr<T>(logits), g.rows, g.cols, target, ignore, row_loss_ptr, row_hit_ptr, slot);
+              ptr<T>(logits), g.rows, g.cols, target, ignore, row_loss_ptr, row_hit_ptr, lse,
+              slot);
           GENESIS_CUDA_LAUNCH_CHECK();
         };
         if (want_hits) run(cross_entropy_rows_kernel<T, kVec, true>);
@@ -564,6 +616,22 @@ void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor>
   cross_entropy_coef_kernel<<<1, kFoldThreads, 0, compute_stream()>>>(
       ptr<float>(dloss), target, g.rows, ignore, ptr<float>(coef));
   GENESIS_CUDA_LAUNCH_CHECK();
+  if (in.size() > 3 && in[3].defined()) {
+    check_lse(op, in[3], logits.size(0));
+    IndexErrorSlot* slot = index_error_slot();
+    with_float_type(logits.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      with_vec<T>(aligned16(logits) && aligned16(dlogits), g.cols, [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        xent_grad_lse_kernel<T, kVec><<<grid_for(g.rows * (g.cols / kVec)), kBlockThreads, 0,
+                                        compute_stream()>>>(
+            ptr<T>(logits), ptr<T>(dlogits), g.rows, g.cols, target, ignore, ptr<float>(in[3]),
+            ptr<float>(coef), slot);
+        GENESIS_CUDA_LAUNCH_CHECK();
+      });
+    });
+    return;
+  }
   launch_softmax_rows<RowMode::xent_grad>(logits, dlogits, target, ignore, ptr<float>(coef), op);
 }
 

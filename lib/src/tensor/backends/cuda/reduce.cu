@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "genesis/core/error.hpp"
 #include "kernel_support.cuh"
@@ -179,11 +180,12 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // ---- inner > 1: each output reduces a column x[o, :, j]
 
-// Block (bx, by) with bx * by = kColThreads: threadIdx.x walks bx adjacent columns (a warp reads
-// whole rows' worth of consecutive addresses), threadIdx.y strides over the rows of one part.
-// Block b handles column tile b % tiles, part (b / tiles) % parts, outer index b / (tiles * parts).
-// The by accumulators of a column are combined by a tree in shared memory, in a fixed order.
-template <typename T, typename Out>
+// Block (bx, by) with bx * by = kColThreads: threadIdx.x walks bx adjacent groups of V columns
+// (V = 1, or a 16-byte pack when the columns allow: a warp then reads 512 consecutive bytes of a
+// row), threadIdx.y strides over the rows of one part. Block b handles column tile b % tiles,
+// part (b / tiles) % parts, outer index b / (tiles * parts). The by accumulators of a column are
+// combined by a tree in shared memory, in a fixed order.
+template <typename T, typename Out, int V>
 __global__ void __launch_bounds__(kColThreads)
     cols_kernel(const T* __restrict__ x, typename Out::type* __restrict__ y,
                 typename Out::Op::Acc* __restrict__ partial, std::int64_t outer, std::int64_t n,
@@ -201,36 +203,46 @@ __global__ void __launch_bounds__(kColThreads)
     const std::int64_t tile = b % tiles;
     const std::int64_t p = (b / tiles) % parts;
     const std::int64_t o = b / (tiles * parts);
-    const std::int64_t j = tile * bx + tx;
+    const std::int64_t j = (tile * bx + tx) * V;  // first of this thread's V columns
     const std::int64_t k1 = min(n, (p + 1) * part_rows);
-    Acc acc = Op::identity();
+    Acc acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = Op::identity();
     if (j < inner) {
       const T* col = x + o * n * inner + j;
+      auto add_row = [&](const Pack<T, V>& row, std::int64_t k) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) Op::add(acc[e], load_f32(&row.v[e]), k);
+      };
+      auto row_at = [&](std::int64_t k) {
+        return *reinterpret_cast<const Pack<T, V>*>(col + k * inner);
+      };
       std::int64_t k = p * part_rows + ty;
       // Four independent loads in flight per thread before their adds.
       for (; k + 3 * by < k1; k += 4 * by) {
-        const float v0 = load_f32(col + k * inner);
-        const float v1 = load_f32(col + (k + by) * inner);
-        const float v2 = load_f32(col + (k + 2 * by) * inner);
-        const float v3 = load_f32(col + (k + 3 * by) * inner);
-        Op::add(acc, v0, k);
-        Op::add(acc, v1, k + by);
-        Op::add(acc, v2, k + 2 * by);
-        Op::add(acc, v3, k + 3 * by);
+        const Pack<T, V> r0 = row_at(k), r1 = row_at(k + by), r2 = row_at(k + 2 * by),
+                         r3 = row_at(k + 3 * by);
+        add_row(r0, k);
+        add_row(r1, k + by);
+        add_row(r2, k + 2 * by);
+        add_row(r3, k + 3 * by);
       }
-      for (; k < k1; k += by) Op::add(acc, load_f32(col + k * inner), k);
+      for (; k < k1; k += by) add_row(row_at(k), k);
     }
-    sm[ty * bx + tx] = acc;
-    __syncthreads();
-    for (int s = by / 2; s > 0; s /= 2) {
-      if (ty < s) sm[ty * bx + tx] = Op::combine(sm[ty * bx + tx], sm[(ty + s) * bx + tx]);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      sm[ty * bx + tx] = acc[e];
       __syncthreads();
+      for (int s = by / 2; s > 0; s /= 2) {
+        if (ty < s) sm[ty * bx + tx] = Op::combine(sm[ty * bx + tx], sm[(ty + s) * bx + tx]);
+        __syncthreads();
+      }
+      if (ty == 0 && j < inner) {
+        if (parts == 1) y[o * inner + j + e] = Out::get(sm[tx]);
+        else partial[(o * parts + p) * inner + j + e] = sm[tx];
+      }
+      __syncthreads();  // sm is rewritten by the next column or block-iteration
     }
-    if (ty == 0 && j < inner) {
-      if (parts == 1) y[o * inner + j] = Out::get(sm[tx]);
-      else partial[(o * parts + p) * inner + j] = sm[tx];
-    }
-    __syncthreads();  // sm is rewritten by the next block-iteration
   }
 }
 
@@ -329,14 +341,15 @@ void reduce_rows(const T* x, typename Out::type* y, const Tensor& like, const Ge
   if (parts > 1) launch_finish<Out>(pp, y, g, parts);
 }
 
-template <typename T, typename Out>
-void reduce_columns(const T* x, typename Out::type* y, const Tensor& like, const Geometry& g) {
+template <typename T, typename Out, int V>
+void launch_columns(const T* x, typename Out::type* y, const Tensor& like, const Geometry& g) {
   using Acc = typename Out::Op::Acc;
-  // bx: the power of two >= inner, at most a warp; narrow columns give the rows more threads.
+  const std::int64_t groups = g.inner / V;
+  // bx: the power of two >= groups, at most a warp; narrow columns give the rows more threads.
   int bx = 1;
-  while (bx < kWarp && bx < g.inner) bx *= 2;
+  while (bx < kWarp && bx < groups) bx *= 2;
   const int by = kColThreads / bx;
-  const std::int64_t tiles = ceil_div(g.inner, bx);
+  const std::int64_t tiles = ceil_div(groups, bx);
   std::int64_t parts = 1;
   if (g.outer * tiles < kTargetBlocks)
     parts = std::max<std::int64_t>(
@@ -349,10 +362,22 @@ void reduce_columns(const T* x, typename Out::type* y, const Tensor& like, const
     partial = scratch<Acc>(like, g.outer * parts * g.inner);
     pp = static_cast<Acc*>(partial.raw_data());
   }
-  cols_kernel<T, Out><<<blocks_for(g.outer * parts * tiles), dim3(bx, by), 0, compute_stream()>>>(
-      x, y, pp, g.outer, g.n, g.inner, tiles, part_rows, parts);
+  cols_kernel<T, Out, V><<<blocks_for(g.outer * parts * tiles), dim3(bx, by), 0,
+                           compute_stream()>>>(x, y, pp, g.outer, g.n, g.inner, tiles, part_rows,
+                                               parts);
   GENESIS_CUDA_LAUNCH_CHECK();
   if (parts > 1) launch_finish<Out>(pp, y, g, parts);
+}
+
+// Sums read whole 16-byte packs of a row when every row starts 16-byte aligned (bias gradients:
+// 768 to 3072 columns of bf16); max and argmax, and odd shapes, one element per thread.
+template <typename T, typename Out>
+void reduce_columns(const T* x, typename Out::type* y, const Tensor& like, const Geometry& g) {
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  const bool packs = std::is_same_v<typename Out::Op, SumOp> && g.inner % V == 0 &&
+                     reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  if (packs) launch_columns<T, Out, V>(x, y, like, g);
+  else launch_columns<T, Out, 1>(x, y, like, g);
 }
 
 template <typename T, typename Out>
