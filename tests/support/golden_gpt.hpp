@@ -23,12 +23,14 @@ inline nlohmann::json read_golden(const std::string& file) {
 }
 
 // The GPT of ref["config"] with the weights `params` (name -> values, or {shape, data} as
-// ref["policy"] has them; shapes from ref["policy"]), and `score` as its value head when given.
+// ref["policy"] has them; shapes from ref["policy"]), and `score` as its value head when given;
+// with a critic when ref["policy"] has one.
 inline std::shared_ptr<nn::GPT> golden_gpt(const nlohmann::json& ref, const nlohmann::json& params,
                                            bool value_head, const std::vector<float>& score = {}) {
   const auto& c = ref["config"];
   nn::GPTConfig config{c["n_layer"], c["n_head"], c["n_embd"], c["block_size"], c["vocab_size"],
                        0.0, value_head};
+  config.critic = ref["policy"].contains("v_head.weight");  // PPO's critic
   Generator gen(0);
   auto model = std::make_shared<nn::GPT>(config, gen);
   std::map<std::string, Tensor> state;

@@ -73,7 +73,8 @@ std::vector<ConfigKey> training_keys() {
   return {
     {"training.algorithm",
      "sft (next tokens of a response) | rm (reward model: chosen ranked above rejected, "
-     "Bradley-Terry) | dpo | grpo (online: rewards of sampled completions against their group)",
+     "Bradley-Terry) | dpo | grpo (online: rewards of sampled completions against their group) | "
+     "ppo (online: a value head and GAE)",
      [](Config& c) -> Field { return &c.training.algorithm; }},
     {"training.per_device_train_batch_size", "examples per step on each device",
      [](Config& c) -> Field { return &c.training.per_device_train_batch_size; }, Rule::positive},
@@ -280,6 +281,44 @@ std::vector<ConfigKey> grpo_keys() {
   };
 }
 
+// [ppo]
+std::vector<ConfigKey> ppo_keys() {
+  return {
+    {"ppo.num_ppo_epochs",
+     "ppo: passes over each rollout; one sampling every num_ppo_epochs x num_mini_batches steps",
+     [](Config& c) -> Field { return &c.ppo.num_ppo_epochs; }, Rule::positive},
+    {"ppo.num_mini_batches",
+     "ppo: parts of each micro-batch's rollout, one trained on per step (must divide the "
+     "micro-batch)",
+     [](Config& c) -> Field { return &c.ppo.num_mini_batches; }, Rule::positive},
+    {"ppo.max_completion_length", "ppo: tokens a completion may have; 0: up to block_size",
+     [](Config& c) -> Field { return &c.ppo.max_completion_length; }, Rule::non_negative},
+    {"ppo.temperature", "ppo: sampling temperature",
+     [](Config& c) -> Field { return &c.ppo.temperature; }, Rule::positive},
+    {"ppo.gamma", "ppo: discount of later rewards",
+     [](Config& c) -> Field { return &c.ppo.gamma; }, Rule::non_negative},
+    {"ppo.lam", "ppo: GAE's lambda", [](Config& c) -> Field { return &c.ppo.lam; },
+     Rule::non_negative},
+    {"ppo.cliprange", "ppo: the policy ratio's clip range around 1",
+     [](Config& c) -> Field { return &c.ppo.cliprange; }, Rule::positive},
+    {"ppo.cliprange_value", "ppo: how far a value may move from the rollout's value",
+     [](Config& c) -> Field { return &c.ppo.cliprange_value; }, Rule::positive},
+    {"ppo.vf_coef", "ppo: weight of the value loss",
+     [](Config& c) -> Field { return &c.ppo.vf_coef; }, Rule::non_negative},
+    {"ppo.kl_coef", "ppo: per-token KL penalty to the reference, folded into the reward",
+     [](Config& c) -> Field { return &c.ppo.kl_coef; }, Rule::non_negative},
+    {"ppo.adaptive_kl", "ppo: move kl_coef to keep the rollouts' KL near target_kl (Ziegler et al.)",
+     [](Config& c) -> Field { return &c.ppo.adaptive_kl; }},
+    {"ppo.target_kl", "ppo: the KL adaptive_kl aims at",
+     [](Config& c) -> Field { return &c.ppo.target_kl; }, Rule::positive},
+    {"ppo.kl_horizon", "ppo: adaptive_kl's horizon, in completions",
+     [](Config& c) -> Field { return &c.ppo.kl_horizon; }, Rule::positive},
+    {"ppo.whiten_advantages",
+     "ppo: advantages to mean 0 and std 1 over each micro-batch's rollout on all ranks",
+     [](Config& c) -> Field { return &c.ppo.whiten_advantages; }},
+  };
+}
+
 // [reward]
 std::vector<ConfigKey> reward_keys() {
   return {
@@ -306,7 +345,7 @@ const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> all;
     for (auto section : {top_level_keys, model_keys, data_keys, training_keys, distributed_keys,
-                         loss_scale_keys, dpo_keys, grpo_keys, reward_keys})
+                         loss_scale_keys, dpo_keys, grpo_keys, ppo_keys, reward_keys})
       for (ConfigKey& key : section()) all.push_back(std::move(key));
     return all;
   }();

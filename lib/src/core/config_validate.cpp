@@ -55,11 +55,14 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
 
 // grpo: a gpt's language-model head on SFT examples (their prompts, and their answers for the
 // exact reward), from a trained model, with groups of two or more and the rewards built so far.
-void validate_grpo(const Config& config, const Origins& origins) {
+// What GRPO and PPO share: a gpt's language-model head sampling answers to SFT prompts, from a
+// policy that already answers some, with a reward to learn from.
+void validate_online(const Config& config, const Origins& origins) {
   const auto at = [&](const char* key) {
     return key_at(origin_of(origins, key, "training.algorithm"), key);
   };
-  const std::string name = "training.algorithm = \"grpo\"";
+  const std::string name =
+      "training.algorithm = \"" + std::string(to_string(config.training.algorithm)) + "\"";
   if (config.model.kind != "gpt" || config.model.head != ModelHead::lm)
     throw ConfigError(at("model.head") + ": " + name + " samples from a gpt's language-model "
                       "head: set model.kind = \"gpt\" and model.head = \"lm\"");
@@ -72,6 +75,17 @@ void validate_grpo(const Config& config, const Origins& origins) {
     throw ConfigError(at("model.init_from") + " is empty: " + name + " improves a policy that "
                       "already answers some prompts: set model.init_from to a run, e.g. "
                       "\"runs/sft\", which `genesis launch --nproc 2 train --preset sft` makes");
+  if (config.reward.functions.empty() && config.reward.command.empty() &&
+      config.reward.model.empty())
+    throw ConfigError(at("reward.functions") + " is empty and neither reward.command nor "
+                      "reward.model is set: " + name + " needs a reward, e.g. [\"exact:1.0\"]");
+}
+
+void validate_grpo(const Config& config, const Origins& origins) {
+  const auto at = [&](const char* key) {
+    return key_at(origin_of(origins, key, "training.algorithm"), key);
+  };
+  validate_online(config, origins);
   if (config.grpo.num_generations < 2)
     throw ConfigError(at("grpo.num_generations") + " = " +
                       std::to_string(config.grpo.num_generations) + ": a completion's advantage is "
@@ -80,10 +94,21 @@ void validate_grpo(const Config& config, const Origins& origins) {
   if (config.grpo.top_p > 1.0)
     throw ConfigError(at("grpo.top_p") + " = " + std::to_string(config.grpo.top_p) +
                       " must be in (0, 1]");
-  if (config.reward.functions.empty() && config.reward.command.empty() &&
-      config.reward.model.empty())
-    throw ConfigError(at("reward.functions") + " is empty and neither reward.command nor "
-                      "reward.model is set: " + name + " needs a reward, e.g. [\"exact:1.0\"]");
+}
+
+void validate_ppo(const Config& config, const Origins& origins) {
+  const auto at = [&](const char* key) {
+    return key_at(origin_of(origins, key, "training.algorithm"), key);
+  };
+  validate_online(config, origins);
+  const std::int64_t micro = config.training.per_device_train_batch_size;
+  if (micro % config.ppo.num_mini_batches != 0)
+    throw ConfigError(at("ppo.num_mini_batches") + " = " +
+                      std::to_string(config.ppo.num_mini_batches) + " does not divide "
+                      "training.per_device_train_batch_size = " + std::to_string(micro) +
+                      ": each step trains on one equal part of every micro-batch's rollout");
+  if (config.ppo.lam > 1.0 || config.ppo.gamma > 1.0)
+    throw ConfigError(at("ppo.lam") + " and ppo.gamma must be in [0, 1]");
 }
 
 }  // namespace
@@ -117,6 +142,7 @@ void validate_config(const Config& config, const Origins& origins) {
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
   validate_algorithm(config, origins, pairs);
   if (config.training.algorithm == Algorithm::grpo) validate_grpo(config, origins);
+  if (config.training.algorithm == Algorithm::ppo) validate_ppo(config, origins);
   if (config.training.gradient_checkpointing && m.kind != "gpt")
     throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),
                              "training.gradient_checkpointing") +

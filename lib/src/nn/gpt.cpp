@@ -92,6 +92,12 @@ GPT::GPT(const GPTConfig& c, Generator& gen)
     score_ = register_module("score", std::make_shared<Linear>(c.n_embd, 1, gen, /*bias=*/false));
     init_normal(score_->weight, 0.02, gen);
   }
+  if (c.critic) {
+    v_head_ = register_module("v_head", std::make_shared<Linear>(c.n_embd, 1, gen));
+    init_normal(v_head_->weight, 0.02, gen);
+    NoGradGuard no_grad;
+    v_head_->bias.zero_();
+  }
 }
 
 Tensor GPT::forward(const Tensor& idx) {
@@ -110,7 +116,9 @@ Tensor GPT::forward(const Tensor& idx) {
       x = (*block)(x);
   }
   if (score_) return (*score_)((*ln_f_)(x)).reshape({idx.size(0), T});  // values (B, T)
-  return linear((*ln_f_)(x), wte_->weight);  // tied LM head: (B, T, vocab)
+  const Tensor h = (*ln_f_)(x);
+  if (v_head_) values_ = (*v_head_)(h.detach()).reshape({idx.size(0), T});
+  return linear(h, wte_->weight);  // tied LM head: (B, T, vocab)
 }
 
 double GPT::flops_per_token(std::int64_t seq_len) const {

@@ -1,7 +1,6 @@
 #include "grpo_objective.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
@@ -10,38 +9,16 @@
 #include "genesis/data/tokenizer.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"
+#include "loss_math.hpp"
 #include "pair_rows.hpp"
-#include "reward_command.hpp"
 #include "sft_eval.hpp"
 
 namespace genesis::train {
 
 namespace {
 
-using Tokens = std::vector<std::int64_t>;
-
-Tensor scalar(double v, Device device) { return Tensor::full({}, v, DType::f32, device); }
-
-// min(a, b) and clamp(x, lo, hi) from maximum.
-Tensor minimum(const Tensor& a, const Tensor& b) { return neg(maximum(neg(a), neg(b))); }
-Tensor clamp(const Tensor& x, double lo, double hi) {
-  return minimum(maximum(x, scalar(lo, x.device())), scalar(hi, x.device()));
-}
-
 // The clip range above 1: epsilon_high, or epsilon when it is 0.
 double clip_high(const GrpoConfig& o) { return o.epsilon_high > 0 ? o.epsilon_high : o.epsilon; }
-
-// A row of SFT data as prompt and expected answer: the prompt runs up to the first scored
-// position (whose input is the prompt's last token), the answer is the scored targets.
-void split_row(const std::int64_t* inputs, const std::int64_t* targets, std::int64_t T,
-               Tokens& prompt, Tokens& answer) {
-  std::int64_t first = 0;
-  while (first < T && targets[first] == data::kIgnoreIndex) ++first;
-  prompt.assign(inputs, inputs + std::min(first + 1, T));
-  answer.clear();
-  for (std::int64_t t = first; t < T && targets[t] != data::kIgnoreIndex; ++t)
-    answer.push_back(targets[t]);
-}
 
 }  // namespace
 
@@ -100,10 +77,7 @@ GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig o
                              std::int64_t block_size)
     : prompts_(std::move(prompts)),
       options_(options),
-      rewards_(parse_reward_functions(reward.functions)),
-      reward_command_(reward.command),
-      reward_timeout_s_(reward.timeout_s),
-      reward_model_path_(reward.model),
+      rewards_(reward),
       seed_(seed),
       block_size_(block_size) {}
 
@@ -112,10 +86,9 @@ std::int64_t GrpoObjective::completion_limit() const {
 }
 
 void GrpoObjective::prepare(const PrepareContext& p) {
-  if (reward_model_path_.empty()) return;
   auto* gpt = dynamic_cast<nn::GPT*>(&p.ctx.strategy.module());
   GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo trains a gpt");
-  reward_model_ = std::make_unique<RewardModel>(reward_model_path_, gpt->config(), p.ctx.device);
+  rewards_.load_model(gpt->config(), p.ctx.device);
 }
 
 void GrpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) {
@@ -126,30 +99,10 @@ double GrpoObjective::count_items(const data::TensorDataset& rows) const {
   return static_cast<double>(rows.size() * options_.num_generations);
 }
 
-std::vector<double> GrpoObjective::command_rewards(const std::vector<Tokens>& prompts,
-                                                   const std::vector<Tokens>& completions) const {
-  if (reward_command_.empty()) return {};
-  std::vector<ScoredText> items;
-  for (std::size_t i = 0; i < prompts.size(); ++i)
-    items.push_back({completion_text(prompts[i]), completion_text(completions[i])});
-  return run_reward_command(reward_command_, items, reward_timeout_s_);
-}
-
 GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, std::int64_t step,
                                              const ObjectiveContext& ctx) {
-  const Tensor inputs = rows.inputs.to(Device::cpu()).contiguous();
-  const Tensor targets = rows.targets.to(Device::cpu()).contiguous();
-  const std::int64_t R = inputs.size(0), T = inputs.size(1), G = options_.num_generations;
-  std::vector<Tokens> prompts, answers;
-  for (std::int64_t r = 0; r < R; ++r) {
-    Tokens prompt, answer;
-    split_row(inputs.data<std::int64_t>() + r * T, targets.data<std::int64_t>() + r * T, T, prompt,
-              answer);
-    for (std::int64_t g = 0; g < G; ++g) {
-      prompts.push_back(prompt);
-      answers.push_back(answer);
-    }
-  }
+  const std::int64_t G = options_.num_generations;
+  const PromptSet set = prompts_of(rows, G);
   auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
   GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo samples from a gpt");
   ctx.strategy.gather_full_parameters();
@@ -159,70 +112,24 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
       .top_p = options_.top_p,
       .top_k = options_.top_k,
       .stop_token = data::ByteTokenizer::kEndOfText};
-  // Completion g of a prompt at a step draws from its own stream, seeded by the run's seed, the
-  // step, the prompt's tokens and g: the same on any rank, in any batch, after any resume.
-  std::vector<Generator> generators;
-  for (std::size_t i = 0; i < prompts.size(); ++i) {
-    std::uint64_t h = mix64(seed_ ^ mix64(static_cast<std::uint64_t>(step)));
-    for (std::int64_t t : prompts[i]) h = mix64(h ^ static_cast<std::uint64_t>(t));
-    generators.emplace_back(mix64(h ^ static_cast<std::uint64_t>(i % G)));
-  }
-  const auto start = std::chrono::steady_clock::now();
-  gpt->eval();
-  const std::vector<Tokens> completions = gpt->generate(prompts, sampling, generators);
-  gpt->train();
+  const Sampled sampled = sample_completions(*gpt, set.prompts, G, sampling, seed_, step);
   Rollout out;
-  out.sums["sampling_s"] = seconds_since(start);
+  out.sums["sampling_s"] = sampled.seconds;
 
   // Rewards, group advantages and the figures of the batch.
-  const std::vector<double> commanded = command_rewards(prompts, completions);
-  const std::vector<double> modelled =
-      reward_model_ ? reward_model_->score(prompts, completions) : std::vector<double>();
-  std::vector<double> totals;
-  std::vector<double> per_function(rewards_.size());
-  double tokens = 0, clipped = 0;
-  for (std::size_t i = 0; i < completions.size(); ++i) {
-    const Rewards r = score_completion(rewards_, completions[i], answers[i]);
-    totals.push_back(r.total + (commanded.empty() ? 0.0 : commanded[i]) +
-                     (modelled.empty() ? 0.0 : modelled[i]));
-    for (std::size_t f = 0; f < r.values.size(); ++f) per_function[f] += r.values[f];
-    tokens += static_cast<double>(completions[i].size());
-    if (completions[i].empty() || completions[i].back() != data::ByteTokenizer::kEndOfText) clipped += 1;
-  }
+  const std::vector<double> totals = rewards_.score(set, sampled.completions, out.sums);
   GroupAdvantages groups = group_advantages(totals, G, options_.scale_rewards);
   out.advantages = std::move(groups.advantages);
   const double std_sum = std::accumulate(groups.group_std.begin(), groups.group_std.end(), 0.0);
   const auto zero_std = static_cast<double>(
       std::count(groups.group_std.begin(), groups.group_std.end(), 0.0));
   out.sums["reward_sum"] = std::accumulate(totals.begin(), totals.end(), 0.0);
-  out.sums["completions"] = static_cast<double>(completions.size());
-  out.sums["groups"] = static_cast<double>(R);
+  out.sums["completions"] = static_cast<double>(sampled.completions.size());
+  out.sums["groups"] = static_cast<double>(rows.size());
   out.sums["group_std_sum"] = std_sum;
   out.sums["zero_std_groups"] = zero_std;
-  out.sums["completion_tokens"] = tokens;
-  out.sums["clipped_completions"] = clipped;
-  out.sums["sampled_tokens"] = tokens;
-  for (std::size_t f = 0; f < rewards_.size(); ++f)
-    out.sums["reward_" + rewards_[f].name + "_sum"] = per_function[f];
-  if (!commanded.empty())
-    out.sums["reward_command_sum"] = std::accumulate(commanded.begin(), commanded.end(), 0.0);
-  if (!modelled.empty())
-    out.sums["reward_model_sum"] = std::accumulate(modelled.begin(), modelled.end(), 0.0);
-
-  // prompt + completion as a row: inputs all but the last token, targets the completion's.
-  const auto n = static_cast<std::int64_t>(completions.size());
-  std::vector<std::int64_t> in(static_cast<std::size_t>(n * block_size_), data::ByteTokenizer::kPad);
-  std::vector<std::int64_t> tg(static_cast<std::size_t>(n * block_size_), data::kIgnoreIndex);
-  for (std::int64_t i = 0; i < n; ++i) {
-    Tokens seq = prompts[i];
-    seq.insert(seq.end(), completions[i].begin(), completions[i].end());
-    const auto P = static_cast<std::int64_t>(prompts[i].size());
-    for (std::int64_t t = 0; t + 1 < static_cast<std::int64_t>(seq.size()) && t < block_size_; ++t) {
-      in[i * block_size_ + t] = seq[t];
-      if (t >= P - 1) tg[i * block_size_ + t] = seq[t + 1];
-    }
-  }
-  out.rows = {Tensor::from_vector(in, {n, block_size_}), Tensor::from_vector(tg, {n, block_size_})};
+  out.sums["sampled_tokens"] = out.sums["completion_tokens"];
+  out.rows = completion_rows(set.prompts, sampled.completions, block_size_);
   return out;
 }
 
@@ -293,18 +200,14 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
 
 nlohmann::json GrpoObjective::state() const {
   if (buffered_.empty()) return nullptr;
-  auto ints = [](const Tensor& t) {
-    const Tensor c = t.contiguous();
-    return std::vector<std::int64_t>(c.data<std::int64_t>(), c.data<std::int64_t>() + c.numel());
-  };
   nlohmann::json rollouts = nlohmann::json::array();
-  for (const Rollout& r : buffered_)
-    rollouts.push_back({{"rows", r.rows.size()},
-                        {"inputs", ints(r.rows.inputs)},
-                        {"targets", ints(r.rows.targets)},
-                        {"advantages", r.advantages},
-                        {"old_logp", r.old_logp.to_vector()},
-                        {"sums", r.sums}});
+  for (const Rollout& r : buffered_) {
+    nlohmann::json j{{"advantages", r.advantages},
+                     {"old_logp", r.old_logp.to_vector()},
+                     {"sums", r.sums}};
+    save_rows(r.rows, j);
+    rollouts.push_back(std::move(j));
+  }
   return {{"sampled_at", buffered_step_}, {"rollouts", rollouts}};
 }
 
@@ -315,8 +218,7 @@ void GrpoObjective::load_state(const nlohmann::json& state) {
   for (const nlohmann::json& r : state.at("rollouts")) {
     const std::int64_t n = r.at("rows").get<std::int64_t>();
     Rollout rollout;
-    rollout.rows = {Tensor::from_vector(r.at("inputs").get<std::vector<std::int64_t>>(), {n, block_size_}),
-                    Tensor::from_vector(r.at("targets").get<std::vector<std::int64_t>>(), {n, block_size_})};
+    rollout.rows = load_rows(r, block_size_);
     rollout.advantages = r.at("advantages").get<std::vector<double>>();
     rollout.old_logp = Tensor::from_vector(r.at("old_logp").get<std::vector<float>>(), {n, block_size_});
     rollout.sums = r.at("sums").get<WindowSums>();
@@ -329,21 +231,10 @@ std::vector<WindowMetric> GrpoObjective::window_metrics() const {
       {.key = "reward", .label = "reward", .numerator = "reward_sum", .denominator = "completions"},
       {.key = "reward_std", .label = "reward_std", .numerator = "group_std_sum",
        .denominator = "groups"}};
-  for (const RewardFunction& f : rewards_)
-    m.push_back({.key = "rewards/" + f.name + "/mean", .label = f.name,
-                 .numerator = "reward_" + f.name + "_sum", .denominator = "completions"});
-  if (!reward_command_.empty())
-    m.push_back({.key = "rewards/command/mean", .label = "command",
-                 .numerator = "reward_command_sum", .denominator = "completions"});
-  if (!reward_model_path_.empty())
-    m.push_back({.key = "rewards/model/mean", .label = "rm", .numerator = "reward_model_sum",
-                 .denominator = "completions"});
+  for (WindowMetric& r : rewards_.metrics()) m.push_back(std::move(r));
   m.push_back({.key = "frac_reward_zero_std", .label = "zero_std", .numerator = "zero_std_groups",
                .denominator = "groups", .decimals = 2});
-  m.push_back({.key = "completions/mean_length", .label = "len", .numerator = "completion_tokens",
-               .denominator = "completions", .decimals = 1});
-  m.push_back({.key = "completions/clipped_ratio", .label = "clipped",
-               .numerator = "clipped_completions", .denominator = "completions", .decimals = 2});
+  for (WindowMetric& c : completion_metrics()) m.push_back(std::move(c));
   if (options_.beta > 0)
     m.push_back({.key = "kl", .label = "kl", .numerator = "kl_sum", .denominator = "scored_tokens",
                  .decimals = 4});
@@ -353,8 +244,6 @@ std::vector<WindowMetric> GrpoObjective::window_metrics() const {
                .denominator = "scored_tokens"});
   m.push_back({.key = "entropy", .label = "entropy", .numerator = "entropy_sum",
                .denominator = "scored_tokens"});
-  m.push_back({.key = "sampling/tokens_per_s", .label = "sampled tok/s",
-               .numerator = "sampled_tokens", .denominator = "sampling_s", .decimals = 0});
   return m;
 }
 

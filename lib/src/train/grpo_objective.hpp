@@ -21,8 +21,7 @@
 #include "genesis/tensor/random.hpp"
 #include "log_probs.hpp"
 #include "objective.hpp"
-#include "reward_model.hpp"
-#include "rewards.hpp"
+#include "rollouts.hpp"
 
 namespace genesis::train {
 
@@ -80,17 +79,10 @@ class GrpoObjective : public Objective {
   Rollout sample(const data::TensorDataset& rows, std::int64_t step, const ObjectiveContext& ctx);
   // Tokens a completion may have: max_completion_length, or up to block_size.
   std::int64_t completion_limit() const;
-  // reward.command's scores of the completions (empty without a command).
-  std::vector<double> command_rewards(const std::vector<std::vector<std::int64_t>>& prompts,
-                                      const std::vector<std::vector<std::int64_t>>& completions) const;
 
   std::vector<data::SftExample> prompts_;
   GrpoConfig options_;
-  std::vector<RewardFunction> rewards_;
-  std::string reward_command_;
-  double reward_timeout_s_;
-  std::string reward_model_path_;
-  std::unique_ptr<RewardModel> reward_model_;
+  RewardSources rewards_;
   // num_iterations > 1: this step's rollouts by micro-batch, kept for the next mu - 1 steps,
   // with the log-probabilities the policy gave them when they were sampled.
   std::vector<Rollout> buffered_;

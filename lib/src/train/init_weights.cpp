@@ -22,9 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The value head (nn::GPT's "score"): the one tensor a source may lack or have spare, since an
-// SFT policy becomes a reward model (and back) by it.
-bool is_value_head(const std::string& name) { return name == "score.weight"; }
+// The value heads (nn::GPT's "score" and PPO's critic "v_head"): the tensors a source may lack
+// or have spare, since an SFT policy becomes a reward model or a PPO policy (and back) by them.
+bool is_value_head(const std::string& name) {
+  return name == "score.weight" || name == "v_head.weight" || name == "v_head.bias";
+}
 
 // GPT-2's Conv1D weights, (in, out) where genesis's Linear is (out, in).
 bool is_conv1d_weight(const std::string& name) {

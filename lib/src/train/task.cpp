@@ -15,6 +15,7 @@
 #include "genesis/nn/mlp.hpp"
 #include "grpo_objective.hpp"
 #include "language_model_objective.hpp"
+#include "ppo_objective.hpp"
 #include "reward_objective.hpp"
 
 namespace genesis::train {
@@ -235,6 +236,31 @@ Task make_grpo(const Config& config, Generator& init) {
   return task;
 }
 
+// A gpt policy with a critic trained by PPO on the prompts of SFT data, against a frozen copy of
+// its init.
+Task make_ppo(const Config& config, Generator& init) {
+  const ModelConfig& m = config.model;
+  nn::GPTConfig shape = gpt_config(m);
+  shape.critic = true;
+  auto gpt = std::make_shared<nn::GPT>(shape, init);
+  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  SftData rows = load_sft_data(config);
+  Task task;
+  task.flops_per_token = gpt->flops_per_token(m.block_size);
+  task.model = gpt;
+  task.train = std::move(rows.train);
+  task.eval_examples = rows.prompts.size();
+  task.objective = std::make_unique<PpoObjective>(std::move(rows.prompts), config.ppo,
+                                                  config.reward, config.seed, m.block_size);
+  task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
+    Generator gen(seed);  // its values come from model.init_from
+    return std::make_shared<nn::GPT>(g, gen);
+  };
+  task.tokens_per_example = m.block_size;
+  task.description = describe_gpt(m) + ", ppo with a critic head";
+  return task;
+}
+
 // The gpt and its token or SFT data.
 Task make_language_model(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
@@ -269,6 +295,8 @@ Task make_task(const Config& config) {
     task = make_dpo(config, init);
   else if (algorithm == Algorithm::grpo)
     task = make_grpo(config, init);
+  else if (algorithm == Algorithm::ppo)
+    task = make_ppo(config, init);
   else if (algorithm == Algorithm::rm)
     task = make_reward_model(config, init);
   else if (config.model.kind == "mlp")

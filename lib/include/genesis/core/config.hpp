@@ -30,7 +30,7 @@ enum class OptimizerKind { adamw, adam, sgd };                   // training.opt
 // training.lr_scheduler_type
 enum class LrSchedulerKind { constant, linear, cosine, warmup_lr, warmup_decay_lr, warmup_cosine_lr };
 enum class WarmupType { log, linear };                           // training.warmup_type
-enum class Algorithm { sft, rm, dpo, grpo };                     // training.algorithm
+enum class Algorithm { sft, rm, dpo, grpo, ppo };                // training.algorithm
 enum class ModelHead { lm, value };                              // model.head
 enum class DpoLossType { sigmoid, ipo };                         // dpo.loss_type
 enum class GrpoLossType { grpo, dapo, dr_grpo };                 // grpo.loss_type
@@ -51,7 +51,7 @@ constexpr SettingNames<6> setting_names(LrSchedulerKind) {
   return {"constant", "linear", "cosine", "warmup_lr", "warmup_decay_lr", "warmup_cosine_lr"};
 }
 constexpr SettingNames<2> setting_names(WarmupType) { return {"log", "linear"}; }
-constexpr SettingNames<4> setting_names(Algorithm) { return {"sft", "rm", "dpo", "grpo"}; }
+constexpr SettingNames<5> setting_names(Algorithm) { return {"sft", "rm", "dpo", "grpo", "ppo"}; }
 constexpr SettingNames<2> setting_names(ModelHead) { return {"lm", "value"}; }
 constexpr SettingNames<2> setting_names(DpoLossType) { return {"sigmoid", "ipo"}; }
 constexpr SettingNames<3> setting_names(GrpoLossType) { return {"grpo", "dapo", "dr_grpo"}; }
@@ -227,6 +227,28 @@ struct GrpoConfig {
   std::int64_t num_iterations = 1;  // updates per rollout (TRL's mu)
 };
 
+// training.algorithm = "ppo": TRL's PPOConfig names. Each step a rank completes its prompts once
+// each; the policy's value head (the critic, sharing its trunk) estimates each completion token's
+// return, GAE turns rewards into advantages, and the clipped policy and value losses train both.
+struct PpoConfig {
+  std::int64_t num_ppo_epochs = 4;    // passes over each rollout: one sampling every
+                                      // num_ppo_epochs x num_mini_batches steps
+  std::int64_t num_mini_batches = 1;  // parts each micro-batch's rollout is trained on in turn
+  std::int64_t max_completion_length = 0;  // tokens a completion may have; 0: up to block_size
+  double temperature = 1.0;                // sampling
+  double gamma = 1.0;                      // discount of later rewards
+  double lam = 0.95;                       // GAE's lambda
+  double cliprange = 0.2;                  // the policy ratio's clip
+  double cliprange_value = 0.2;            // how far a value may move from its rollout's value
+  double vf_coef = 0.1;                    // weight of the value loss
+  double kl_coef = 0.05;                   // per-token KL penalty folded into the reward
+  // Ziegler et al.'s adaptive controller: kl_coef moves to keep the rollouts' KL near target_kl.
+  bool adaptive_kl = false;
+  double target_kl = 6.0;
+  double kl_horizon = 10000;
+  bool whiten_advantages = true;  // advantages to mean 0 and std 1 over each micro-batch's rollout
+};
+
 // Where an online algorithm's rewards come from.
 struct RewardConfig {
   // "name:weight" of built-in rewards, summed with their weights: exact (the completion is the
@@ -249,6 +271,7 @@ struct Config {
   LossScaleConfig loss_scale;
   DpoConfig dpo;
   GrpoConfig grpo;
+  PpoConfig ppo;
   RewardConfig reward;
   // Not a key: the settings a DeepSpeed file made, key -> its JSON path ("distributed.strategy"
   // -> "zero_optimization.stage"), so --print-config can say where each came from.

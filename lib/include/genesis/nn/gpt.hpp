@@ -23,6 +23,12 @@ struct GPTConfig {
   // A value head ("score", n_embd -> 1, no bias, as Hugging Face's GPT2ForSequenceClassification)
   // in place of the tied language-model head: forward gives one scalar per position.
   bool value_head = false;
+  // A critic ("v_head", n_embd -> 1 with bias, as TRL's AutoModelForCausalLMWithValueHead) beside
+  // the language-model head, reading the trunk's final hidden states: forward still gives the
+  // logits, and values() the same forward's value at every position. The values see the hidden
+  // states detached, so a value loss trains the head alone: rewards of any scale (a reward
+  // model's) cannot pull the features the policy samples from.
+  bool critic = false;
 };
 
 // The keys and values of the tokens seen so far, per block: what lets generation feed one new
@@ -93,6 +99,9 @@ class GPT : public Module {
   const GPTConfig& config() const { return config_; }
   // Recompute each block's activations in backward instead of keeping them (HF's
   // gradient_checkpointing_enable): same gradients, activation memory of one block.
+  // With config.critic: the last forward's values (B, T), in its graph; undefined otherwise.
+  const Tensor& values() const { return values_; }
+
   void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
   // Training FLOPs per token (forward + backward): 6 * non-embedding params + attention
@@ -136,6 +145,8 @@ class GPT : public Module {
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> score_;  // the value head, when config_.value_head
+  std::shared_ptr<Linear> v_head_;  // the critic, when config_.critic
+  Tensor values_;                   // the last forward's critic values
 };
 
 }  // namespace genesis::nn

@@ -1,0 +1,79 @@
+// What the online algorithms (GRPO, PPO) share to turn a micro-batch of SFT rows into a rollout:
+// the prompts and expected answers of the rows, completions sampled from the policy with one
+// random stream per completion (seeded by the run's seed, the step, the prompt and the
+// completion's place among its prompt's copies, so any number of ranks and any resume sample the
+// same), prompt + completion as training rows, and the rewards of every configured source.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "genesis/core/config.hpp"
+#include "genesis/data/dataset.hpp"
+#include "genesis/nn/gpt.hpp"
+#include "objective.hpp"
+#include "reward_model.hpp"
+#include "rewards.hpp"
+
+namespace genesis::train {
+
+using Tokens = std::vector<std::int64_t>;
+
+// Each row's prompt (up to its first scored position) and answer (its scored targets), every
+// row repeated `copies` times in a row.
+struct PromptSet {
+  std::vector<Tokens> prompts, answers;
+};
+PromptSet prompts_of(const data::TensorDataset& rows, std::int64_t copies);
+
+// Completions of `prompts` (consecutive groups of `copies` copies of one prompt) sampled from
+// `gpt` in one batch; `seconds` is the sampling's wall time.
+struct Sampled {
+  std::vector<Tokens> completions;
+  double seconds = 0;
+};
+Sampled sample_completions(nn::GPT& gpt, const std::vector<Tokens>& prompts, std::int64_t copies,
+                           const nn::SamplingOptions& options, std::uint64_t seed,
+                           std::int64_t step);
+
+// prompt + completion as rows of block_size: inputs all but the last token, targets the
+// completion's tokens (the rest ignored).
+data::TensorDataset completion_rows(const std::vector<Tokens>& prompts,
+                                    const std::vector<Tokens>& completions,
+                                    std::int64_t block_size);
+
+// completions/mean_length, completions/clipped_ratio and sampling/tokens_per_s, from the sums
+// RewardSources::score and the sampling add ("completion_tokens", "clipped_completions",
+// "completions", "sampled_tokens", "sampling_s").
+std::vector<WindowMetric> completion_metrics();
+
+// A rollout's rows in a checkpoint's objective state ({"rows", "inputs", "targets"} of `into`),
+// and back (rows of block_size tokens).
+void save_rows(const data::TensorDataset& rows, nlohmann::json& into);
+data::TensorDataset load_rows(const nlohmann::json& from, std::int64_t block_size);
+
+// reward.functions, reward.command and reward.model, summed per completion.
+class RewardSources {
+ public:
+  explicit RewardSources(const RewardConfig& config);  // ConfigError for a bad functions entry
+  // Loads reward.model, when set, in the policy's shape onto `device`.
+  void load_model(const nn::GPTConfig& policy, Device device);
+  // Each completion's total reward; adds to `sums` the per-source sums ("reward_<fn>_sum",
+  // "reward_command_sum", "reward_model_sum"), completion lengths ("completion_tokens") and
+  // completions that never reached end-of-text ("clipped_completions").
+  std::vector<double> score(const PromptSet& set, const std::vector<Tokens>& completions,
+                            WindowSums& sums) const;
+  // rewards/<fn>/mean and the others of `score`'s sums, over "completions".
+  std::vector<WindowMetric> metrics() const;
+
+ private:
+  std::vector<RewardFunction> functions_;
+  std::string command_;
+  double timeout_s_;
+  std::string model_path_;
+  std::unique_ptr<RewardModel> model_;
+};
+
+}  // namespace genesis::train

@@ -1,0 +1,166 @@
+// PPO (training.algorithm = "ppo") as a user runs it: GAE's advantages, a run that logs TRL's
+// figures and whose critic learns, a resume in the middle of a rollout's updates that ends as the
+// uninterrupted run, 2 ranks that train as 1, and the configurations that cannot work stopped
+// with one line before anything is written.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli_run.hpp"
+#include "support/small_runs.hpp"
+#include "train/ppo_objective.hpp"
+
+namespace genesis {
+namespace {
+
+using json = nlohmann::json;
+using testing::CliResult;
+using testing::kOneThread;
+using testing::make_init;
+using testing::metrics_of;
+using testing::resume_from;
+using testing::run_genesis;
+using testing::small_model;
+using testing::TempDir;
+using testing::with;
+
+constexpr int kInitSteps = 300;
+
+std::vector<std::string> ppo(const TempDir& dir, const std::filesystem::path& init,
+                             const std::string& name, int steps,
+                             const std::vector<std::string>& more = {}) {
+  return with(with({"train", "--preset", "sft", "-o", dir.path().string(), "--name", name, "--set",
+                    "training.algorithm=\"ppo\"", "--set",
+                    "model.init_from=\"" + init.string() + "\"", "--set",
+                    "training.max_steps=" + std::to_string(steps), "--set",
+                    "training.logging_steps=1", "--set", "training.eval_steps=0", "--set",
+                    "training.save_steps=3", "--set", "training.per_device_train_batch_size=8",
+                    "--set", "training.gradient_accumulation_steps=1", "--set",
+                    "training.learning_rate=1e-3", "--set", "ppo.num_ppo_epochs=2", "--set",
+                    "ppo.num_mini_batches=2", "--set",
+                    "reward.functions=[\"exact:1.0\", \"format:0.5\"]"},
+                   small_model()),
+              more);
+}
+
+TEST_CASE("ppo's GAE: discounted rewards ahead less the value, within each completion",
+          "[ppo]") {
+  // Two rows of 4 positions: a completion at positions 1-3, and one at 0-1.
+  const std::vector<float> mask{0, 1, 1, 1, 1, 1, 0, 0};
+  const std::vector<float> rewards{0, 0.5f, -1, 2, 1, 3, 0, 0};
+  const std::vector<float> values{0, 1, 0.5f, 0.25f, -1, 2, 0, 0};
+  // lam = 1: A_t = sum_k gamma^k r_{t+k} - V_t (the return less the value).
+  const double g = 0.5;
+  const train::Gae gae = train::generalized_advantages(rewards, values, mask, 4, g, 1.0);
+  const double returns[] = {0, 0.5 + g * (-1 + g * 2), -1 + g * 2, 2, 1 + g * 3, 3, 0, 0};
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    INFO("position " << i);
+    CHECK(gae.returns[i] == Approx(returns[i]).margin(1e-6));
+    CHECK(gae.advantages[i] == Approx(returns[i] - values[i] * mask[i]).margin(1e-6));
+  }
+  // lam = 0: one step, A_t = r_t + gamma V_{t+1} - V_t.
+  const train::Gae one = train::generalized_advantages(rewards, values, mask, 4, g, 0.0);
+  CHECK(one.advantages[1] == Approx(0.5 + g * 0.5 - 1));
+  CHECK(one.advantages[3] == Approx(2 - 0.25));
+}
+
+TEST_CASE("a ppo run logs TRL's figures, trains its critic and resumes mid-rollout",
+          "[ppo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const CliResult whole = run_genesis(ppo(dir, init, "whole", 8), kOneThread);
+  INFO(whole.out << whole.err);
+  REQUIRE(whole.exit_code == 0);
+  const std::vector<json> m = metrics_of(dir.path() / "whole");
+  REQUIRE(m.size() == 8);
+  for (const char* key : {"objective/kl", "objective/entropy", "objective/rlhf_reward",
+                          "objective/scores", "objective/non_score_reward", "policy/approxkl",
+                          "policy/clipfrac", "val/clipfrac", "val/vpred", "loss/policy",
+                          "loss/value", "kl_coef", "rewards/exact/mean",
+                          "completions/mean_length", "sampling/tokens_per_s"}) {
+    INFO(key);
+    CHECK(m[0].contains(key));
+  }
+  // The first update of a rollout runs the policy that sampled it: no ratio moved yet. The
+  // policy equals its reference before the first update.
+  CHECK(m[0]["policy/approxkl"].get<double>() == Approx(0).margin(1e-6));
+  CHECK(m[0]["objective/kl"].get<double>() == Approx(0).margin(1e-5));
+  CHECK(m[1]["policy/approxkl"].get<double>() > 0);
+  // A rollout serves num_ppo_epochs x num_mini_batches = 4 steps, then a new one is sampled.
+  CHECK(m[3]["objective/scores"] == m[0]["objective/scores"]);
+  CHECK(m[4]["objective/kl"].get<double>() != 0);
+  // The critic learns the returns: its loss falls over one rollout's two epochs.
+  CHECK(m[2]["loss/value"].get<double>() < m[0]["loss/value"].get<double>());
+  // Resumed from step 3, inside the first rollout: the rollout is in the checkpoint.
+  const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
+  const CliResult rest =
+      run_genesis(ppo(dir, init, "resumed", 8, resume_from(step3)), kOneThread);
+  INFO(rest.out << rest.err);
+  REQUIRE(rest.exit_code == 0);
+  const std::vector<json> resumed = metrics_of(dir.path() / "resumed");
+  REQUIRE(resumed.size() == 5);
+  for (std::size_t i = 3; i < 8; ++i)
+    for (const char* key : {"loss", "objective/scores", "val/vpred", "grad_norm", "kl_coef"}) {
+      INFO("step " << i + 1 << " " << key);
+      CHECK(resumed[i - 3][key] == m[i][key]);
+    }
+}
+
+TEST_CASE("ppo on 2 ranks trains as 1 rank with the same global batch", "[ppo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const std::vector<std::string> adaptive{"--set", "ppo.adaptive_kl=true", "--set",
+                                          "ppo.target_kl=0.01", "--set", "ppo.kl_horizon=100",
+                                          "--set", "training.train_batch_size=8"};
+  const CliResult one = run_genesis(ppo(dir, init, "one", 6, adaptive), kOneThread);
+  INFO(one.out << one.err);
+  REQUIRE(one.exit_code == 0);
+  const CliResult two = run_genesis(
+      with({"launch", "--nproc", "2"},
+           ppo(dir, init, "two", 6,
+               with(adaptive, {"--set", "training.per_device_train_batch_size=4"}))),
+      kOneThread);
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  const std::vector<json> a = metrics_of(dir.path() / "one"), b = metrics_of(dir.path() / "two");
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    INFO("step " << i + 1);
+    CHECK(a[i]["objective/scores"] == b[i]["objective/scores"]);
+    for (const char* key : {"loss", "grad_norm", "val/vpred", "kl_coef", "objective/kl"})
+      CHECK(b[i][key].get<double>() == Approx(a[i][key].get<double>()).epsilon(1e-4).margin(1e-6));
+  }
+  // The adaptive controller moved the coefficient away from kl_coef.
+  CHECK(a[5]["kl_coef"].get<double>() != Approx(0.05));
+}
+
+TEST_CASE("ppo refuses what cannot work, before writing anything", "[ppo][train]") {
+  TempDir dir;
+  const std::filesystem::path init = dir.path() / "no-such-run";
+  struct Bad {
+    std::vector<std::string> set;
+    const char* says;
+  };
+  const Bad bad[] = {
+      {{"ppo.num_mini_batches=3"}, "does not divide training.per_device_train_batch_size"},
+      {{"model.init_from=\"\""}, "improves a policy that already answers"},
+      {{"reward.functions=[]"}, "needs a reward"},
+      {{"ppo.lam=1.5"}, "must be in [0, 1]"},
+  };
+  for (const Bad& b : bad) {
+    std::vector<std::string> more;
+    for (const auto& s : b.set) more.insert(more.end(), {"--set", s});
+    const CliResult r = run_genesis(ppo(dir, init, "bad", 2, more), kOneThread);
+    INFO(b.set[0] << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(b.says) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "bad"));
+  }
+}
+
+}  // namespace
+}  // namespace genesis
