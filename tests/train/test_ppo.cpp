@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -46,7 +47,7 @@ std::vector<std::string> ppo(const TempDir& dir, const std::filesystem::path& in
               more);
 }
 
-TEST_CASE("ppo's GAE: discounted rewards ahead less the value, within each completion",
+TEST_CASE("ppo's GAE: discounted rewards ahead less the value within each completion",
           "[ppo]") {
   // Two rows of 4 positions: a completion at positions 1-3, and one at 0-1.
   const std::vector<float> mask{0, 1, 1, 1, 1, 1, 0, 0};
@@ -67,7 +68,7 @@ TEST_CASE("ppo's GAE: discounted rewards ahead less the value, within each compl
   CHECK(one.advantages[3] == Approx(2 - 0.25));
 }
 
-TEST_CASE("a ppo run logs TRL's figures, trains its critic and resumes mid-rollout",
+TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-rollout",
           "[ppo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
@@ -136,6 +137,32 @@ TEST_CASE("ppo on 2 ranks trains as 1 rank with the same global batch", "[ppo][t
   }
   // The adaptive controller moved the coefficient away from kl_coef.
   CHECK(a[5]["kl_coef"].get<double>() != Approx(0.05));
+}
+
+TEST_CASE("ppo under zero3 and hsdp trains as under ddp with its critic", "[ppo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  std::map<std::string, std::vector<json>> runs;
+  for (const std::string strategy : {"ddp", "zero3", "hsdp"}) {
+    const CliResult r = run_genesis(
+        with({"launch", "--nproc", "2"},
+             ppo(dir, init, strategy, 3,
+                 {"--set", "training.per_device_train_batch_size=4", "--set",
+                  "distributed.strategy=\"" + strategy + "\""})),
+        kOneThread);
+    INFO(strategy << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    runs[strategy] = metrics_of(dir.path() / strategy);
+    REQUIRE(runs[strategy].size() == 3);
+  }
+  for (const auto& [strategy, m] : runs)
+    for (std::size_t i = 0; i < 3; ++i) {
+      INFO(strategy << " step " << i + 1);
+      CHECK(m[i]["objective/scores"] == runs["ddp"][i]["objective/scores"]);
+      for (const char* key : {"loss", "grad_norm", "val/vpred", "loss/value"})
+        CHECK(m[i][key].get<double>() ==
+              Approx(runs["ddp"][i][key].get<double>()).epsilon(1e-5).margin(1e-7));
+    }
 }
 
 TEST_CASE("ppo refuses what cannot work, before writing anything", "[ppo][train]") {
