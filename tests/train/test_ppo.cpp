@@ -95,6 +95,15 @@ TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-ro
   CHECK(m[4]["objective/kl"].get<double>() != 0);
   // The critic learns the returns: its loss falls over one rollout's two epochs.
   CHECK(m[2]["loss/value"].get<double>() < m[0]["loss/value"].get<double>());
+  // The policy exports to Hugging Face's GPT-2 without its critic.
+  const CliResult exported =
+      run_genesis({"ckpt", "export", (dir.path() / "whole").string(), "-o",
+                   (dir.path() / "policy.safetensors").string()},
+                  kOneThread);
+  INFO(exported.out << exported.err);
+  CHECK(exported.exit_code == 0);
+  CHECK(exported.out.find("hf names") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.path() / "policy.safetensors"));
   // Resumed from step 3, inside the first rollout: the rollout is in the checkpoint.
   const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
   const CliResult rest =

@@ -112,6 +112,10 @@ NamedTensors to_hf_gpt2(const NamedTensors& model_tensors, const ModelConfig& mo
     out.emplace_back(n.name, n.transpose ? it->second.transpose(0, 1).contiguous() : it->second);
     given.erase(it);
   }
+  // A PPO policy's critic is training's, not the language model's: GPT2LMHeadModel has no place
+  // for it (TRL saves the policy without its value head too).
+  given.erase("v_head.weight");
+  given.erase("v_head.bias");
   GENESIS_CHECK(given.empty(), InvalidArgument,
                 "model." + (given.empty() ? std::string() : given.begin()->first) +
                     " has no GPT-2 name: export it with --format genesis");
