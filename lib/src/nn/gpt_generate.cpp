@@ -174,11 +174,11 @@ std::vector<std::vector<std::int64_t>> GPT::generate_rows(
   while (running > 0) {
     Tensor logits = forward_cached(fed, cache);  // (B, T, vocab)
     const Tensor last = logits.select(1, logits.size(1) - 1).to(DType::f32).to(Device::cpu()).contiguous();
-    const std::vector<float> rows = last.to_vector();
+    const float* rows = last.data<float>();  // read in place: no copy of the (B, vocab) logits
     const std::int64_t V = last.size(1);
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      next[b] = pick_token({rows.data() + b * V, static_cast<std::size_t>(V)}, options, gen_of(b));
+      next[b] = pick_token({rows + b * V, static_cast<std::size_t>(V)}, options, gen_of(b));
       out[b].push_back(next[b]);
       if (next[b] == options.stop_token || static_cast<std::int64_t>(out[b].size()) == cap[b]) {
         done[b] = true;
