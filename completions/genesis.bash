@@ -38,7 +38,7 @@ _genesis() {
         bench-allreduce)
             case $prev in
                 --backend)
-                    COMPREPLY=($(compgen -W "auto gloo nccl" -- "$cur"))
+                    COMPREPLY=($(compgen -W "auto gloo nccl shm" -- "$cur"))
                     return ;;
                 --check|-c)
                     COMPREPLY=($(compgen -W "0 1" -- "$cur"))
@@ -105,7 +105,7 @@ _genesis() {
         doctor)
             case $prev in
                 --backend)
-                    COMPREPLY=($(compgen -W "auto gloo nccl" -- "$cur"))
+                    COMPREPLY=($(compgen -W "auto gloo nccl shm" -- "$cur"))
                     return ;;
                 --timeout)
                     :

@@ -9,6 +9,7 @@
 #include "genesis/dist/process_group_nccl.hpp"
 #include "genesis/dist/bench_collective.hpp"
 #include "support/cli_run.hpp"
+#include "support/collective_sweeps.hpp"
 #include "support/thread_ranks.hpp"
 
 using namespace genesis;
@@ -59,49 +60,26 @@ TEST_CASE("every op and dtype reduces exactly on 3 ranks", "[bench_allreduce]") 
     });
     return rows;
   };
-  for (DType dtype : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}) {
-    for (ReduceOp op : {ReduceOp::SUM, ReduceOp::PROD, ReduceOp::MAX, ReduceOp::MIN, ReduceOp::AVG}) {
-      if (op == ReduceOp::AVG && !is_floating(dtype)) continue;
-      BenchOptions o;
-      o.min_bytes = 8;
-      o.max_bytes = 4096;
-      o.step_factor = 8;
-      o.iters = 2;
-      o.warmup_iters = 1;
-      o.op = op;
-      o.dtype = dtype;
-      const auto rows = run3(o);
-      INFO(dtype_name(dtype) << " " << reduce_op_name(op));
-      REQUIRE(rows[0].size() == 4);  // 8, 64, 512, 4096 bytes
-      for (const auto& row : rows[0]) {
-        CHECK(row.wrong == 0);
-        CHECK(row.count == row.bytes / dtype_size(dtype));
-        CHECK(row.time_us > 0);
-      }
-      CHECK(rows[1].back().time_us == rows[0].back().time_us);  // the slowest rank's, everywhere
+  for (const BenchOptions& o : genesis::testing::all_reduce_sweep()) {
+    const auto rows = run3(o);
+    INFO(dtype_name(o.dtype) << " " << reduce_op_name(o.op));
+    REQUIRE(rows[0].size() == 4);  // 8, 64, 512, 4096 bytes
+    for (const auto& row : rows[0]) {
+      CHECK(row.wrong == 0);
+      CHECK(row.count == row.bytes / dtype_size(o.dtype));
+      CHECK(row.time_us > 0);
     }
+    CHECK(rows[1].back().time_us == rows[0].back().time_us);  // the slowest rank's, everywhere
   }
   // The other collectives: sizes round down to 3 elements for the chunked ones.
-  for (auto collective : {BenchCollective::all_gather, BenchCollective::reduce_scatter,
-                          BenchCollective::broadcast}) {
-    for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
-      BenchOptions o;
-      o.min_bytes = 24;  // 24, 96, 384, 1536: whole i64 elements per rank
-      o.max_bytes = 4096;
-      o.step_factor = 4;
-      o.iters = 2;
-      o.warmup_iters = 0;
-      o.op = ReduceOp::MAX;
-      o.dtype = dtype;
-      o.collective = collective;
-      const auto rows = run3(o);
-      INFO(bench_collective_name(collective) << " " << dtype_name(dtype));
-      REQUIRE(rows[0].size() == 4);
-      for (const auto& row : rows[0]) {
-        CHECK(row.wrong == 0);
-        CHECK(row.count == row.bytes / dtype_size(dtype));
-        if (collective != BenchCollective::broadcast) CHECK(row.count % 3 == 0);
-      }
+  for (const BenchOptions& o : genesis::testing::other_collectives_sweep()) {
+    const auto rows = run3(o);
+    INFO(bench_collective_name(o.collective) << " " << dtype_name(o.dtype));
+    REQUIRE(rows[0].size() == 4);
+    for (const auto& row : rows[0]) {
+      CHECK(row.wrong == 0);
+      CHECK(row.count == row.bytes / dtype_size(o.dtype));
+      if (o.collective != BenchCollective::broadcast) CHECK(row.count % 3 == 0);
     }
   }
   auto single = make_single_rank_group("gloo");

@@ -161,7 +161,9 @@ std::vector<ConfigKey> distributed_keys() {
   return {
     {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
      [](Config& c) -> Field { return &c.distributed.strategy; }},
-    {"distributed.backend", "auto | gloo | nccl (auto: nccl on CUDA, gloo on CPU)",
+    {"distributed.backend",
+     "auto | gloo | nccl | shm (auto: nccl on CUDA, gloo on CPU; shm: CPU ranks of one host "
+     "through shared memory)",
      [](Config& c) -> Field { return &c.distributed.backend; }},
     {"distributed.bucket_cap_mb", "gradient bucket size in MiB, for every strategy (ddp's all-reduce, zero1/zero2's reduce-scatter)",
      [](Config& c) -> Field { return &c.distributed.bucket_cap_mb; }, Rule::positive},

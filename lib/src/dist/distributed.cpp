@@ -1,7 +1,7 @@
 // The registry behind the seed's module-level API: the default group, its store, the store server
 // rank 0 may host, and the counter that names subgroups. It is the one process-wide mutable state
 // STYLE.md allows; a mutex guards it so threads of one process may query it. Also the backend
-// choice (gloo, nccl, auto), and in a build without CUDA the NCCL entry points that say so.
+// choice (gloo, nccl, shm, auto), and in a build without CUDA the NCCL entry points that say so.
 #include "genesis/dist/distributed.hpp"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/dist/process_group_gloo.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
+#include "genesis/dist/process_group_shm.hpp"
 #include "genesis/rendezvous/prefix_store.hpp"
 #include "init_method.hpp"
 
@@ -78,7 +79,9 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                          int size, const std::string& bind_host,
                                          Milliseconds timeout, int device) {
   if (backend == "nccl") return make_nccl_group(std::move(store), rank, size, timeout, device);
-  if (size == 1) return make_single_rank_group("gloo");
+  if (size == 1) return make_single_rank_group(backend == "shm" ? "shm" : "gloo");
+  if (backend == "shm")
+    return std::make_shared<ProcessGroupShm>(std::move(store), rank, size, ShmOptions{timeout});
   return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size,
                                             GlooOptions{bind_host, timeout});
 }
@@ -87,8 +90,8 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
 
 void init_process_group(const std::string& backend, int world_size, int rank,
                         const std::string& init_method, Milliseconds timeout) {
-  GENESIS_CHECK(backend == "gloo" || backend == "auto" || backend == "nccl", InvalidArgument,
-                "unknown backend '" + backend + "'; use gloo, nccl or auto");
+  GENESIS_CHECK(backend == "gloo" || backend == "auto" || backend == "nccl" || backend == "shm",
+                InvalidArgument, "unknown backend '" + backend + "'; use gloo, nccl, shm or auto");
   const std::string resolved = resolve_backend(backend);
   GENESIS_CHECK(timeout.count() > 0, InvalidArgument,
                 "init_process_group timeout must be positive, got " +

@@ -27,10 +27,14 @@ Job::Job(const DistributedConfig& config, Device device) : device_(device) {
                   "the CPU: set training.device = \"cuda\" on a machine with a GPU, or use "
                   "\"gloo\" or \"auto\"");
   else
-    GENESIS_CHECK(config.backend != BackendKind::gloo, ConfigError,
-                  "distributed.backend = \"gloo\" reduces host tensors, but this run trains on " +
-                      device.str() + ": use \"nccl\" or \"auto\", or set training.device = \"cpu\"");
-  const std::string backend = device.is_cuda() ? "nccl" : "gloo";
+    GENESIS_CHECK(config.backend != BackendKind::gloo && config.backend != BackendKind::shm,
+                  ConfigError,
+                  "distributed.backend = \"" + std::string(to_string(config.backend)) +
+                      "\" reduces host tensors, but this run trains on " + device.str() +
+                      ": use \"nccl\" or \"auto\", or set training.device = \"cpu\"");
+  const std::string backend = device.is_cuda()                      ? "nccl"
+                              : config.backend == BackendKind::shm ? "shm"
+                                                                    : "gloo";
   if (dist::is_initialized()) {
     group_ = dist::default_group();  // a program that called init_process_group itself
     return;

@@ -22,7 +22,7 @@ namespace genesis {
 // checked them: code past that layer switches on values and never compares their text. The text
 // (TOML, --print-config, error messages, a checkpoint's saved config) is setting_names' below.
 enum class StrategyKind { automatic, ddp, zero1, zero2, zero3, hsdp };  // distributed.strategy
-enum class BackendKind { automatic, gloo, nccl };                        // distributed.backend
+enum class BackendKind { automatic, gloo, nccl, shm };                   // distributed.backend
 enum class OffloadKind { none, cpu };  // distributed.offload_optimizer, offload_param
 enum class DeviceKind { automatic, cpu, cuda };                  // training.device
 enum class MixedPrecision { no, fp16, bf16 };                    // training.mixed_precision
@@ -42,7 +42,7 @@ using SettingNames = std::array<std::string_view, N>;
 constexpr SettingNames<6> setting_names(StrategyKind) {
   return {"auto", "ddp", "zero1", "zero2", "zero3", "hsdp"};
 }
-constexpr SettingNames<3> setting_names(BackendKind) { return {"auto", "gloo", "nccl"}; }
+constexpr SettingNames<4> setting_names(BackendKind) { return {"auto", "gloo", "nccl", "shm"}; }
 constexpr SettingNames<2> setting_names(OffloadKind) { return {"none", "cpu"}; }
 constexpr SettingNames<3> setting_names(DeviceKind) { return {"auto", "cpu", "cuda"}; }
 constexpr SettingNames<3> setting_names(MixedPrecision) { return {"no", "fp16", "bf16"}; }

@@ -1,0 +1,312 @@
+#include "shm_communicator.hpp"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::dist::shm {
+
+namespace {
+
+constexpr std::size_t kLine = 64;  // a cache line: no two ranks' counters share one
+constexpr int kSpins = 2000;       // polls before sleeping on the futex
+constexpr auto kSleepSlice = std::chrono::milliseconds(50);  // liveness checks while asleep
+
+// The segment's first line.
+struct Header {
+  std::atomic<std::uint32_t> ready;
+  std::uint32_t world;
+  std::uint64_t buffer_bytes;
+};
+
+bool reached(std::uint32_t value, std::uint32_t count) {
+  return static_cast<std::int32_t>(value - count) >= 0;
+}
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
+  timespec slice{0, std::chrono::duration_cast<std::chrono::nanoseconds>(kSleepSlice).count()};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &slice,
+          nullptr, 0);
+}
+
+void futex_wake(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// ---- reductions: slice i of `world` buffers combined in rank order into out
+
+template <typename T>
+struct Plain {
+  using Acc = T;
+  static Acc load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
+  static void store(char* p, Acc v) { T t = static_cast<T>(v); std::memcpy(p, &t, sizeof(T)); }
+};
+struct Bf16 {
+  using Acc = float;
+  static Acc load(const char* p) { std::uint16_t h; std::memcpy(&h, p, 2); return bf16_to_f32(h); }
+  static void store(char* p, Acc v) { const std::uint16_t h = f32_to_bf16(v); std::memcpy(p, &h, 2); }
+};
+struct F16 {
+  using Acc = float;
+  static Acc load(const char* p) { std::uint16_t h; std::memcpy(&h, p, 2); return f16_to_f32(h); }
+  static void store(char* p, Acc v) { const std::uint16_t h = f32_to_f16(v); std::memcpy(p, &h, 2); }
+};
+// Integers add and multiply modulo 2^bits, as torch's do, without signed overflow.
+template <typename T>
+struct Wrapping {
+  using Acc = T;
+  static Acc load(const char* p) { T v; std::memcpy(&v, p, sizeof(T)); return v; }
+  static void store(char* p, Acc v) { std::memcpy(p, &v, sizeof(T)); }
+};
+
+template <typename A>
+A combine(A a, A b, ReduceOp op) {
+  using U = std::make_unsigned_t<
+      std::conditional_t<std::is_integral_v<A> && !std::is_same_v<A, bool>, A, int>>;
+  switch (op) {
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+      if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>)
+        return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+      else if constexpr (std::is_same_v<A, bool>) return a || b;
+      else return a + b;
+    case ReduceOp::PROD:
+      if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>)
+        return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+      else if constexpr (std::is_same_v<A, bool>) return a && b;
+      else return a * b;
+    case ReduceOp::MAX: return b > a || (b != b) ? b : a;  // NaN wins, as torch.maximum
+    case ReduceOp::MIN: return b < a || (b != b) ? b : a;
+  }
+  return a;
+}
+
+template <typename Codec>
+void reduce_typed(const std::vector<const char*>& in, char* out, std::size_t n, ReduceOp op,
+                  std::size_t elem) {
+  using A = typename Codec::Acc;
+  const auto world = in.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    A acc = Codec::load(in[0] + i * elem);
+    for (std::size_t q = 1; q < world; ++q) acc = combine(acc, Codec::load(in[q] + i * elem), op);
+    if constexpr (std::is_floating_point_v<A>)
+      if (op == ReduceOp::AVG) acc /= static_cast<A>(world);
+    Codec::store(out + i * elem, acc);
+  }
+}
+
+// f32 sums, DDP's case, a block at a time so the adds vectorise; `out` may be one of the inputs
+// (each block is read whole before it is written).
+void sum_f32(const std::vector<const char*>& in, char* out, std::size_t n, bool average) {
+  constexpr std::size_t kBlock = 1024;
+  alignas(64) float acc[kBlock];
+  for (std::size_t first = 0; first < n; first += kBlock) {
+    const std::size_t m = std::min(kBlock, n - first);
+    std::memcpy(acc, in[0] + first * 4, m * 4);
+    for (std::size_t q = 1; q < in.size(); ++q) {
+      float part[kBlock];
+      std::memcpy(part, in[q] + first * 4, m * 4);
+      for (std::size_t i = 0; i < m; ++i) acc[i] += part[i];
+    }
+    if (average)
+      for (std::size_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(in.size());
+    std::memcpy(out + first * 4, acc, m * 4);
+  }
+}
+
+void reduce_slices(const std::vector<const char*>& in, char* out, std::size_t n, DType dtype,
+                   ReduceOp op) {
+  if (dtype == DType::f32 && (op == ReduceOp::SUM || op == ReduceOp::AVG))
+    return sum_f32(in, out, n, op == ReduceOp::AVG);
+  const std::size_t elem = dtype_size(dtype);
+  switch (dtype) {
+    case DType::f32: return reduce_typed<Plain<float>>(in, out, n, op, elem);
+    case DType::bf16: return reduce_typed<Bf16>(in, out, n, op, elem);
+    case DType::f16: return reduce_typed<F16>(in, out, n, op, elem);
+    case DType::i32: return reduce_typed<Wrapping<std::int32_t>>(in, out, n, op, elem);
+    case DType::i64: return reduce_typed<Wrapping<std::int64_t>>(in, out, n, op, elem);
+    case DType::boolean: return reduce_typed<Plain<bool>>(in, out, n, op, elem);
+  }
+}
+
+void check_op(DType dtype, ReduceOp op) {
+  const bool floating = dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+  GENESIS_CHECK(floating || op != ReduceOp::AVG, InvalidArgument,
+                "shared memory: AVG needs a floating tensor, got " +
+                    std::string(dtype_name(dtype)));
+}
+
+}  // namespace
+
+struct Communicator::Line {
+  std::atomic<std::uint32_t> arrivals;
+  std::atomic<std::uint32_t> sleepers;  // ranks asleep on `arrivals`
+  std::int32_t pid;
+};
+
+Communicator::Communicator(const std::string& name, int rank, int world,
+                           std::size_t buffer_bytes, Milliseconds timeout)
+    : rank_(rank),
+      world_(world),
+      buffer_bytes_((buffer_bytes + kLine - 1) / kLine * kLine),
+      timeout_(timeout) {
+  static_assert(sizeof(Line) <= kLine);
+  GENESIS_CHECK(world >= 1 && rank >= 0 && rank < world &&
+                    buffer_bytes >= 8 * static_cast<std::size_t>(world),
+                InvalidArgument,
+                "shared memory: rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                    " with " + std::to_string(buffer_bytes) + "-byte buffers");
+  const std::size_t bytes = kLine * (1 + world) + buffer_bytes_ * world;
+  segment_ = rank == 0 ? Segment::create(name, bytes) : Segment::open(name, bytes, timeout);
+  auto* header = reinterpret_cast<Header*>(segment_.data());
+  if (rank == 0) {
+    header->world = static_cast<std::uint32_t>(world);
+    header->buffer_bytes = buffer_bytes_;
+    header->ready.store(1, std::memory_order_release);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (header->ready.load(std::memory_order_acquire) == 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw CommError("shared memory: /dev/shm/" + name + " was never initialised by rank 0");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    GENESIS_CHECK(header->world == static_cast<std::uint32_t>(world) &&
+                      header->buffer_bytes == buffer_bytes_,
+                  CommError,
+                  "shared memory: /dev/shm/" + name + " was made for " +
+                      std::to_string(header->world) + " ranks, this rank expects " +
+                      std::to_string(world));
+  }
+  line(rank).pid = static_cast<std::int32_t>(getpid());
+  sync();  // everyone has mapped it: the name can go
+  if (rank == 0) Segment::unlink(name);
+}
+
+Communicator::Line& Communicator::line(int r) const {
+  return *reinterpret_cast<Line*>(segment_.data() + kLine * (1 + r));
+}
+
+char* Communicator::buffer(int r) const {
+  return segment_.data() + kLine * (1 + world_) + buffer_bytes_ * r;
+}
+
+void Communicator::arrive() {
+  Line& mine = line(rank_);
+  mine.arrivals.store(++arrivals_, std::memory_order_seq_cst);
+  if (mine.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(&mine.arrivals);
+}
+
+void Communicator::wait_for(int peer, std::uint32_t count) {
+  Line& theirs = line(peer);
+  for (int i = 0; i < kSpins; ++i) {
+    if (reached(theirs.arrivals.load(std::memory_order_acquire), count)) return;
+    cpu_relax();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    const std::uint32_t seen = theirs.arrivals.load(std::memory_order_seq_cst);
+    if (reached(seen, count)) break;
+    const std::string who = "rank " + std::to_string(peer) + " (pid " + std::to_string(theirs.pid) + ")";
+    if (theirs.pid > 0 && kill(theirs.pid, 0) != 0 && errno == ESRCH) {
+      theirs.sleepers.fetch_sub(1);
+      throw CommError("shared memory: " + who + " exited in the middle of a collective");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      theirs.sleepers.fetch_sub(1);
+      throw CommError("shared memory: " + who + " did not reach the collective within " +
+                      std::to_string(timeout_.count()) + " ms");
+    }
+    futex_wait(&theirs.arrivals, seen);
+  }
+  theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Communicator::barrier() { sync(); }
+
+void Communicator::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
+  check_op(dtype, op);
+  const std::size_t elem = dtype_size(dtype);
+  const std::size_t chunk = buffer_bytes_ / elem;
+  auto* bytes = static_cast<char*>(data);
+  std::vector<const char*> slices(static_cast<std::size_t>(world_));
+  for (std::size_t first = 0; first < count; first += chunk) {
+    const std::size_t n = std::min(chunk, count - first);
+    std::memcpy(buffer(rank_), bytes + first * elem, n * elem);
+    sync();
+    // Rank r reduces elements [r n / world, (r + 1) n / world) of every buffer into its own.
+    auto lo = [&](int r) { return n * static_cast<std::size_t>(r) / static_cast<std::size_t>(world_); };
+    for (int q = 0; q < world_; ++q) slices[static_cast<std::size_t>(q)] = buffer(q) + lo(rank_) * elem;
+    reduce_slices(slices, buffer(rank_) + lo(rank_) * elem, lo(rank_ + 1) - lo(rank_), dtype, op);
+    sync();
+    for (int q = 0; q < world_; ++q)
+      std::memcpy(bytes + (first + lo(q)) * elem, buffer(q) + lo(q) * elem, (lo(q + 1) - lo(q)) * elem);
+    sync();
+  }
+}
+
+void Communicator::broadcast(void* data, std::size_t bytes, int root) {
+  auto* p = static_cast<char*>(data);
+  for (std::size_t first = 0; first < bytes; first += buffer_bytes_) {
+    const std::size_t n = std::min(buffer_bytes_, bytes - first);
+    if (rank_ == root) std::memcpy(buffer(root), p + first, n);
+    sync();
+    if (rank_ != root) std::memcpy(p + first, buffer(root), n);
+    sync();
+  }
+}
+
+void Communicator::all_gather(const void* in, void* out, std::size_t bytes) {
+  const auto* src = static_cast<const char*>(in);
+  auto* dst = static_cast<char*>(out);
+  for (std::size_t first = 0; first < bytes; first += buffer_bytes_) {
+    const std::size_t n = std::min(buffer_bytes_, bytes - first);
+    std::memcpy(buffer(rank_), src + first, n);
+    sync();
+    for (int q = 0; q < world_; ++q) std::memcpy(dst + q * bytes + first, buffer(q), n);
+    sync();
+  }
+}
+
+void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, DType dtype,
+                                  ReduceOp op) {
+  check_op(dtype, op);
+  const std::size_t elem = dtype_size(dtype);
+  // Each buffer holds a piece of every rank's chunk: world pieces of `piece` elements.
+  const std::size_t piece = std::max<std::size_t>(1, buffer_bytes_ / elem / static_cast<std::size_t>(world_));
+  const auto* src = static_cast<const char*>(in);
+  auto* dst = static_cast<char*>(out);
+  std::vector<const char*> slices(static_cast<std::size_t>(world_));
+  for (std::size_t first = 0; first < count; first += piece) {
+    const std::size_t n = std::min(piece, count - first);
+    for (int q = 0; q < world_; ++q)
+      std::memcpy(buffer(rank_) + q * piece * elem, src + (q * count + first) * elem, n * elem);
+    sync();
+    for (int q = 0; q < world_; ++q)
+      slices[static_cast<std::size_t>(q)] = buffer(q) + rank_ * piece * elem;
+    reduce_slices(slices, dst + first * elem, n, dtype, op);
+    sync();
+  }
+}
+
+}  // namespace genesis::dist::shm

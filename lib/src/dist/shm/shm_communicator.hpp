@@ -1,0 +1,64 @@
+// Collectives between the ranks of one host through a shared segment (shm_segment.hpp): each rank
+// has a control line (its arrival count, its pid, a count of ranks sleeping on it) and a staging
+// buffer. A collective moves its data through the buffers in chunks: each rank writes its part,
+// every rank arrives, each reads what it needs (an all-reduce: rank r reduces slice r of every
+// buffer, in rank order, so every rank gets the same bits), and arrives again before a buffer is
+// reused. Waiting spins briefly, then sleeps on a futex on the peer's arrival count, so a waiting
+// rank does not burn a core its peer needs; a peer that never arrives fails the wait at the
+// timeout, and one whose process is gone fails it at once, naming the rank. Not here: the
+// process-group interface, rendezvous through the store, zero-copy buffers (process_group_shm).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "genesis/core/milliseconds.hpp"
+#include "genesis/dist/reduce_op.hpp"
+#include "genesis/tensor/dtype.hpp"
+#include "shm_segment.hpp"
+
+namespace genesis::dist::shm {
+
+class Communicator {
+ public:
+  // Rank 0 creates segment `name`, the others open it (waiting up to `timeout`); once all have
+  // mapped it the name is unlinked. Every rank passes the same name, world and buffer_bytes.
+  Communicator(const std::string& name, int rank, int world, std::size_t buffer_bytes,
+               Milliseconds timeout);
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  // How long a rank waits for a peer in the collectives that follow.
+  void set_timeout(Milliseconds timeout) { timeout_ = timeout; }
+
+  void barrier();
+  // data (count elements of dtype) becomes op over the ranks' data; AVG for float types only.
+  void all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op);
+  // Every rank's `bytes` become root's.
+  void broadcast(void* data, std::size_t bytes, int root);
+  // out (world x bytes) gets rank r's `in` at r * bytes.
+  void all_gather(const void* in, void* out, std::size_t bytes);
+  // in (world x count elements): out (count) becomes op over the ranks of their chunk rank().
+  void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, ReduceOp op);
+
+ private:
+  struct Line;
+  Line& line(int r) const;
+  char* buffer(int r) const;
+  void arrive();
+  void wait_for(int peer, std::uint32_t count);
+  void sync() {
+    arrive();
+    for (int r = 0; r < world_; ++r)
+      if (r != rank_) wait_for(r, arrivals_);
+  }
+
+  int rank_, world_;
+  std::size_t buffer_bytes_;
+  Milliseconds timeout_;
+  Segment segment_;
+  std::uint32_t arrivals_ = 0;
+};
+
+}  // namespace genesis::dist::shm
