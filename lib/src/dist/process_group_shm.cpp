@@ -12,7 +12,6 @@
 #include <functional>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "genesis/core/error.hpp"
@@ -23,13 +22,11 @@ namespace genesis::dist {
 
 namespace {
 
-// A name no other job or group on the host has: random bits and this process's pid.
+// A name no other job or group on the host has: random bits and this process's pid (which lets
+// the launcher and doctor find segments a dead process left).
 std::string fresh_segment_name() {
   std::random_device rd;
-  std::ostringstream name;
-  name << "genesis-" << std::hex << (static_cast<std::uint64_t>(rd()) << 32 | rd()) << "-"
-       << std::dec << getpid();
-  return name.str();
+  return shm::segment_name(static_cast<unsigned long long>(rd()) << 32 | rd(), getpid());
 }
 
 std::string host_name() {

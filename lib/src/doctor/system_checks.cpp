@@ -2,12 +2,15 @@
 // container's cgroup limit when it is lower), /dev/shm, SLURM, and the order run_local_checks
 // puts every check in. Only warnings come from here: none of this stops a job from starting.
 #include <sched.h>
+#include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
+#include "dist/shm/shm_segment.hpp"
 #include "doctor_util.hpp"
 #include "genesis/core/format.hpp"
 #include "genesis/core/build_info.hpp"
@@ -111,7 +114,7 @@ CheckResult check_cpu() {
 CheckResult check_shm(const std::string& path) {
   CheckResult r{"shm", CheckStatus::ok, "", "", false};
   const std::string docker_hint =
-      "NCCL and data loaders exchange data through " + path +
+      "NCCL, data loaders and genesis's shm backend exchange data through " + path +
       ": give it at least 512 MiB (docker run --shm-size=8g, or --ipc=host; on Kubernetes an "
       "emptyDir with medium: Memory mounted at /dev/shm)";
   struct statvfs fs {};
@@ -132,6 +135,23 @@ CheckResult check_shm(const std::string& path) {
     r.status = CheckStatus::warn;
     r.detail += " (below 512 MiB)";
     r.hint = "remove stale files from " + path + " (left by crashed jobs), or enlarge it";
+  }
+  // Segments of the shm backend whose creator is gone: a job killed while its ranks joined.
+  std::uintmax_t stale_bytes = 0;
+  std::string stale;
+  int count = 0;
+  for (const auto& f : dist::shm::segment_files(path)) {
+    if (kill(f.pid, 0) == 0 || errno != ESRCH) continue;
+    stale_bytes += f.bytes;
+    if (count++ < 3) stale += (stale.empty() ? "" : " ") + path + "/" + f.name;
+  }
+  if (count > 0) {
+    r.status = CheckStatus::warn;
+    r.detail += "; " + std::to_string(count) + " stale genesis segment" + (count > 1 ? "s" : "") +
+                " (" + format_bytes(stale_bytes) + ") of processes that are gone";
+    r.hint = "rm " + stale + (count > 3 ? " ..." : "") +
+             " (left by a job killed while its ranks joined; `genesis launch` removes those of "
+             "the workers it started)";
   }
   return r;
 }

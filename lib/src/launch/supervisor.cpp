@@ -25,6 +25,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dist/shm/shm_segment.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
 #include "genesis/core/unique_fd.hpp"
@@ -389,7 +390,11 @@ AttemptResult run_attempt(const AttemptPlan& plan, const JobIdentity& job,
                           const std::filesystem::path& log_dir, const LaunchStreams& streams,
                           std::vector<Worker>& workers) {
   start_workers(plan.layout, job, log_dir, streams, workers);
-  return AttemptWatch(plan, job, streams, workers).run();
+  AttemptResult result = AttemptWatch(plan, job, streams, workers).run();
+  // A worker killed while its shm group's ranks joined leaves the segment's name behind.
+  for (const Worker& w : workers)
+    if (w.process) dist::shm::remove_segments_of(w.process->pid());
+  return result;
 }
 
 // A rank that timed out in a collective only noticed the hang; its error names the ranks that

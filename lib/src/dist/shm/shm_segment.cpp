@@ -7,7 +7,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "genesis/core/error.hpp"
@@ -21,6 +23,34 @@ std::string path_of(const std::string& name) { return "/" + name; }
 std::string why() { return std::strerror(errno); }
 
 }  // namespace
+
+std::string segment_name(unsigned long long random_bits, int pid) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "genesis-%llx-%d", random_bits, pid);
+  return buf;
+}
+
+std::vector<SegmentFile> segment_files(const std::string& dir) {
+  std::vector<SegmentFile> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    unsigned long long bits = 0;
+    int pid = 0;
+    char rest = 0;
+    if (std::sscanf(name.c_str(), "genesis-%llx-%d%c", &bits, &pid, &rest) != 2) continue;
+    if (segment_name(bits, pid) != name) continue;
+    found.push_back({name, pid, entry.file_size(ec)});
+  }
+  return found;
+}
+
+int remove_segments_of(int pid, const std::string& dir) {
+  int removed = 0;
+  for (const SegmentFile& f : segment_files(dir))
+    if (f.pid == pid && std::filesystem::remove(std::filesystem::path(dir) / f.name)) ++removed;
+  return removed;
+}
 
 Segment Segment::create(const std::string& name, std::size_t bytes) {
   const int fd = shm_open(path_of(name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);

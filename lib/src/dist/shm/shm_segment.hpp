@@ -5,11 +5,27 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "genesis/core/milliseconds.hpp"
 
 namespace genesis::dist::shm {
+
+// The name a process group's segment gets: "genesis-<random hex>-<pid of the rank that made it>".
+std::string segment_name(unsigned long long random_bits, int pid);
+
+// Segments of this library left in `dir` (a job killed between creating a segment and every rank
+// mapping it; once mapped, a name is unlinked at once): name, creator's pid, bytes.
+struct SegmentFile {
+  std::string name;
+  int pid = 0;
+  std::uintmax_t bytes = 0;
+};
+std::vector<SegmentFile> segment_files(const std::string& dir = "/dev/shm");
+// Unlinks the segments `pid` created (the launcher, for workers that died); how many.
+int remove_segments_of(int pid, const std::string& dir = "/dev/shm");
 
 class Segment {
  public:
