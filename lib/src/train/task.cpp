@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <spdlog/spdlog.h>
 
@@ -164,6 +165,15 @@ std::shared_ptr<nn::GPT> build_gpt(const Config& config, Generator& init) {
   return gpt;
 }
 
+// The frozen reference DPO, GRPO (beta > 0) and PPO compare the policy with: the config's gpt
+// without a value head, whose values come from model.init_from.
+std::function<std::shared_ptr<nn::Module>()> frozen_reference(const Config& config) {
+  return [g = gpt_config(config.model), seed = config.seed]() -> std::shared_ptr<nn::Module> {
+    Generator gen(seed);
+    return std::make_shared<nn::GPT>(g, gen);
+  };
+}
+
 std::string describe_gpt(const ModelConfig& m) {
   return "gpt n_layer=" + std::to_string(m.n_layer) + " n_head=" + std::to_string(m.n_head) +
          " n_embd=" + std::to_string(m.n_embd) + " block_size=" + std::to_string(m.block_size) +
@@ -201,10 +211,7 @@ Task make_dpo(const Config& config, Generator& init) {
   task.objective = std::make_unique<DpoObjective>(std::move(pairs.eval), std::move(pairs.prompts),
                                                   config.dpo);
   if (!config.dpo.precompute_ref_log_probs)
-    task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
-      Generator gen(seed);  // its values come from model.init_from
-      return std::make_shared<nn::GPT>(g, gen);
-    };
+    task.make_reference = frozen_reference(config);
   task.tokens_per_example = 2 * m.block_size;
   task.description = describe_gpt(m) + ", dpo against a frozen reference";
   return task;
@@ -225,10 +232,7 @@ Task make_grpo(const Config& config, Generator& init) {
   task.objective = std::make_unique<GrpoObjective>(std::move(rows.prompts), config.grpo,
                                                    config.reward, config.seed, m.block_size);
   if (config.grpo.beta > 0)
-    task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
-      Generator gen(seed);  // its values come from model.init_from
-      return std::make_shared<nn::GPT>(g, gen);
-    };
+    task.make_reference = frozen_reference(config);
   // Each prompt trains num_generations rows of block_size tokens.
   task.tokens_per_example = static_cast<std::int64_t>(G) * m.block_size;
   task.description = describe_gpt(m) + ", grpo with " + std::to_string(config.grpo.num_generations) +
@@ -252,10 +256,7 @@ Task make_ppo(const Config& config, Generator& init) {
   task.eval_examples = rows.prompts.size();
   task.objective = std::make_unique<PpoObjective>(std::move(rows.prompts), config.ppo,
                                                   config.reward, config.seed, m.block_size);
-  task.make_reference = [g = gpt_config(m), seed = config.seed]() -> std::shared_ptr<nn::Module> {
-    Generator gen(seed);  // its values come from model.init_from
-    return std::make_shared<nn::GPT>(g, gen);
-  };
+  task.make_reference = frozen_reference(config);
   task.tokens_per_example = m.block_size;
   task.description = describe_gpt(m) + ", ppo with a critic head";
   return task;
