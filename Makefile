@@ -7,12 +7,13 @@ CMAKE_FLAGS ?=
 
 # Debian packages the build and the test suite need (groff, zsh and fish let the tests render
 # the man pages and syntax-check the generated completions; iproute2 gives the multi-host tests
-# their network namespaces, slurm-wlm's daemons and munge a real SLURM on localhost, and
-# python3-torch a PyTorch DDP program to run under genesis launch).
+# their network namespaces, slurm-wlm's daemons and munge a real SLURM on localhost,
+# python3-torch a PyTorch DDP program to run under genesis launch, and headless chromium renders
+# genesis report's HTML to a PNG that the report tests look at).
 DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish iproute2 \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
 	libopenblas-openmp-dev libgloo-dev python3-numpy slurmctld slurmd slurm-client munge \
-	python3-torch
+	python3-torch chromium
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -35,6 +35,7 @@ Command make_bench_allreduce_command();
 Command make_ckpt_command();
 Command make_doctor_command();
 Command make_launch_command();
+Command make_report_command();
 Command make_train_command();
 
 }  // namespace genesis::commands

@@ -425,3 +425,16 @@ TEST_CASE("deepspeed: a missing file is a config error", "[deepspeed][config]") 
              }),
              Catch::Contains("DeepSpeed config '/nonexistent/ds.json' not found"));
 }
+
+TEST_CASE("deepspeed: tensorboard.enabled adds tensorboard to training.report_to",
+          "[deepspeed][tensorboard]") {
+  const Applied on = apply_ds(
+      R"({"tensorboard": {"enabled": true, "output_path": "logs/", "job_name": "ds"}})");
+  CHECK(on.config.training.report_to == std::vector<std::string>{"jsonl", "tensorboard"});
+  CHECK(describe_location(on.origins.at("training.report_to")) == "ds.json: tensorboard.enabled");
+  CHECK(contains(on.outcome.not_acted_on, "tensorboard.output_path"));
+  CHECK(apply_ds(R"({"tensorboard": {"enabled": false}})").config.training.report_to ==
+        std::vector<std::string>{"jsonl"});
+  CHECK_THAT(config_error(R"({"tensorboard": {"enabled": 1}})"),
+             Catch::Contains("tensorboard.enabled: expected true or false"));
+}

@@ -135,6 +135,22 @@ std::vector<ConfigKey> training_keys() {
      [](Config& c) -> Field { return &c.training.gradient_checkpointing; }},
     {"training.logging_steps", "log loss and accuracy every this many steps",
      [](Config& c) -> Field { return &c.training.logging_steps; }, Rule::positive},
+    {"training.report_to",
+     "where logged figures go besides the log: jsonl (metrics.jsonl, always written) | "
+     "tensorboard (<run>/tensorboard/events.out.tfevents.*, rank 0)",
+     [](Config& c) -> Field { return &c.training.report_to; }},
+    {"training.wall_clock_breakdown",
+     "log where each step's time goes (time/*_ms: data, forward, backward, comm_wait, "
+     "optimizer, checkpoint) and sum it in summary.json",
+     [](Config& c) -> Field { return &c.training.wall_clock_breakdown; }},
+    {"training.straggler_threshold",
+     "warn when a rank's step time (less communication wait) stays above the ranks' median by "
+     "more than this fraction for 3 logging steps; 0: never",
+     [](Config& c) -> Field { return &c.training.straggler_threshold; }, Rule::non_negative},
+    {"training.profile_steps",
+     "\"A-B\": write a Chrome/Perfetto trace of steps A to B, every rank on one timeline, to "
+     "<run>/trace.json; \"\": none",
+     [](Config& c) -> Field { return &c.training.profile_steps; }},
     {"training.eval_steps", "evaluate every this many steps; 0: only at the end",
      [](Config& c) -> Field { return &c.training.eval_steps; }, Rule::non_negative},
     {"training.eval_batches", "batches per evaluation; 0: the whole eval split",

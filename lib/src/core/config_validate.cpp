@@ -1,6 +1,8 @@
 // Checks across keys, run once after every layer is applied (a preset may set n_head and a
 // --set fix n_embd): each message names where the offending key was last set. Single-value
 // rules (types, ranges, choices) are checked as values are assigned, in config_value.cpp.
+#include <algorithm>
+
 #include "config_schema.hpp"
 #include "genesis/core/error.hpp"
 
@@ -111,6 +113,41 @@ void validate_ppo(const Config& config, const Origins& origins) {
     throw ConfigError(at("ppo.lam") + " and ppo.gamma must be in [0, 1]");
 }
 
+// jsonl is always written; tensorboard is the one other writer built in. Weights & Biases and
+// the like upload over the network, which genesis does not, so they are refused by name. A
+// single-value rule, here because assigning checks no choices for a list's entries.
+void validate_report_to(const Config& config, const Origins& origins) {
+  const std::vector<std::string> supported{"jsonl", "tensorboard"};
+  for (const std::string& target : config.training.report_to) {
+    if (std::find(supported.begin(), supported.end(), target) != supported.end()) continue;
+    const bool online = target == "wandb" || target == "mlflow" || target == "comet_ml";
+    const std::string why =
+        online ? " (it uploads to an online service; genesis writes local files only)" : "";
+    const auto set_at = origins.find("training.report_to");
+    throw ConfigError(key_at(set_at == origins.end() ? Location{} : set_at->second,
+                             "training.report_to") +
+                      ": \"" + target + "\" is not supported" + why + ": supported are "
+                      "\"jsonl\" (metrics.jsonl, always written) and \"tensorboard\"" +
+                      did_you_mean(target, supported));
+  }
+}
+
+// A range of steps the run has, so that a trace is never silently not written.
+void validate_profile_steps(const Config& config, const Origins& origins) {
+  const auto set_at = origins.find("training.profile_steps");
+  const std::string key =
+      key_at(set_at == origins.end() ? Location{} : set_at->second, "training.profile_steps");
+  std::optional<StepRange> range;
+  try {
+    range = parse_step_range(config.training.profile_steps);
+  } catch (const ConfigError& e) {
+    throw ConfigError(key + ": " + e.what());
+  }
+  if (range && range->last > config.training.max_steps)
+    throw ConfigError(key + " = \"" + config.training.profile_steps + "\" ends after the last "
+                      "step: training.max_steps = " + std::to_string(config.training.max_steps));
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const Origins& origins) {
@@ -143,6 +180,8 @@ void validate_config(const Config& config, const Origins& origins) {
   validate_algorithm(config, origins, pairs);
   if (config.training.algorithm == Algorithm::grpo) validate_grpo(config, origins);
   if (config.training.algorithm == Algorithm::ppo) validate_ppo(config, origins);
+  validate_report_to(config, origins);
+  validate_profile_steps(config, origins);
   if (config.training.gradient_checkpointing && m.kind != "gpt")
     throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),
                              "training.gradient_checkpointing") +

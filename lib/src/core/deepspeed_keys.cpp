@@ -92,7 +92,11 @@ const std::vector<DeepSpeedKey>& deepspeed_keys() {
       {"gradient_accumulation_steps", K::integer, true, "training.gradient_accumulation_steps"},
       {"gradient_clipping", K::number, true, "training.max_grad_norm"},
       {"steps_per_print", K::integer, true, "training.logging_steps"},
-      {"wall_clock_breakdown", K::boolean, true},
+      {"wall_clock_breakdown", K::boolean, true, "training.wall_clock_breakdown"},
+      {"tensorboard", K::object, true},
+      {"tensorboard.enabled", K::boolean, true, "training.report_to"},
+      {"tensorboard.output_path", K::string, false},  // always <run>/tensorboard/
+      {"tensorboard.job_name", K::string, false},
       {"zero_optimization", K::object, true},
       {"zero_optimization.stage", K::integer, true, "distributed.strategy"},
       {"zero_optimization.offload_optimizer", K::object, true},

@@ -1,6 +1,7 @@
 // The [training] half of a DeepSpeed config: optimizer, scheduler, the batch triple
 // (train_batch_size = micro x accumulation x world size, any two determine the third, as
-// deepspeed/runtime/config.py resolves them), gradient clipping and steps_per_print.
+// deepspeed/runtime/config.py resolves them), gradient clipping, steps_per_print,
+// wall_clock_breakdown and the tensorboard monitor.
 // WarmupLR, WarmupDecayLR and WarmupCosineLR are the DeepSpeed schedules genesis has
 // (lr_scheduler_type "warmup_lr", "warmup_decay_lr" and "warmup_cosine_lr").
 #include <algorithm>
@@ -241,6 +242,18 @@ void map_batch(DeepSpeedMapper& m, const json& root) {
     m.set_integer("training.gradient_accumulation_steps", *accum.value, accum.source);
 }
 
+// tensorboard.enabled = true adds "tensorboard" to training.report_to (false leaves it as the
+// rest of the config has it: a genesis config is not switched off by a DeepSpeed default).
+void map_tensorboard(DeepSpeedMapper& m, const json& root) {
+  const json* section = given(root, "tensorboard");
+  const json* enabled = section ? given(*section, "enabled") : nullptr;
+  if (enabled == nullptr || !enabled->get<bool>()) return;
+  toml::array targets;
+  for (const std::string& target : m.config().training.report_to) targets.push_back(target);
+  if (!m.config().training.reports_to("tensorboard")) targets.push_back("tensorboard");
+  m.set("training.report_to", targets, "tensorboard.enabled");
+}
+
 }  // namespace
 
 void check_deepspeed_types(const json& root, const std::string& file) {
@@ -279,8 +292,10 @@ void map_deepspeed_training(DeepSpeedMapper& m, const json& root) {
   if (const json* v = given(root, "steps_per_print"))
     m.set_integer("training.logging_steps", json_integer(*v, m.file(), "steps_per_print"),
                   "steps_per_print");
+  // Like tensorboard.enabled, only true acts: DeepSpeed's default does not switch genesis off.
   if (const json* v = given(root, "wall_clock_breakdown"); v && v->get<bool>())
-    m.not_acted_on("wall_clock_breakdown (genesis times whole steps: tokens/s in the log)");
+    m.set("training.wall_clock_breakdown", toml::value<bool>(true), "wall_clock_breakdown");
+  map_tensorboard(m, root);
 }
 
 }  // namespace genesis::config_detail

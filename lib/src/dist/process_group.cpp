@@ -1,15 +1,29 @@
-// Work's completion state and the argument checks shared by the process-group backends.
+// Work's completion state (with the per-thread clock of time blocked in wait() and the trace
+// span of each op) and the argument checks shared by the process-group backends.
 #include <string>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/trace.hpp"
 #include "genesis/dist/work.hpp"
 #include "process_group_checks.hpp"
 
 namespace genesis::dist {
 
+namespace {
+thread_local double t_comm_wait_s = 0;
+}  // namespace
+
+double thread_comm_wait_seconds() { return t_comm_wait_s; }
+void detail::add_thread_comm_wait(double seconds) { t_comm_wait_s += seconds; }
+
 void Work::wait() {
   std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return done_; });
+  if (!done_) {  // only a wait that blocks reads the clock
+    const auto blocked = std::chrono::steady_clock::now();
+    done_cv_.wait(lock, [&] { return done_; });
+    t_comm_wait_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - blocked).count();
+  }
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -25,6 +39,9 @@ void Work::mark_completed(std::exception_ptr error) {
     done_ = true;
     error_ = std::move(error);
   }
+  // Before the waiters wake: one of them may drop the last reference to this Work.
+  if (trace::enabled())
+    trace::record({description_, "collective", submitted_, std::chrono::steady_clock::now(), 0});
   done_cv_.notify_all();
 }
 

@@ -6,6 +6,7 @@
 
 #include "genesis/autograd/engine.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/trace.hpp"
 
 namespace genesis::parallel::detail {
 namespace {
@@ -59,7 +60,7 @@ BucketEngine::BucketEngine(std::string owner, std::vector<Tensor> params,
       placed[v] = true;
       variables_[v].bucket = b;
     }
-    buckets_.push_back({std::move(buckets[b]), 0, nullptr});
+    buckets_.push_back({std::move(buckets[b]), 0, nullptr, {}});
   }
   for (bool p : placed)
     GENESIS_CHECK(p, InvalidArgument, owner_ + ": a parameter is in no bucket or in two");
@@ -118,6 +119,7 @@ void BucketEngine::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     wait_for_room();
     const std::size_t b = next_launch_++;
+    buckets_[b].launched = std::chrono::steady_clock::now();
     buckets_[b].work = policy_.launch(b);
   }
 }
@@ -131,6 +133,11 @@ void BucketEngine::wait_for_room() {
 void BucketEngine::reap_next() {
   std::shared_ptr<dist::Work> work = std::move(buckets_[next_reap_].work);
   work->wait();  // rethrows a failed collective's error
+  if (trace::enabled()) {
+    const std::string name = "bucket " + std::to_string(next_reap_);
+    trace::record({name + " " + owner_, "bucket", buckets_[next_reap_].launched,
+                   std::chrono::steady_clock::now(), trace::lane_named(name)});
+  }
   policy_.bucket_reduced(next_reap_++);
 }
 

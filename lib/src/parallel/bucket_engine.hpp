@@ -25,8 +25,12 @@
 // every bucket in order and lets the policy finish. A bucket whose collective is done is handed
 // back to the policy (in order) as soon as backward notices, so its buffers go early. A backward
 // that throws settles every collective in flight before the exception leaves backward().
+//
+// Traced (core/trace.hpp), each bucket is a span from its launch to its hand-back, on a lane of
+// its own: buckets in flight overlap each other and backward.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -114,6 +118,7 @@ class BucketEngine {
     std::vector<std::size_t> variables;
     std::size_t pending = 0;
     std::shared_ptr<dist::Work> work;
+    std::chrono::steady_clock::time_point launched;  // for its trace span
   };
 
   void on_grad_ready(std::size_t variable);

@@ -1,5 +1,6 @@
 // metrics.jsonl lines are JSON objects keyed by metric (nlohmann sorts the keys), flushed as they
-// are written, so a run killed mid-way has logged every step it finished.
+// are written, so a run killed mid-way has logged every step it finished. TensorBoard's file is
+// flushed at the same moments, so a running TensorBoard follows the run.
 #include "metrics_recorder.hpp"
 
 #include <spdlog/spdlog.h>
@@ -23,7 +24,18 @@ std::vector<std::string> lines_up_to(const std::filesystem::path& path, std::int
   return kept;
 }
 
+// Device memory is on the log line but not in metrics.jsonl; a curve of it is what TensorBoard
+// users look for, so it goes there too.
+bool is_memory(std::string_view key) { return key.starts_with("memory_"); }
+
 }  // namespace
+
+std::string tensorboard_tag(std::string_view key, bool eval) {
+  if (key == "memory_allocated") return "memory/allocated_bytes";  // the unit in the name
+  if (is_memory(key)) return "memory/" + std::string(key.substr(7));
+  if (!eval && key == "lr") return "train/learning_rate";
+  return (eval ? "eval/" : "train/") + std::string(key);
+}
 
 std::string metric_texts(const std::vector<Metric>& metrics, bool bar_only) {
   std::string text;
@@ -39,7 +51,8 @@ double metric_value(const std::vector<Metric>& metrics, std::string_view key) {
 }
 
 MetricsRecorder::MetricsRecorder(const std::filesystem::path& run_dir, const Job& job,
-                                 std::int64_t first_step, std::int64_t max_steps, bool interactive)
+                                 std::int64_t first_step, std::int64_t max_steps, bool interactive,
+                                 bool tensorboard)
     : main_(job.is_main()),
       interactive_(interactive && main_),
       max_steps_(max_steps),
@@ -53,6 +66,19 @@ MetricsRecorder::MetricsRecorder(const std::filesystem::path& run_dir, const Job
   GENESIS_CHECK(file_.good(), IoError, "cannot write " + path.string());
   for (const std::string& line : kept) file_ << line << "\n";
   file_.flush();
+  if (!tensorboard) return;
+  tensorboard_.emplace(run_dir / "tensorboard");
+  tensorboard_->start_session(first_step);
+  tensorboard_->flush();
+}
+
+void MetricsRecorder::write_tensorboard(std::int64_t step, const std::vector<Metric>& metrics,
+                                        bool eval) {
+  if (!tensorboard_) return;
+  for (const Metric& m : metrics)
+    if ((m.in_file || is_memory(m.key)) && m.value.is_number())
+      tensorboard_->add_scalar(tensorboard_tag(m.key, eval), step, m.value.get<double>());
+  tensorboard_->flush();
 }
 
 void MetricsRecorder::record_step(std::int64_t step, const std::vector<Metric>& metrics) {
@@ -62,6 +88,7 @@ void MetricsRecorder::record_step(std::int64_t step, const std::vector<Metric>& 
     if (m.in_file) line[m.key] = m.value;
   file_ << line.dump() << "\n";
   file_.flush();
+  write_tensorboard(step, metrics, false);
   if (!interactive_)
     spdlog::info("step {}/{} {} ETA {}", step, max_steps_, metric_texts(metrics),
                  format_duration(bar_.eta_seconds(step)));
@@ -74,6 +101,7 @@ void MetricsRecorder::record_eval(std::int64_t step, const std::vector<Metric>& 
     if (m.in_file) line["eval_" + m.key] = m.value;
   file_ << line.dump() << "\n";
   file_.flush();
+  write_tensorboard(step, metrics, true);
   bar_.clear();
   spdlog::info("step {} eval {}", step, metric_texts(metrics));
 }

@@ -78,6 +78,7 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
   }
   if (!facts.world_size_changes.empty()) summary["world_size_changes"] = facts.world_size_changes;
   if (!facts.loss_scale.is_null()) summary["loss_scale"] = facts.loss_scale;
+  if (!facts.time_breakdown.is_null()) summary["time_breakdown"] = facts.time_breakdown;
   // Objectives that generate: their answers, none when a resumed run had nothing left to evaluate.
   if (result.eval_prompts > 0) {
     json samples = json::array();

@@ -362,6 +362,7 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
   facts.train = done.logged_figures;
   facts.world_size_changes = run.start.elastic.world_size_changes;
   facts.loss_scale = done.loss_scale;
+  facts.time_breakdown = done.time_breakdown;
   const std::optional<double> peak = peak_flops(run.device, t.mixed_precision);
   if (peak) result.mfu = result.tokens_per_s * run.task.flops_per_token / (*peak * world);
   if (run.device.is_cuda()) {  // f32 on the wire: exact to 2^24 MiB
@@ -386,7 +387,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   Run run(config);
   const std::optional<Resumed>& resumed = run.start.resumed;
   MetricsRecorder recorder(run.dir, run.job, resumed ? resumed->step + 1 : 1,
-                           config.training.max_steps, options.interactive);
+                           config.training.max_steps, options.interactive,
+                           config.training.reports_to("tensorboard"));
   std::ostream* out = run.job.is_main() ? options.out : nullptr;
   if (out != nullptr) print_banner(run, *out);
 

@@ -8,6 +8,7 @@
 
 #include "genesis/autograd/autocast.hpp"
 #include "genesis/core/format.hpp"
+#include "genesis/core/trace.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
@@ -56,7 +57,10 @@ TrainingLoop::TrainingLoop(LoopParts parts, Precision precision, const std::opti
       window_metrics_(p_.task.objective->window_metrics()),
       first_step_(resumed ? resumed->step + 1 : 1),
       schedule_(lr_schedule_of(p_.config)),
-      throughput_(first_step_, p_.config.max_steps, p_.device) {
+      throughput_(first_step_, p_.config.max_steps, p_.device),
+      stragglers_(p_.config.straggler_threshold, rank_hosts(p_.job)),
+      profiler_(parse_step_range(p_.config.profile_steps), p_.job, p_.run_dir),
+      test_slow_ms_(test_slow_ms(p_.job.rank())) {
   if (!resumed) return;
   state_ = resumed->state;
   logged_loss_ = resumed->loss;
@@ -81,17 +85,26 @@ LoopResult TrainingLoop::run() {
   }
   host_allocator::empty_cache();  // nothing freed while setting up (the full model) is asked again
   for (std::int64_t step = first_step_; step <= c.max_steps; ++step) {
-    record_step(step, train_step(step));
-    // The last step is evaluated before it is saved, so its checkpoint holds the final eval
-    // figures that "auto" on the finished run reports again.
-    if ((c.eval_steps > 0 && step % c.eval_steps == 0) || step == c.max_steps) {
-      evaluate(step);
-      evaluated_at_end = step == c.max_steps;
+    profiler_.begin_step(step);
+    int signal = 0;
+    {
+      const trace::Scope span("step " + std::to_string(step), "step");
+      record_step(step, train_step(step));
+      // The last step is evaluated before it is saved, so its checkpoint holds the final eval
+      // figures that "auto" on the finished run reports again.
+      if ((c.eval_steps > 0 && step % c.eval_steps == 0) || step == c.max_steps) {
+        const StepTimer::Scope timed(timer_, Phase::eval);
+        evaluate(step);
+        evaluated_at_end = step == c.max_steps;
+      }
+      // A scheduler's signal: save here (the run may be killed before the next step) and stop.
+      signal = step < c.max_steps ? preemption.agreed_signal(p_.job, step) : 0;
+      if ((c.save_steps > 0 && step % c.save_steps == 0) || step == c.max_steps || signal != 0) {
+        const StepTimer::Scope timed(timer_, Phase::checkpoint);
+        save(step);
+      }
     }
-    // A scheduler's signal: save here (the run may be killed before the next step) and stop.
-    const int signal = step < c.max_steps ? preemption.agreed_signal(p_.job, step) : 0;
-    if ((c.save_steps > 0 && step % c.save_steps == 0) || step == c.max_steps || signal != 0)
-      save(step);
+    profiler_.end_step(step);
     if (signal != 0) {
       p_.recorder.finish_bar();
       if (p_.job.is_main())
@@ -117,7 +130,9 @@ LoopResult TrainingLoop::result(std::int64_t steps, int signal) const {
           .loss_scale = precision_.scaler
                             ? nlohmann::json{{"final", precision_.scaler->scale()},
                                              {"skipped_steps", precision_.scaler->skipped_steps()}}
-                            : nlohmann::json()};
+                            : nlohmann::json(),
+          .time_breakdown = p_.config.wall_clock_breakdown ? timer_.total().totals_s()
+                                                           : nlohmann::json()};
 }
 
 TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
@@ -127,14 +142,21 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
   const std::int64_t examples_before = state_.examples;
   std::vector<data::TensorDataset> rows;
   std::vector<double> items;
-  for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
-    rows.push_back(data::take_rows(p_.task.train, p_.sampler.next_batch()));
-    items.push_back(objective.count_items(rows.back()));
+  {
+    const StepTimer::Scope timed(timer_, Phase::data);
+    slow_down_for_test();
+    for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
+      rows.push_back(data::take_rows(p_.task.train, p_.sampler.next_batch()));
+      items.push_back(objective.count_items(rows.back()));
+    }
   }
   const std::vector<double> weights = loss_weights(items);
   for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
+    std::optional<StepTimer::Scope> timed(std::in_place, timer_, Phase::data);
     const MicroBatch batch{to_device(std::move(rows[micro]), p_.device), items[micro],
                            micro + 1 == p_.accumulation, step, micro};
+    timed.reset();
+    timed.emplace(timer_, Phase::forward);
     BatchLoss out;
     {
       amp::AutocastGuard autocast(precision_.autocast);
@@ -144,8 +166,11 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
     state_.window_loss += out.loss.item<double>() * weight;
     for (const auto& [name, sum] : out.sums) state_.window_sums[name] += sum;
     state_.examples += batch.rows.size();
+    timed.reset();
+    timed.emplace(timer_, Phase::backward);
     p_.strategy.backward(scale_loss(precision_, weight == 1.0 ? out.loss : out.loss * weight));
   }
+  std::optional<StepTimer::Scope> timed(std::in_place, timer_, Phase::optimizer);
   const GradientCheck check = finish_gradients(precision_, p_.strategy, c.max_grad_norm);
   const double lr = optim::lr_at(schedule_, step - 1);
   if (!check.overflow) {
@@ -155,7 +180,9 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
     spdlog::info("step {}: fp16 gradients overflowed at loss scale {:g}: step skipped, scale now {:g}",
                  step, check.scale_before, check.scale_after);
   }
+  timed.reset();
   state_.train_s += throughput_.end_step(step, state_.examples - examples_before);
+  timer_.end_step();
   ++state_.window_steps;
   host_allocator::trim_cache();  // the cache keeps what this step reused, for the next one
   return {lr, check.grad_norm};
@@ -184,7 +211,9 @@ std::vector<double> TrainingLoop::loss_weights(const std::vector<double>& items)
 void TrainingLoop::record_step(std::int64_t step, const StepFigures& figures) {
   p_.recorder.show_progress(step, step_metrics(figures, false));
   if (step % p_.config.logging_steps != 0 && step != p_.config.max_steps) return;
-  const std::vector<Metric> metrics = step_metrics(figures, true);
+  std::vector<Metric> metrics = timing_metrics();  // first: the window ends here
+  const std::vector<Metric> figures_now = step_metrics(figures, true);
+  metrics.insert(metrics.begin(), figures_now.begin(), figures_now.end());
   p_.recorder.record_step(step, metrics);
   logged_loss_ = metric_value(metrics, "loss");
   for (const WindowMetric& w : window_metrics_) logged_figures_[w.key] = metric_value(metrics, w.key);

@@ -6,6 +6,9 @@
 // every eval_steps and after the last step it evaluates; every save_steps, after the last step
 // and on a scheduler's signal it checkpoints. Its state is one RankState, saved and restored
 // whole. Throughput counts training time only, so summary.json is comparable across configs.
+// Each phase of a step is timed (step_timer.hpp): with training.wall_clock_breakdown the log
+// says where the time went, with more than one rank it names a straggler (straggler_watch.hpp),
+// and training.profile_steps traces the steps it names (step_profiler.hpp).
 #pragma once
 
 #include <chrono>
@@ -19,6 +22,9 @@
 #include "genesis/optim/lr_scheduler.hpp"
 #include "metrics_recorder.hpp"
 #include "precision.hpp"
+#include "step_profiler.hpp"
+#include "step_timer.hpp"
+#include "straggler_watch.hpp"
 #include "task.hpp"
 #include "throughput.hpp"
 
@@ -54,6 +60,7 @@ struct LoopResult {
   double examples_per_s = 0;          // this rank's, over the timed steps
   std::int64_t timed_steps = 0;
   nlohmann::json loss_scale;          // fp16: {final, skipped_steps}; null otherwise
+  nlohmann::json time_breakdown;      // wall_clock_breakdown: TimeBreakdown::totals_s; else null
 };
 
 // Steps of linear warmup: warmup_steps, or warmup_ratio of max_steps.
@@ -75,6 +82,8 @@ class TrainingLoop {
   std::vector<double> loss_weights(const std::vector<double>& items) const;
   void record_step(std::int64_t step, const StepFigures& figures);
   std::vector<Metric> step_metrics(const StepFigures& figures, bool reduced) const;
+  std::vector<Metric> timing_metrics();
+  void slow_down_for_test() const;
   void evaluate(std::int64_t step);
   void save(std::int64_t step);
   ObjectiveContext context() const;
@@ -90,6 +99,10 @@ class TrainingLoop {
   nlohmann::json logged_figures_ = nlohmann::json::object();
   std::vector<GeneratedSample> samples_;
   Throughput throughput_;
+  StepTimer timer_;
+  StragglerWatch stragglers_;
+  StepProfiler profiler_;
+  std::int64_t test_slow_ms_ = 0;  // GENESIS_TEST_SLOW_MS when this is GENESIS_TEST_SLOW_RANK
 };
 
 }  // namespace genesis::train

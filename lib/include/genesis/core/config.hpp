@@ -148,6 +148,18 @@ struct TrainingConfig {
   MixedPrecision mixed_precision = MixedPrecision::no;
   bool gradient_checkpointing = false;       // gpt: recompute each block's activations in backward
   std::int64_t logging_steps = 50;
+  // Where logged figures go besides the log: "jsonl" (metrics.jsonl, always, listed or not) and
+  // "tensorboard" (event files under <run>/tensorboard/); load_config refuses anything else.
+  std::vector<std::string> report_to{"jsonl"};
+  // DeepSpeed's key: every log line also says where the window's steps spent their time (data,
+  // forward, backward, waiting for communication, optimizer, checkpoint: time/*_ms), and
+  // summary.json sums it over the run (time_breakdown).
+  bool wall_clock_breakdown = false;
+  // Rank 0 warns when a rank's step time, less its waiting for communication, stays above the
+  // ranks' median by more than this fraction for 3 logging steps in a row; 0: never.
+  double straggler_threshold = 0.2;
+  // "A-B": a Chrome/Perfetto trace of steps A to B from every rank in <run>/trace.json; "": none.
+  std::string profile_steps;
   std::int64_t eval_steps = 0;  // 0: evaluate only at the end
   std::int64_t eval_batches = 0;  // 0: the whole eval split
   DeviceKind device = DeviceKind::automatic;
@@ -162,6 +174,10 @@ struct TrainingConfig {
   // A fresh start in a run directory that holds checkpoints deletes them when true and is
   // refused otherwise, so an earlier run's checkpoints are never lost to a forgotten --resume.
   bool overwrite_output_dir = false;
+
+  bool reports_to(std::string_view target) const {
+    return std::find(report_to.begin(), report_to.end(), target) != report_to.end();
+  }
 };
 
 struct DistributedConfig {
@@ -296,5 +312,12 @@ Config parse_config_toml(const std::string& text, const std::string& source);
 // The resolved config as TOML (what `genesis train --print-config` shows); load_config of this
 // text reproduces the same Config.
 std::string config_to_toml(const Config& config);
+
+// training.profile_steps: "A-B" (1 <= A <= B) or "A" (A-A); "" is nullopt. ConfigError says
+// what is wrong with any other text.
+struct StepRange {
+  std::int64_t first = 0, last = 0;
+};
+std::optional<StepRange> parse_step_range(const std::string& text);
 
 }  // namespace genesis

@@ -1,0 +1,77 @@
+// `genesis report RUN [RUN...]`: read each run directory and write one self-contained HTML page
+// of its curves and tables (or, with --format svg, one chart as an SVG file). The reading,
+// the charts and the page live in lib/src/report/; bad input is a usage error (exit 2) that
+// names the file and line, and the output is written whole or not at all.
+#include <memory>
+
+#include "commands/command_table.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/report/html_report.hpp"
+#include "genesis/report/report_charts.hpp"
+#include "genesis/report/run_history.hpp"
+#include "genesis/report/svg_chart.hpp"
+
+namespace genesis::commands {
+namespace {
+
+struct ReportFlags {
+  std::vector<std::string> runs;
+  std::string output;
+  std::string format = "html";
+  std::string metric;
+};
+
+void add_report_flags(CLI::App& app, ReportFlags& f) {
+  app.add_option("RUN", f.runs,
+                 "Run directories (runs/<name>, holding metrics.jsonl); several are overlaid in "
+                 "distinct colours")
+      ->required()
+      ->type_name("DIR");
+  app.add_option("-o,--output", f.output,
+                 "The file to write (default: report.html, or report.svg with --format svg)")
+      ->type_name("FILE");
+  app.add_option("--format", f.format,
+                 "html: the whole report in one self-contained page; svg: the one chart "
+                 "--metric names")
+      ->type_name("FORMAT")
+      ->check(CLI::IsMember({"html", "svg"}))
+      ->capture_default_str();
+  app.add_option("--metric", f.metric,
+                 "With --format svg, the chart to write: a metrics.jsonl key such as loss, "
+                 "eval_loss, lr or tokens_per_s (default: loss)")
+      ->type_name("KEY");
+}
+
+int run_report(const ReportFlags& f, const RunContext& context) {
+  const bool svg = f.format == "svg";
+  GENESIS_CHECK(svg || f.metric.empty(), InvalidArgument,
+                "--metric chooses the chart of --format svg; the HTML report draws every metric");
+  std::vector<report::RunHistory> runs;
+  for (const std::string& dir : f.runs) runs.push_back(report::read_run_history(dir));
+  const std::string path = !f.output.empty() ? f.output : svg ? "report.svg" : "report.html";
+  const char* noun = runs.size() == 1 ? " run" : " runs";
+  if (svg) {
+    const report::LineChart chart = report::find_chart(runs, f.metric.empty() ? "loss" : f.metric);
+    report::write_report_file(path, report::render_chart_file(chart));
+    context.out << "wrote " << path << ": chart " << chart.key << ", " << chart.series.size()
+                << " series\n";
+    return 0;
+  }
+  const report::HtmlReport page = report::render_html_report(runs);
+  report::write_report_file(path, page.html);
+  context.out << "wrote " << path << ": " << runs.size() << noun << ", " << page.charts
+              << " charts\n";
+  return 0;
+}
+
+}  // namespace
+
+Command make_report_command() {
+  auto flags = std::make_shared<ReportFlags>();
+  return {"report",
+          "Write one HTML page of runs' curves, summaries and configs, overlaid for comparison",
+          [flags](CLI::App& app) { add_report_flags(app, *flags); },
+          [flags](const RunContext& context) { return run_report(*flags, context); }};
+}
+
+}  // namespace genesis::commands

@@ -1,0 +1,38 @@
+// A run directory as `genesis report` reads it: every numeric series of metrics.jsonl by key
+// (training keys, "eval_"-prefixed evaluation keys, whatever later versions add), summary.json
+// when the run finished, and the resolved config its latest checkpoint saved. Reading only:
+// nothing here interprets what a key means (report_charts.hpp does).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace genesis::report {
+
+struct MetricPoint {
+  double x = 0;  // the step (or the rank, for per-rank figures)
+  double y = 0;
+};
+
+struct RunHistory {
+  std::string name;                 // summary.json's name, else the directory's name
+  std::filesystem::path dir;        // as the user gave it
+  // Numeric values of metrics.jsonl by key, in file order; "step" is every point's x and
+  // is not a series itself. Non-numeric values (null for a NaN) are left out.
+  std::map<std::string, std::vector<MetricPoint>> series;
+  std::int64_t last_step = 0;
+  nlohmann::json summary;           // summary.json; null when the run wrote none (yet)
+  std::string config_toml;          // the latest checkpoint's resolved config; empty: none
+};
+
+// Reads the run directory `dir`. InvalidArgument (exit 2) naming the file, and the line for
+// metrics.jsonl, when `dir` is no run directory, metrics.jsonl holds no record, a line is not a
+// JSON object with a numeric "step", or summary.json is malformed. An unterminated last line
+// that does not parse is a record being written by a running job: it is skipped.
+RunHistory read_run_history(const std::filesystem::path& dir);
+
+}  // namespace genesis::report

@@ -1,0 +1,192 @@
+// Where the time goes, as a user sees it on a 2-rank DDP run through `genesis launch`:
+// wall_clock_breakdown's parts add up to the step time, a rank slowed on purpose is named by the
+// straggler warning, and profile_steps writes one trace-event timeline in which the gradient
+// buckets' all-reduces overlap backward.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "support/cli_run.hpp"
+
+using genesis::testing::run_genesis;
+using genesis::testing::TempDir;
+using nlohmann::json;
+
+namespace {
+
+// A gpt small enough for a test and large enough that a step (tens of ms) dwarfs the logging
+// between steps; several buckets so that their all-reduces start during backward.
+std::vector<std::string> ddp_run(const TempDir& dir, const std::string& name,
+                                 std::vector<std::string> extra) {
+  std::vector<std::string> args{
+      "launch", "--nproc", "2", "train", "--preset", "sft", "-o", dir.path().string(),
+      "--name", name, "--set", "model.n_layer=2", "--set", "model.n_embd=64",
+      "--set", "model.n_head=2", "--set", "data.num_samples=400",
+      "--set", "training.eval_batches=1", "--set", "training.per_device_train_batch_size=16",
+      "--set", "distributed.strategy=ddp", "--set", "distributed.bucket_cap_mb=0.1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<json> training_lines(const TempDir& dir, const std::string& name) {
+  std::ifstream in(dir.path() / name / "metrics.jsonl");
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line);
+    if (j.contains("loss")) lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+const genesis::testing::RunOptions kOneThread{{{"OMP_NUM_THREADS", "1"}}, {}};
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("train: wall_clock_breakdown parts add up to the step time on 2 DDP ranks",
+          "[train][ddp][timing]") {
+  TempDir dir;
+  auto r = run_genesis(ddp_run(dir, "wcb", {"--set", "training.max_steps=10",
+                                            "--set", "training.logging_steps=2",
+                                            "--set", "training.wall_clock_breakdown=true"}),
+                       kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<json> lines = training_lines(dir, "wcb");
+  REQUIRE(lines.size() == 5);
+  const char* parts[] = {"time/data_ms", "time/forward_ms", "time/backward_ms",
+                         "time/comm_wait_ms", "time/optimizer_ms", "time/checkpoint_ms",
+                         "time/eval_ms"};
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const json& m = lines[i];
+    double sum = 0;
+    for (const char* key : parts) {
+      REQUIRE(m.contains(key));
+      CHECK(m[key].get<double>() >= 0);
+      sum += m[key].get<double>();
+    }
+    const double step_ms = m["time/step_ms"];
+    INFO("step " << m["step"] << ": parts " << sum << " ms vs step " << step_ms << " ms");
+    CHECK(step_ms > 0);
+    CHECK(std::fabs(sum - step_ms) <= 0.05 * step_ms);
+    CHECK(m["time/forward_ms"].get<double>() > 0);
+    CHECK(m["time/backward_ms"].get<double>() > 0);
+    // Rank 0's spread of computing time over the ranks.
+    CHECK(m["step_time_min_ms"].get<double>() <= m["step_time_median_ms"].get<double>());
+    CHECK(m["step_time_median_ms"].get<double>() <= m["step_time_max_ms"].get<double>());
+  }
+  // The step times are the wall time between logs, as an independent clock (elapsed_s) says.
+  double windows_ms = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) windows_ms += lines[i]["time/step_ms"].get<double>() * 2;
+  const double elapsed_ms =
+      (lines.back()["elapsed_s"].get<double>() - lines.front()["elapsed_s"].get<double>()) * 1000.0;
+  INFO("steps 3-10: " << windows_ms << " ms by the breakdown, " << elapsed_ms << " ms elapsed");
+  CHECK(std::fabs(windows_ms - elapsed_ms) <= 0.05 * elapsed_ms);
+  std::ifstream in(dir.path() / "wcb" / "summary.json");
+  const json summary = json::parse(in);
+  REQUIRE(summary.contains("time_breakdown"));
+  CHECK(summary["time_breakdown"]["steps"] == 10);
+  CHECK(summary["time_breakdown"]["checkpoint_s"].get<double>() > 0);  // the last step's
+  CHECK(summary["time_breakdown"]["wall_s"].get<double>() > 0);
+}
+
+TEST_CASE("train: a rank slowed on purpose is named by the straggler warning",
+          "[train][ddp][timing]") {
+  TempDir dir;
+  genesis::testing::RunOptions slow = kOneThread;
+  slow.env.push_back({"GENESIS_TEST_SLOW_RANK", "1"});
+  slow.env.push_back({"GENESIS_TEST_SLOW_MS", "60"});
+  auto r = run_genesis(ddp_run(dir, "slow", {"--set", "training.max_steps=5",
+                                             "--set", "training.logging_steps=1"}),
+                       slow);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string all = r.out + r.err;
+  CHECK_THAT(all, Catch::Contains("straggler: rank 1 on " + this_host()));
+  CHECK_THAT(all, !Catch::Contains("straggler: rank 0"));
+  for (const json& m : training_lines(dir, "slow")) {
+    CHECK(m["step_time_max_rank"] == 1);
+    CHECK(m["step_time_max_ms"].get<double>() >= 60);
+    CHECK(m["step_time_min_ms"].get<double>() < m["step_time_max_ms"].get<double>() - 40);
+  }
+}
+
+TEST_CASE("train: profile_steps writes one trace of every rank with buckets overlapping backward",
+          "[train][ddp][timing][trace]") {
+  TempDir dir;
+  auto r = run_genesis(ddp_run(dir, "prof", {"--set", "training.max_steps=4",
+                                             "--set", "training.profile_steps=2-3"}),
+                       kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(dir.path() / "prof" / "trace.json");
+  REQUIRE(in.good());
+  const json trace = json::parse(in);
+  REQUIRE(trace.is_object());
+  REQUIRE(trace["traceEvents"].is_array());
+  std::set<int> pids;
+  std::vector<json> backward, buckets, steps;
+  for (const json& e : trace["traceEvents"]) {
+    REQUIRE(e["name"].is_string());
+    REQUIRE(e["pid"].is_number_integer());
+    REQUIRE(e["tid"].is_number_integer());
+    const std::string ph = e["ph"];
+    CHECK((ph == "X" || ph == "B" || ph == "E" || ph == "M"));
+    if (ph == "M") continue;
+    REQUIRE(e["ts"].is_number());
+    if (ph == "X") REQUIRE(e["dur"].is_number());
+    CHECK(e["ts"].get<double>() >= 0);
+    pids.insert(e["pid"].get<int>());
+    if (e["name"] == "backward") backward.push_back(e);
+    if (e.value("cat", "") == "bucket") buckets.push_back(e);
+    if (e.value("cat", "") == "step") steps.push_back(e);
+  }
+  CHECK(pids == std::set<int>{0, 1});
+  CHECK(steps.size() == 4);  // steps 2 and 3 of both ranks
+  CHECK(backward.size() == 4);
+  // A bucket whose all-reduce started while its rank's backward was still running.
+  int overlapping = 0;
+  for (const json& b : buckets)
+    for (const json& w : backward) {
+      const double start = b["ts"], bw_start = w["ts"], bw_end = bw_start + w["dur"].get<double>();
+      if (b["pid"] == w["pid"] && start > bw_start && start < bw_end) ++overlapping;
+    }
+  CHECK(overlapping >= 2);
+  // The collectives behind them are in the trace too, from submission to completion.
+  bool collective = false;
+  for (const json& e : trace["traceEvents"])
+    collective = collective || (e.value("cat", "") == "collective" &&
+                                e["name"].get<std::string>().rfind("all_reduce", 0) == 0);
+  CHECK(collective);
+}
+
+TEST_CASE("config: training.profile_steps must be a range of the run's steps", "[config][timing]") {
+  auto bad = [](const std::string& value) {
+    return run_genesis({"train", "--preset", "mlp", "--dry-run", "--set",
+                        "training.profile_steps=" + value});
+  };
+  for (const char* value : {"5-2", "x", "0-3", "3-"}) {
+    auto r = bad(value);
+    INFO(value << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("training.profile_steps"));
+  }
+  auto past = run_genesis({"train", "--preset", "mlp", "--dry-run", "--set",
+                           "training.max_steps=10", "--set", "training.profile_steps=9-11"});
+  CHECK(past.exit_code == 2);
+  CHECK_THAT(past.err, Catch::Contains("training.max_steps = 10"));
+  auto negative = run_genesis({"train", "--preset", "mlp", "--dry-run", "--set",
+                               "training.straggler_threshold=-1"});
+  CHECK(negative.exit_code == 2);
+  CHECK_THAT(negative.err, Catch::Contains("training.straggler_threshold"));
+}
