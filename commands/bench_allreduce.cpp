@@ -66,10 +66,10 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
       ->check(CLI::IsMember(dist::bench_collective_names()))
       ->capture_default_str();
   app.add_option("--backend", flags.backend,
-                 "Process group backend; auto is nccl when each local rank has a GPU, else gloo; "
-                 "shm: the ranks of one host through shared memory")
+                 "Process group backend; auto is nccl when each local rank has a GPU, else "
+                 "shm+gloo: shared memory within each host (shm) and gloo across hosts")
       ->type_name("NAME")
-      ->check(CLI::IsMember({"auto", "gloo", "nccl", "shm"}))
+      ->check(CLI::IsMember({"auto", "gloo", "nccl", "shm", "shm+gloo"}))
       ->capture_default_str();
   app.add_option("--json", flags.json, "Also write the rows to FILE as JSON (rank 0)")
       ->type_name("FILE");

@@ -36,10 +36,10 @@ void add_doctor_flags(CLI::App& app, DoctorFlags& flags) {
                "Also run all_reduce, broadcast, all_gather and barrier across the job's ranks, "
                "checking and timing each (run it under genesis launch)");
   app.add_option("--backend", flags.backend,
-                 "Process group for --comm; auto is gloo (nccl needs a GPU per rank; shm the "
-                 "ranks of one host)")
+                 "Process group for --comm; auto is shm+gloo, what CPU training uses: shared "
+                 "memory within each host, gloo across (nccl needs a GPU per rank)")
       ->type_name("NAME")
-      ->check(CLI::IsMember({"auto", "gloo", "nccl", "shm"}))
+      ->check(CLI::IsMember({"auto", "gloo", "nccl", "shm", "shm+gloo"}))
       ->capture_default_str();
   app.add_option("--timeout", flags.timeout_s,
                  "Seconds --comm waits for the other ranks and for each collective")

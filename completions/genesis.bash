@@ -16,7 +16,7 @@ _genesis() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         if [[ -z $command ]]; then
             case ${COMP_WORDS[i]} in
-                bench-allreduce|ckpt|doctor|launch|train) command=${COMP_WORDS[i]} ;;
+                bench-allreduce|ckpt|doctor|launch|report|train) command=${COMP_WORDS[i]} ;;
             esac
         elif [[ $command == ckpt && -z $subcommand ]]; then
             case ${COMP_WORDS[i]} in
@@ -38,7 +38,7 @@ _genesis() {
         bench-allreduce)
             case $prev in
                 --backend)
-                    COMPREPLY=($(compgen -W "auto gloo nccl shm" -- "$cur"))
+                    COMPREPLY=($(compgen -W "auto gloo nccl shm shm+gloo" -- "$cur"))
                     return ;;
                 --check|-c)
                     COMPREPLY=($(compgen -W "0 1" -- "$cur"))
@@ -105,7 +105,7 @@ _genesis() {
         doctor)
             case $prev in
                 --backend)
-                    COMPREPLY=($(compgen -W "auto gloo nccl shm" -- "$cur"))
+                    COMPREPLY=($(compgen -W "auto gloo nccl shm shm+gloo" -- "$cur"))
                     return ;;
                 --timeout)
                     :
@@ -176,6 +176,19 @@ _genesis() {
                     return ;;
             esac
             ;;
+        report)
+            case $prev in
+                --format)
+                    COMPREPLY=($(compgen -W "html svg" -- "$cur"))
+                    return ;;
+                --metric)
+                    :
+                    return ;;
+                --output|-o)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
+            esac
+            ;;
         train)
             case $prev in
                 --algorithm)
@@ -207,7 +220,7 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor launch train" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor launch report train" -- "$cur"))
         return
     fi
     if [[ $command == ckpt && -z $subcommand && $cur != -* ]]; then
@@ -234,6 +247,8 @@ _genesis() {
             esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --dry_run --emit-sbatch --emit_sbatch --gpus --num-gpus --num_gpus --grace-period --grace_period --heartbeat-timeout --heartbeat_timeout --help -h --local-ranks-filter --local_ranks_filter --log-dir --log_dir --log-level --master-addr --master_addr --master-port --master_port --max-restarts --max_restarts --module -m --nnodes --num-nodes --num_nodes --no-python --no_python --node-rank --node_rank --nproc-per-node --nproc_per_node --nproc --rdzv-backend --rdzv_backend --rdzv-conf --rdzv_conf --rdzv-endpoint --rdzv_endpoint --run-id --run_id --rdzv-id --rdzv_id --standalone --store-token --store_token --tee --timeout --version" -- "$cur")) ;;
+        report)
+            if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --format --help -h --log-level --metric --output -o --version" -- "$cur")); fi ;;
         train) COMPREPLY=($(compgen -W "--algorithm --color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac

@@ -120,9 +120,9 @@ TEST_CASE("backend nccl says why it cannot run on a machine without a GPU", "[nc
   CHECK_FALSE(nccl_available());
   CHECK_THAT(error_of([] { nccl_device_for_rank(0); }), Catch::Contains(kNoGpuReason));
 
-  // auto falls back to gloo, and its tensors live on the host.
+  // auto falls back to the CPU's shm+gloo, and its tensors live on the host.
   init_process_group("auto", 1, 0);
-  CHECK(default_group()->backend_name() == "gloo");
+  CHECK(default_group()->backend_name() == "shm+gloo");
   CHECK(default_group()->device() == Device::cpu());
 }
 

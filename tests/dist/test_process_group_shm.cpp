@@ -1,6 +1,6 @@
 // The shm process group (genesis/dist/process_group_shm.hpp): every op and dtype of the four
 // benchmarked collectives exact on 3 thread ranks, the list forms, gather, scatter, reduce and
-// barrier, send/recv refused with NotSupported, and as users run it: bench-allreduce --backend shm
+// barrier, send/recv (a ring that sends before it receives, wrong tags), and as users run it: bench-allreduce --backend shm
 // on 2 launched ranks, and a 2-rank training run under ddp and zero3 equal to gloo's.
 #include <catch2/catch.hpp>
 
@@ -57,7 +57,6 @@ TEST_CASE("shm group: list forms, gather, scatter, reduce and barrier", "[shm][d
   constexpr int kSize = 3;
   std::vector<std::vector<float>> gathered(kSize), scattered(kSize), reduced(kSize),
       listed(kSize), rs(kSize);
-  std::vector<std::string> refused(kSize);
   testing::run_ranks(kSize, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
     auto group = make_shm_group(rank, kSize, store);
     const auto r = static_cast<std::size_t>(rank);
@@ -85,11 +84,6 @@ TEST_CASE("shm group: list forms, gather, scatter, reduce and barrier", "[shm][d
     group->reduce_scatter(part, parts)->wait();
     rs[r] = {part.to_vector()[0], part.to_vector()[149]};
     group->barrier()->wait();
-    try {
-      group->send(mine, (rank + 1) % kSize);
-    } catch (const NotSupported& e) {
-      refused[r] = e.what();
-    }
   });
   CHECK(gathered[1] == std::vector<float>{1, 2, 3});
   for (int rank = 0; rank < kSize; ++rank) {
@@ -99,9 +93,74 @@ TEST_CASE("shm group: list forms, gather, scatter, reduce and barrier", "[shm][d
     CHECK(listed[r] == std::vector<float>{1, 2, 3});
     const float sum = 3 * 100.0f * rank + (0 + 1 + 2);
     CHECK(rs[r] == std::vector<float>{sum, sum});
-    CHECK(refused[r].find("no send/recv yet") != std::string::npos);
   }
   CHECK(reduced[0] == std::vector<float>{6, 6});
+}
+
+TEST_CASE("shm group: send and recv, a ring that sends before it receives", "[shm][dist]") {
+  constexpr int kSize = 3;
+  // 3 MB: many times a mailbox slot, so both ends of every pair wait on each other's progress.
+  constexpr std::int64_t kBig = 750'000;
+  std::vector<std::vector<float>> got(kSize);
+  std::vector<std::vector<float>> small(kSize);
+  testing::run_ranks(kSize, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = make_shm_group(rank, kSize, store);
+    const int next = (rank + 1) % kSize, prev = (rank + kSize - 1) % kSize;
+    std::vector<float> values(kBig);
+    for (std::int64_t i = 0; i < kBig; ++i) values[static_cast<std::size_t>(i)] = static_cast<float>(rank + i);
+    Tensor out = Tensor::from_vector(values, {kBig});
+    Tensor in = Tensor::zeros({kBig});
+    Tensor out_bf16 = Tensor::full({33}, rank + 0.5, DType::bf16);
+    Tensor in_bf16 = Tensor::zeros({33}, DType::bf16);
+    auto sent = group->send(out, next, 7);
+    auto sent_small = group->send(out_bf16, next, 8);
+    auto received = group->recv(in, prev, 7);
+    auto received_small = group->recv(in_bf16, prev, 8);
+    for (auto* w : {&sent, &sent_small, &received, &received_small}) (*w)->wait();
+    const auto all = in.to_vector();
+    got[static_cast<std::size_t>(rank)] = {all[0], all[kBig - 1]};
+    small[static_cast<std::size_t>(rank)] = in_bf16.to(DType::f32).to_vector();
+  });
+  for (int rank = 0; rank < kSize; ++rank) {
+    const float prev = static_cast<float>((rank + kSize - 1) % kSize);
+    CHECK(got[static_cast<std::size_t>(rank)] == std::vector<float>{prev, prev + kBig - 1});
+    CHECK(small[static_cast<std::size_t>(rank)] == std::vector<float>(33, prev + 0.5f));
+  }
+}
+
+TEST_CASE("shm group: a recv that expects another message fails naming both", "[shm][dist]") {
+  std::vector<std::string> errors(2);
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = std::make_shared<ProcessGroupShm>(store, rank, 2,
+                                                   ShmOptions{std::chrono::seconds(2), 512});
+    Tensor t = Tensor::zeros({10});
+    try {
+      if (rank == 0) group->send(t, 1, 1)->wait();
+      else group->recv(t, 0, 2)->wait();
+    } catch (const CommError& e) {
+      errors[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  CHECK_THAT(errors[1], Catch::Contains("expects 40 bytes with tag 2") &&
+                            Catch::Contains("sent 40 bytes with tag 1"));
+  CHECK(errors[0].empty());  // a send is done once its bytes are in the mailbox
+}
+
+TEST_CASE("shm group: a recv whose send never comes fails at the timeout", "[shm][dist]") {
+  std::string error;
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = std::make_shared<ProcessGroupShm>(store, rank, 2,
+                                                   ShmOptions{std::chrono::seconds(1), 512});
+    if (rank == 0) return;
+    Tensor t = Tensor::zeros({4});
+    try {
+      group->recv(t, 0, 5)->wait();
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+  });
+  CHECK_THAT(error, Catch::Contains("recv from rank 0 (tag 5)") &&
+                        Catch::Contains("rank 0 did not post the matching send"));
 }
 
 TEST_CASE("bench-allreduce --backend shm on 2 launched ranks: every collective checked",

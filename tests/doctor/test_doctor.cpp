@@ -267,6 +267,25 @@ TEST_CASE("shm and slurm checks", "[doctor]") {
   CHECK(contains(shm.detail, "/dev/shm"));
 
   CHECK(doctor::check_slurm(env_of({})).detail == "not under SLURM");
+}
+
+TEST_CASE("shm check: a /dev/shm too small for the shm backend's segment", "[doctor]") {
+  // A 1 MiB tmpfs stands in for a container's small /dev/shm (mounting needs root).
+  testing::TempDir dir;
+  const std::string mount_point = dir.path().string();
+  if (testing::run_process({"mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mount_point})
+          .exit_code != 0) {
+    WARN("cannot mount a tmpfs here (needs root): the small-/dev/shm check is not exercised");
+    return;
+  }
+  const auto small = doctor::check_shm(mount_point, 4);
+  const auto one_rank = doctor::check_shm(mount_point, 1);
+  testing::run_process({"umount", mount_point});
+  INFO(small.detail);
+  CHECK(small.status == CheckStatus::warn);
+  CHECK(contains(small.detail, "segment for 4 ranks needs"));
+  CHECK(contains(small.hint, "--shm-size"));
+  CHECK_FALSE(contains(one_rank.detail, "segment for"));
   auto job = doctor::check_slurm(env_of({{"SLURM_JOB_ID", "42"}, {"SLURM_PROCID", "1"},
                                          {"SLURM_NTASKS", "4"},
                                          {"SLURM_JOB_NODELIST", "node[01-02]"}}));

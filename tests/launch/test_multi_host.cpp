@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <chrono>
 #include <functional>
@@ -201,6 +202,56 @@ TEST_CASE("bench-allreduce across two hosts checks every element", "[launch][mul
     CHECK(results[host].exit_code == 0);
   }
   CHECK_THAT(results[0].out, Catch::Contains("Out of bounds values : 0 OK"));
+}
+
+TEST_CASE("2 hosts x 2 ranks: shared memory within each host, less sent across than flat gloo",
+          "[launch][multihost]") {
+  auto hosts = hosts_or_skip("1gbit");
+  if (!hosts) return;
+  TempDir dir;
+  // The same job over flat gloo and over the default (auto: shm+gloo), counting what crosses.
+  std::map<std::string, std::uint64_t> sent;
+  std::map<std::string, json> summaries;
+  for (const std::string backend : {"gloo", "auto"}) {
+    const std::uint64_t before = hosts->tx_bytes(0) + hosts->tx_bytes(1);
+    const auto results = results_of(launch_on_both(
+        *hosts, 2, with(gpt_tiny(dir.path() / backend), {"--set", "distributed.backend=" + backend})));
+    for (int host = 0; host < 2; ++host) {
+      INFO(backend << " host " << host << " stderr:\n" << results[host].err);
+      REQUIRE(results[host].exit_code == 0);
+    }
+    sent[backend] = hosts->tx_bytes(0) + hosts->tx_bytes(1) - before;
+    summaries[backend] = summary_of(dir.path() / backend / "job");
+  }
+  CHECK(summaries["gloo"]["backend"] == "gloo");
+  CHECK(summaries["auto"]["backend"] == "shm+gloo");
+  CHECK(std::abs(summaries["gloo"]["final_loss"].get<double>() -
+                 summaries["auto"]["final_loss"].get<double>()) <= 1e-5);
+  // 6 steps of 4 ranks; bytes over both ends of the link, store and heartbeats included.
+  const double steps_ranks = 6.0 * 4.0;
+  WARN("bytes sent across hosts per rank per step: gloo " << sent["gloo"] / steps_ranks
+       << ", shm+gloo " << sent["auto"] / steps_ranks);
+  // Per all-reduce of S bytes a flat ring over the 4 ranks sends 3S/2 per rank, half of it across
+  // (two of its four edges cross); two levels send S/2 per rank, all across: a third less.
+  CHECK(sent["auto"] * 5 < sent["gloo"] * 4);
+}
+
+TEST_CASE("bench-allreduce --backend auto on 2 hosts x 2 ranks checks every element",
+          "[launch][multihost]") {
+  auto hosts = hosts_or_skip("10gbit");
+  if (!hosts) return;
+  for (const std::string collective : {"all_reduce", "reduce_scatter"}) {
+    const auto results = results_of(launch_on_both(
+        *hosts, 2, {"bench-allreduce", "--backend", "auto", "--collective", collective, "-b", "1K",
+                    "-e", "1M", "-n", "2", "-w", "1", "-d", "bfloat16"}));
+    for (int host = 0; host < 2; ++host) {
+      INFO(collective << " host " << host << " stdout:\n" << results[host].out << "\nstderr:\n"
+                      << results[host].err);
+      CHECK(results[host].exit_code == 0);
+    }
+    CHECK_THAT(results[0].out, Catch::Contains("backend shm+gloo"));
+    CHECK_THAT(results[0].out, Catch::Contains("Out of bounds values : 0 OK"));
+  }
 }
 
 TEST_CASE("a rank failing on one host stops the launchers on every host within seconds",

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,13 @@ class SimulatedHosts {
                                      "sh", "-c", "hostname \"$0\" && exec \"$@\"",
                                      hostname(host)});
     return command;
+  }
+
+  // Bytes `host` has sent over its end of the link so far (the kernel's counter).
+  std::uint64_t tx_bytes(int host) const {
+    const CliResult r = run_process({"ip", "netns", "exec", names_.at(host), "cat",
+                                     "/sys/class/net/" + devices_.at(host) + "/statistics/tx_bytes"});
+    return r.exit_code == 0 ? std::stoull(r.out) : 0;
   }
 
   // Takes `host`'s end of the link down or up, as a cut cable would.

@@ -107,7 +107,7 @@ TEST_CASE("train: rank 0 alone reports and writes the run files", "[train][ddp]"
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("16 per device x 2 processes x 1 accumulation = 32 examples per step") !=
         std::string::npos);
-  CHECK(r.out.find("strategy   ddp (auto) over gloo, 2 ranks") != std::string::npos);
+  CHECK(r.out.find("strategy   ddp (auto) over shm, 2 ranks") != std::string::npos);
   for (const auto& line : lines_of(r.out + r.err)) CHECK(line.rfind("[rank 1]", 0) != 0);
   std::ifstream in(dir.path() / "r" / "summary.json");
   json s = json::parse(in);
@@ -127,7 +127,7 @@ TEST_CASE("train: every sharded strategy logs the losses of ddp", "[train][zero]
     auto r = run_genesis(args, kOneThread);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(r.out.find("strategy   " + strategy + " over gloo") != std::string::npos);
+    CHECK(r.out.find("strategy   " + strategy + " over shm") != std::string::npos);
     return metrics_of(dir, strategy);
   };
   const auto ddp = run("ddp");
@@ -187,7 +187,7 @@ TEST_CASE("train: auto picks ddp for a small model and says so", "[train][zero]"
   auto r = run_genesis(args, kOneThread);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out.find("strategy   ddp (auto) over gloo, 2 ranks") != std::string::npos);
+  CHECK(r.out.find("strategy   ddp (auto) over shm, 2 ranks") != std::string::npos);
   CHECK(r.out.find("  auto       ddp's") != std::string::npos);
 }
 

@@ -1,7 +1,7 @@
 // The registry behind the seed's module-level API: the default group, its store, the store server
 // rank 0 may host, and the counter that names subgroups. It is the one process-wide mutable state
 // STYLE.md allows; a mutex guards it so threads of one process may query it. Also the backend
-// choice (gloo, nccl, shm, auto), and in a build without CUDA the NCCL entry points that say so.
+// choice (gloo, nccl, shm, shm+gloo, auto), and in a build without CUDA the NCCL entry points that say so.
 #include "genesis/dist/distributed.hpp"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "genesis/dist/process_group_gloo.hpp"
 #include "genesis/dist/process_group_nccl.hpp"
 #include "genesis/dist/process_group_shm.hpp"
+#include "genesis/dist/process_group_two_level.hpp"
 #include "genesis/rendezvous/prefix_store.hpp"
 #include "init_method.hpp"
 
@@ -61,12 +62,13 @@ std::shared_ptr<ProcessGroup> require_group(const char* caller) {
   return r.group;
 }
 
-// "auto" is nccl where it can run (a CUDA build, a GPU per local rank: nccl_available), gloo
-// elsewhere; an explicit nccl that cannot run fails here, before any rendezvous, saying why.
+// "auto" is nccl where it can run (a CUDA build, a GPU per local rank: nccl_available), and
+// on the CPU shared memory within each host with Gloo across ("shm+gloo"); an explicit nccl that
+// cannot run fails here, before any rendezvous, saying why.
 std::string resolve_backend(const std::string& backend) {
   if (backend == "auto") {
     require_gpu_not_broken("backend \"auto\"");
-    return nccl_available() ? "nccl" : "gloo";
+    return nccl_available() ? "nccl" : "shm+gloo";
   }
   if (backend == "nccl") require_nccl();
   return backend;
@@ -79,7 +81,9 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                          int size, const std::string& bind_host,
                                          Milliseconds timeout, int device) {
   if (backend == "nccl") return make_nccl_group(std::move(store), rank, size, timeout, device);
-  if (size == 1) return make_single_rank_group(backend == "shm" ? "shm" : "gloo");
+  if (size == 1) return make_single_rank_group(backend);
+  if (backend == "shm+gloo")
+    return make_host_aware_group(std::move(store), rank, size, bind_host, timeout);
   if (backend == "shm")
     return std::make_shared<ProcessGroupShm>(std::move(store), rank, size, ShmOptions{timeout});
   return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size,
@@ -90,8 +94,10 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
 
 void init_process_group(const std::string& backend, int world_size, int rank,
                         const std::string& init_method, Milliseconds timeout) {
-  GENESIS_CHECK(backend == "gloo" || backend == "auto" || backend == "nccl" || backend == "shm",
-                InvalidArgument, "unknown backend '" + backend + "'; use gloo, nccl, shm or auto");
+  GENESIS_CHECK(backend == "gloo" || backend == "auto" || backend == "nccl" || backend == "shm" ||
+                    backend == "shm+gloo",
+                InvalidArgument,
+                "unknown backend '" + backend + "'; use gloo, nccl, shm, shm+gloo or auto");
   const std::string resolved = resolve_backend(backend);
   GENESIS_CHECK(timeout.count() > 0, InvalidArgument,
                 "init_process_group timeout must be positive, got " +

@@ -6,17 +6,17 @@
 
 #include <unistd.h>
 
-#include <condition_variable>
+#include <cstdint>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <random>
-#include <thread>
 
 #include "genesis/core/error.hpp"
+#include "op_queue.hpp"
 #include "process_group_checks.hpp"
 #include "shm/shm_communicator.hpp"
+#include "shm/shm_p2p.hpp"
 
 namespace genesis::dist {
 
@@ -40,8 +40,6 @@ char* bytes_of(const Tensor& t) { return static_cast<char*>(const_cast<Tensor&>(
 }  // namespace
 
 struct ProcessGroupShm::Impl {
-  using Body = std::function<void()>;
-
   Impl(std::shared_ptr<rendezvous::Store> store, int rank, int size, ShmOptions options)
       : rank(rank), size(size), options(options) {
     std::string name;
@@ -54,77 +52,54 @@ struct ProcessGroupShm::Impl {
       GENESIS_CHECK(host == host_name(), CommError,
                     "the shm backend joins the ranks of one host, but rank " +
                         std::to_string(rank) + " is on " + host_name() + " and rank 0 on " +
-                        host + ": use distributed.backend = \"gloo\" across hosts");
+                        host + ": use distributed.backend = \"auto\" or \"gloo\" across hosts");
       name = store->get("shm_segment");
     }
     comm = std::make_unique<shm::Communicator>(name, rank, size, options.buffer_bytes,
                                                options.timeout);
-    thread = std::thread([this] { run(); });
+    ops = std::make_unique<detail::OpQueue>("on rank " + std::to_string(rank) + " (shm)");
   }
 
-  ~Impl() {
-    {
-      std::lock_guard lock(mutex);
-      stopping = true;
-    }
-    queued.notify_all();
-    thread.join();
-  }
-
-  // Queues `body` behind every earlier op; the first failure fails every later op too.
-  std::shared_ptr<Work> submit(const std::string& op, Milliseconds timeout, Body body) {
-    auto work = std::make_shared<Work>(op + " #" + std::to_string(++submitted) + " on rank " +
-                                       std::to_string(rank) + " (shm)");
+  // Queues `body` behind every earlier op, to run with `timeout` (0: the group's). An op of at
+  // most `bytes` small enough runs on the caller's thread when the queue is idle.
+  std::shared_ptr<Work> submit(const std::string& op, Milliseconds timeout,
+                               std::function<void()> body, std::size_t bytes = SIZE_MAX) {
     const Milliseconds resolved = timeout.count() > 0 ? timeout : options.timeout;
-    {
-      std::lock_guard lock(mutex);
-      queue.push_back([this, work, resolved, body = std::move(body)] {
-        if (!broken.empty()) {
-          work->mark_completed(std::make_exception_ptr(
-              CommError(work->description() + ": the group failed earlier: " + broken)));
-          return;
-        }
-        try {
-          comm->set_timeout(resolved);
-          body();
-          work->mark_completed();
-        } catch (const std::exception& e) {
-          broken = e.what();
-          work->mark_completed(
-              std::make_exception_ptr(CommError(work->description() + ": " + e.what())));
-        }
-      });
-    }
-    queued.notify_one();
-    return work;
+    return ops->submit(op, [this, resolved, body = std::move(body)] {
+      comm->set_timeout(resolved);
+      body();
+    }, bytes <= kCallerThreadBytes);
   }
 
-  void run() {
-    for (;;) {
-      std::function<void()> next;
-      {
-        std::unique_lock lock(mutex);
-        queued.wait(lock, [this] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        next = std::move(queue.front());
-        queue.pop_front();
-        if (stopping) broken = broken.empty() ? "the group was destroyed" : broken;
-      }
-      next();
-    }
+  // Below this an op costs less than waking the communication thread and being woken by it.
+  static constexpr std::size_t kCallerThreadBytes = 64 << 10;
+
+  // The point-to-point engine, started by the first send or recv.
+  shm::PointToPoint& p2p() {
+    std::call_once(p2p_started, [this] {
+      boxes = std::make_unique<shm::Mailboxes>(comm->mailbox_region(), rank, size);
+      engine = std::make_unique<shm::PointToPoint>(
+          *boxes, rank, size, [this](int peer) { return comm->peer_alive(peer); });
+    });
+    return *engine;
+  }
+
+  Milliseconds resolve(Milliseconds timeout) const {
+    return timeout.count() > 0 ? timeout : options.timeout;
   }
 
   int rank, size;
   ShmOptions options;
   std::unique_ptr<shm::Communicator> comm;
-  std::mutex mutex;
-  std::condition_variable queued;
-  std::deque<std::function<void()>> queue;
-  bool stopping = false;
-  std::string broken;  // only the communication thread touches it
-  std::uint64_t submitted = 0;
-  std::thread thread;  // last: started when everything above exists
+  std::unique_ptr<detail::OpQueue> ops;  // its thread stops before comm goes
+  std::once_flag p2p_started;
+  std::unique_ptr<shm::Mailboxes> boxes;
+  std::unique_ptr<shm::PointToPoint> engine;  // last: stops first
 };
+
+std::size_t shm_segment_bytes(int size, const ShmOptions& options) {
+  return shm::Communicator::segment_bytes(size, options.buffer_bytes);
+}
 
 ProcessGroupShm::ProcessGroupShm(std::shared_ptr<rendezvous::Store> store, int rank, int size,
                                  ShmOptions options)
@@ -141,7 +116,7 @@ std::shared_ptr<Work> ProcessGroupShm::all_reduce(Tensor& tensor, AllReduceOptio
   return impl_->submit("all_reduce", options.timeout, [this, tensor, op = options.op] {
     impl_->comm->all_reduce(bytes_of(tensor), static_cast<std::size_t>(tensor.numel()),
                             tensor.dtype(), op);
-  });
+  }, detail::nbytes(tensor));
 }
 
 std::shared_ptr<Work> ProcessGroupShm::broadcast(Tensor& tensor, BroadcastOptions options) {
@@ -149,7 +124,7 @@ std::shared_ptr<Work> ProcessGroupShm::broadcast(Tensor& tensor, BroadcastOption
   detail::check_rank(options.root, size(), "broadcast", "root");
   return impl_->submit("broadcast", options.timeout, [this, tensor, root = options.root] {
     impl_->comm->broadcast(bytes_of(tensor), detail::nbytes(tensor), root);
-  });
+  }, detail::nbytes(tensor));
 }
 
 std::shared_ptr<Work> ProcessGroupShm::all_gather_tensor(Tensor& output, const Tensor& input,
@@ -162,7 +137,7 @@ std::shared_ptr<Work> ProcessGroupShm::all_gather_tensor(Tensor& output, const T
   detail::check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
   return impl_->submit("all_gather_tensor", options.timeout, [this, output, input] {
     impl_->comm->all_gather(bytes_of(input), bytes_of(output), detail::nbytes(input));
-  });
+  }, detail::nbytes(output));
 }
 
 std::shared_ptr<Work> ProcessGroupShm::all_gather(std::vector<Tensor>& outputs,
@@ -192,7 +167,7 @@ std::shared_ptr<Work> ProcessGroupShm::reduce_scatter_tensor(Tensor& output, con
                          impl_->comm->reduce_scatter(bytes_of(input), bytes_of(output),
                                                      static_cast<std::size_t>(output.numel()),
                                                      output.dtype(), op);
-                       });
+                       }, detail::nbytes(input));
 }
 
 std::shared_ptr<Work> ProcessGroupShm::reduce_scatter(Tensor& output,
@@ -258,15 +233,25 @@ std::shared_ptr<Work> ProcessGroupShm::scatter(Tensor& output, const std::vector
 }
 
 std::shared_ptr<Work> ProcessGroupShm::barrier(BarrierOptions options) {
-  return impl_->submit("barrier", options.timeout, [this] { impl_->comm->barrier(); });
+  return impl_->submit("barrier", options.timeout, [this] { impl_->comm->barrier(); }, 0);
 }
 
-std::shared_ptr<Work> ProcessGroupShm::send(const Tensor&, int, int) {
-  throw NotSupported("the shm backend has no send/recv yet: use distributed.backend = \"gloo\"");
+std::shared_ptr<Work> ProcessGroupShm::send(const Tensor& tensor, int dst, int tag) {
+  detail::check_tensor(tensor, "send", "tensor");
+  detail::check_rank(dst, size(), "send", "destination");
+  GENESIS_CHECK(dst != rank(), InvalidArgument,
+                "send from rank " + std::to_string(dst) + " to itself");
+  GENESIS_CHECK(tag >= 0, InvalidArgument, "send tag must be >= 0, got " + std::to_string(tag));
+  return impl_->p2p().send(tensor, dst, tag, impl_->resolve(kGroupTimeout));
 }
 
-std::shared_ptr<Work> ProcessGroupShm::recv(Tensor&, int, int) {
-  throw NotSupported("the shm backend has no send/recv yet: use distributed.backend = \"gloo\"");
+std::shared_ptr<Work> ProcessGroupShm::recv(Tensor& tensor, int src, int tag) {
+  detail::check_tensor(tensor, "recv", "tensor");
+  detail::check_rank(src, size(), "recv", "source");
+  GENESIS_CHECK(src != rank(), InvalidArgument,
+                "recv on rank " + std::to_string(src) + " from itself");
+  GENESIS_CHECK(tag >= 0, InvalidArgument, "recv tag must be >= 0, got " + std::to_string(tag));
+  return impl_->p2p().recv(tensor, src, tag, impl_->resolve(kGroupTimeout));
 }
 
 }  // namespace genesis::dist

@@ -260,7 +260,7 @@ CommOutcome run_job_comm_checks(const CommOptions& options, bool local_failed,
   CommOutcome out;
   const JobPosition position = job_position(lookup);
   out.rank = position.rank;
-  const std::string backend = options.backend == "auto" ? "gloo" : options.backend;
+  const std::string backend = options.backend == "auto" ? "shm+gloo" : options.backend;
   Device device = Device::cpu();
   if (backend == "nccl") {
     const int gpus = cuda_device_count();

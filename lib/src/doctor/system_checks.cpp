@@ -14,6 +14,7 @@
 #include "doctor_util.hpp"
 #include "genesis/core/format.hpp"
 #include "genesis/core/build_info.hpp"
+#include "genesis/dist/process_group_shm.hpp"
 #include "genesis/doctor/doctor.hpp"
 
 namespace genesis::doctor {
@@ -111,7 +112,7 @@ CheckResult check_cpu() {
   return r;
 }
 
-CheckResult check_shm(const std::string& path) {
+CheckResult check_shm(const std::string& path, int local_ranks) {
   CheckResult r{"shm", CheckStatus::ok, "", "", false};
   const std::string docker_hint =
       "NCCL, data loaders and genesis's shm backend exchange data through " + path +
@@ -135,6 +136,14 @@ CheckResult check_shm(const std::string& path) {
     r.status = CheckStatus::warn;
     r.detail += " (below 512 MiB)";
     r.hint = "remove stale files from " + path + " (left by crashed jobs), or enlarge it";
+  }
+  // The segment the job's group needs (its ranks on this host), as the shm backend will size it.
+  const std::size_t needed = local_ranks > 1 ? dist::shm_segment_bytes(local_ranks) : 0;
+  if (free_bytes < needed) {
+    r.status = CheckStatus::warn;
+    r.detail += "; the shm backend's segment for " + std::to_string(local_ranks) +
+                " ranks needs " + format_bytes(needed);
+    r.hint = docker_hint + "; or set distributed.backend = \"gloo\"";
   }
   // Segments of the shm backend whose creator is gone: a job killed while its ranks joined.
   std::uintmax_t stale_bytes = 0;
@@ -190,7 +199,9 @@ std::vector<CheckResult> run_local_checks(const DoctorOptions& options) {
   checks.push_back(check_env_contract(lookup));
   checks.push_back(check_master_addr(lookup, options.network_timeout));
   checks.push_back(check_master_port(lookup));
-  checks.push_back(check_shm(options.shm_path));
+  const int local_ranks =
+      static_cast<int>(parse_integer(lookup("LOCAL_WORLD_SIZE").value_or("1")).value_or(1));
+  checks.push_back(check_shm(options.shm_path, local_ranks));
   checks.push_back(check_slurm(lookup));
   return checks;
 }

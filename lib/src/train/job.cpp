@@ -1,6 +1,6 @@
 // Joining the job: the process group from the launcher's environment, the timeout from
-// GENESIS_TIMEOUT_S (genesis launch --timeout) or distributed.timeout_s, gloo on the CPU and
-// nccl on a GPU.
+// GENESIS_TIMEOUT_S (genesis launch --timeout) or distributed.timeout_s, nccl on a GPU and on the
+// CPU the configured backend (auto: shm within a host, gloo across).
 #include "job.hpp"
 
 #include <cstdlib>
@@ -18,6 +18,15 @@ Milliseconds job_timeout(const DistributedConfig& config) {
   return Milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
+// auto on the CPU: shared memory within each host, Gloo across.
+std::string cpu_backend(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::gloo: return "gloo";
+    case BackendKind::shm: return "shm";
+    default: return "shm+gloo";
+  }
+}
+
 }  // namespace
 
 Job::Job(const DistributedConfig& config, Device device) : device_(device) {
@@ -32,9 +41,7 @@ Job::Job(const DistributedConfig& config, Device device) : device_(device) {
                   "distributed.backend = \"" + std::string(to_string(config.backend)) +
                       "\" reduces host tensors, but this run trains on " + device.str() +
                       ": use \"nccl\" or \"auto\", or set training.device = \"cpu\"");
-  const std::string backend = device.is_cuda()                      ? "nccl"
-                              : config.backend == BackendKind::shm ? "shm"
-                                                                    : "gloo";
+  const std::string backend = device.is_cuda() ? "nccl" : cpu_backend(config.backend);
   if (dist::is_initialized()) {
     group_ = dist::default_group();  // a program that called init_process_group itself
     return;

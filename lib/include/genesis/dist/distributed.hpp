@@ -15,8 +15,10 @@ namespace genesis::dist {
 
 inline constexpr Milliseconds kDefaultProcessGroupTimeout = std::chrono::minutes(30);
 
-// backend: "gloo", "nccl" (CUDA tensors; NotSupported without CUDA or a GPU) or "auto" (nccl
-// when dist::nccl_available(), see process_group_nccl.hpp, else gloo). world_size and
+// backend: "gloo", "shm" (the ranks of one host, process_group_shm.hpp), "shm+gloo" (shm within
+// each host, Gloo across: process_group_two_level.hpp), "nccl" (CUDA tensors; NotSupported
+// without CUDA or a GPU) or "auto" (nccl when dist::nccl_available(), see
+// process_group_nccl.hpp, else shm+gloo). world_size and
 // rank: -1 reads WORLD_SIZE / RANK from the environment (world_size 1 when WORLD_SIZE is unset).
 // InvalidArgument names the values when they disagree; already initialized -> InvalidArgument.
 void init_process_group(const std::string& backend = "gloo", int world_size = -1, int rank = -1,

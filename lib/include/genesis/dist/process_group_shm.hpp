@@ -3,7 +3,7 @@
 // publishes on the store (each group, subgroups too, has its own); every op runs on one
 // communication thread per group, in submission order, and a failure (a rank that exited, or
 // never arrived within the timeout) fails its Work and every later one with a CommError naming
-// the rank. Point-to-point send/recv is not built yet and throws NotSupported.
+// the rank. Send and recv run on a thread of their own (dist/shm/shm_p2p.hpp).
 #pragma once
 
 #include <memory>
@@ -17,6 +17,9 @@ struct ShmOptions {
   Milliseconds timeout = std::chrono::minutes(30);  // default for ops and for the rendezvous
   std::size_t buffer_bytes = std::size_t{4} << 20;  // each rank's staging buffer in the segment
 };
+
+// The bytes of /dev/shm a group of `size` ranks maps (each rank's buffer and control line).
+std::size_t shm_segment_bytes(int size, const ShmOptions& options = {});
 
 class ProcessGroupShm : public ProcessGroup {
  public:

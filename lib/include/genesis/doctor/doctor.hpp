@@ -64,8 +64,9 @@ CheckResult check_master_addr(const EnvLookup& env, std::chrono::milliseconds ti
 // the unset default.
 // Ranks other than 0 do not bind it. A holder that is this process's launcher is expected.
 CheckResult check_master_port(const EnvLookup& env);
-// Warns below kMinShmBytes of total space at `path`.
-CheckResult check_shm(const std::string& path);
+// Warns below kMinShmBytes of total space at `path`, on stale segments of the shm backend, and
+// when less is free than the shm backend's segment for `local_ranks` ranks of this host needs.
+CheckResult check_shm(const std::string& path, int local_ranks = 1);
 CheckResult check_slurm(const EnvLookup& env);
 
 inline constexpr unsigned long long kMinShmBytes = 512ull << 20;

@@ -23,6 +23,8 @@ namespace {
 
 constexpr std::size_t kLine = 64;  // a cache line: no two ranks' counters share one
 constexpr int kSpins = 2000;       // polls before sleeping on the futex
+constexpr std::size_t kSmallBytes = 64 << 10;  // messages up to this take the one-sync path
+constexpr std::size_t kPieceBytes = 256 << 10;  // a large all-reduce's step: fits in L2
 constexpr auto kSleepSlice = std::chrono::milliseconds(50);  // liveness checks while asleep
 
 // The segment's first line.
@@ -164,6 +166,21 @@ struct Communicator::Line {
   std::int32_t pid;
 };
 
+std::size_t Communicator::segment_bytes(int world, std::size_t buffer_bytes) {
+  const std::size_t buffer = (buffer_bytes + kLine - 1) / kLine * kLine;
+  const auto ranks = static_cast<std::size_t>(world);
+  return kLine * (1 + ranks) + buffer * ranks + Mailboxes::region_bytes(world);
+}
+
+char* Communicator::mailbox_region() const {
+  return segment_.data() + kLine * (1 + world_) + buffer_bytes_ * static_cast<std::size_t>(world_);
+}
+
+bool Communicator::peer_alive(int r) const {
+  const std::int32_t pid = line(r).pid;
+  return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
+}
+
 Communicator::Communicator(const std::string& name, int rank, int world,
                            std::size_t buffer_bytes, Milliseconds timeout)
     : rank_(rank),
@@ -176,7 +193,7 @@ Communicator::Communicator(const std::string& name, int rank, int world,
                 InvalidArgument,
                 "shared memory: rank " + std::to_string(rank) + " of " + std::to_string(world) +
                     " with " + std::to_string(buffer_bytes) + "-byte buffers");
-  const std::size_t bytes = kLine * (1 + world) + buffer_bytes_ * world;
+  const std::size_t bytes = segment_bytes(world, buffer_bytes);
   segment_ = rank == 0 ? Segment::create(name, bytes) : Segment::open(name, bytes, timeout);
   auto* header = reinterpret_cast<Header*>(segment_.data());
   if (rank == 0) {
@@ -242,31 +259,83 @@ void Communicator::wait_for(int peer, std::uint32_t count) {
   theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void Communicator::barrier() { sync(); }
+void Communicator::barrier() {
+  sync();
+  fenced_ = true;
+}
+
+bool Communicator::small(std::size_t bytes) const {
+  return bytes <= std::min(kSmallBytes, buffer_bytes_ / 2);
+}
+
+char* Communicator::half(int r) const {
+  return buffer(r) + (parity_ ? buffer_bytes_ / 2 : 0);
+}
+
+// After small ops a peer may still read the half of this rank's buffer the last one used.
+void Communicator::fence() {
+  if (!fenced_) sync();
+  fenced_ = true;
+}
+
+// One copy and one sync: every rank reduces the whole message from every buffer's current
+// half, in rank order (the same bits everywhere). The half alternates, and a peer that arrives
+// for this op has finished reading the half before last, so no trailing sync is needed.
+void Communicator::small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  std::memcpy(half(rank_), data, bytes);
+  sync();
+  std::vector<const char*> all(static_cast<std::size_t>(world_));
+  for (int q = 0; q < world_; ++q) all[static_cast<std::size_t>(q)] = half(q);
+  reduce_slices(all, static_cast<char*>(data), count, dtype, op);
+  parity_ ^= 1;
+  fenced_ = false;
+}
 
 void Communicator::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   check_op(dtype, op);
   const std::size_t elem = dtype_size(dtype);
-  const std::size_t chunk = buffer_bytes_ / elem;
+  if (small(count * elem)) return small_all_reduce(data, count, dtype, op);
+  const std::size_t piece = std::min(kPieceBytes, buffer_bytes_ / 2) / elem;
   auto* bytes = static_cast<char*>(data);
+  for (std::size_t first = 0; first < count; first += piece)
+    all_reduce_piece(bytes + first * elem, std::min(piece, count - first), dtype, op);
+}
+
+// A piece small enough to stay in cache, in two syncs: each rank publishes the slices its peers
+// reduce; rank r reduces slice r of every rank in rank order, in place in its own data, and
+// publishes the result; each copies the others' results. The pieces alternate between the
+// buffers' halves as small ops do, so a rank writing a half knows its peers are done with it.
+void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op) {
+  const std::size_t elem = dtype_size(dtype);
+  const auto lo = [&](int r) { return n * static_cast<std::size_t>(r) / static_cast<std::size_t>(world_) * elem; };
+  const auto length = [&](int r) { return lo(r + 1) - lo(r); };
+  for (int q = 0; q < world_; ++q)
+    if (q != rank_) std::memcpy(half(rank_) + lo(q), data + lo(q), length(q));
+  sync();
   std::vector<const char*> slices(static_cast<std::size_t>(world_));
-  for (std::size_t first = 0; first < count; first += chunk) {
-    const std::size_t n = std::min(chunk, count - first);
-    std::memcpy(buffer(rank_), bytes + first * elem, n * elem);
-    sync();
-    // Rank r reduces elements [r n / world, (r + 1) n / world) of every buffer into its own.
-    auto lo = [&](int r) { return n * static_cast<std::size_t>(r) / static_cast<std::size_t>(world_); };
-    for (int q = 0; q < world_; ++q) slices[static_cast<std::size_t>(q)] = buffer(q) + lo(rank_) * elem;
-    reduce_slices(slices, buffer(rank_) + lo(rank_) * elem, lo(rank_ + 1) - lo(rank_), dtype, op);
-    sync();
-    for (int q = 0; q < world_; ++q)
-      std::memcpy(bytes + (first + lo(q)) * elem, buffer(q) + lo(q) * elem, (lo(q + 1) - lo(q)) * elem);
-    sync();
-  }
+  for (int q = 0; q < world_; ++q)
+    slices[static_cast<std::size_t>(q)] = (q == rank_ ? data : half(q)) + lo(rank_);
+  reduce_slices(slices, data + lo(rank_), length(rank_) / elem, dtype, op);
+  std::memcpy(half(rank_) + lo(rank_), data + lo(rank_), length(rank_));
+  sync();
+  for (int q = 0; q < world_; ++q)
+    if (q != rank_) std::memcpy(data + lo(q), half(q) + lo(q), length(q));
+  parity_ ^= 1;
+  fenced_ = false;
 }
 
 void Communicator::broadcast(void* data, std::size_t bytes, int root) {
   auto* p = static_cast<char*>(data);
+  if (small(bytes)) {
+    if (rank_ == root) std::memcpy(half(root), p, bytes);
+    sync();
+    if (rank_ != root) std::memcpy(p, half(root), bytes);
+    parity_ ^= 1;
+    fenced_ = false;
+    return;
+  }
+  fence();
   for (std::size_t first = 0; first < bytes; first += buffer_bytes_) {
     const std::size_t n = std::min(buffer_bytes_, bytes - first);
     if (rank_ == root) std::memcpy(buffer(root), p + first, n);
@@ -279,6 +348,15 @@ void Communicator::broadcast(void* data, std::size_t bytes, int root) {
 void Communicator::all_gather(const void* in, void* out, std::size_t bytes) {
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
+  if (small(bytes)) {
+    std::memcpy(half(rank_), src, bytes);
+    sync();
+    for (int q = 0; q < world_; ++q) std::memcpy(dst + q * bytes, half(q), bytes);
+    parity_ ^= 1;
+    fenced_ = false;
+    return;
+  }
+  fence();
   for (std::size_t first = 0; first < bytes; first += buffer_bytes_) {
     const std::size_t n = std::min(buffer_bytes_, bytes - first);
     std::memcpy(buffer(rank_), src + first, n);
@@ -297,6 +375,17 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, 
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   std::vector<const char*> slices(static_cast<std::size_t>(world_));
+  if (small(count * elem * static_cast<std::size_t>(world_))) {
+    std::memcpy(half(rank_), src, count * elem * static_cast<std::size_t>(world_));
+    sync();
+    for (int q = 0; q < world_; ++q)
+      slices[static_cast<std::size_t>(q)] = half(q) + static_cast<std::size_t>(rank_) * count * elem;
+    reduce_slices(slices, dst, count, dtype, op);
+    parity_ ^= 1;
+    fenced_ = false;
+    return;
+  }
+  fence();
   for (std::size_t first = 0; first < count; first += piece) {
     const std::size_t n = std::min(piece, count - first);
     for (int q = 0; q < world_; ++q)

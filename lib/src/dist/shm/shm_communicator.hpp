@@ -3,7 +3,8 @@
 // buffer. A collective moves its data through the buffers in chunks: each rank writes its part,
 // every rank arrives, each reads what it needs (an all-reduce: rank r reduces slice r of every
 // buffer, in rank order, so every rank gets the same bits), and arrives again before a buffer is
-// reused. Waiting spins briefly, then sleeps on a futex on the peer's arrival count, so a waiting
+// reused. Small messages take a latency path: one copy into alternating halves of the buffers
+// and one arrival, each rank reducing the whole message itself. Waiting spins briefly, then sleeps on a futex on the peer's arrival count, so a waiting
 // rank does not burn a core its peer needs; a peer that never arrives fails the wait at the
 // timeout, and one whose process is gone fails it at once, naming the rank. Not here: the
 // process-group interface, rendezvous through the store, zero-copy buffers (process_group_shm).
@@ -16,6 +17,7 @@
 #include "genesis/core/milliseconds.hpp"
 #include "genesis/dist/reduce_op.hpp"
 #include "genesis/tensor/dtype.hpp"
+#include "shm_mailboxes.hpp"
 #include "shm_segment.hpp"
 
 namespace genesis::dist::shm {
@@ -27,7 +29,14 @@ class Communicator {
   Communicator(const std::string& name, int rank, int world, std::size_t buffer_bytes,
                Milliseconds timeout);
 
+  // The segment's size for `world` ranks of `buffer_bytes` each.
+  static std::size_t segment_bytes(int world, std::size_t buffer_bytes);
+
   int rank() const { return rank_; }
+  // Where the point-to-point mailboxes (shm_mailboxes.hpp) live in the segment.
+  char* mailbox_region() const;
+  // Whether rank r's process still runs.
+  bool peer_alive(int r) const;
   int world() const { return world_; }
   // How long a rank waits for a peer in the collectives that follow.
   void set_timeout(Milliseconds timeout) { timeout_ = timeout; }
@@ -46,6 +55,11 @@ class Communicator {
   struct Line;
   Line& line(int r) const;
   char* buffer(int r) const;
+  bool small(std::size_t bytes) const;
+  char* half(int r) const;  // the half of rank r's buffer the next small op uses
+  void fence();
+  void small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op);
+  void all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op);
   void arrive();
   void wait_for(int peer, std::uint32_t count);
   void sync() {
@@ -59,6 +73,8 @@ class Communicator {
   Milliseconds timeout_;
   Segment segment_;
   std::uint32_t arrivals_ = 0;
+  int parity_ = 0;       // which half of the buffers the next small op uses
+  bool fenced_ = true;   // no peer still reads this rank's buffer from an earlier op
 };
 
 }  // namespace genesis::dist::shm

@@ -56,8 +56,10 @@ Segment Segment::create(const std::string& name, std::size_t bytes) {
   const int fd = shm_open(path_of(name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0)
     throw CommError("shared memory: cannot create /dev/shm/" + name + ": " + why());
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const std::string reason = why();
+  // posix_fallocate, not ftruncate: tmpfs then reserves the pages now, so a /dev/shm too small
+  // fails here with ENOSPC instead of a SIGBUS at the first touch of a missing page.
+  if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+    const std::string reason = std::strerror(err);
     close(fd);
     unlink(name);
     throw CommError("shared memory: cannot size /dev/shm/" + name + " to " +

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# DDP weak scaling on the CPU: the same per-rank batch on 1 rank and on N ranks, one thread each,
+# side by side in one run; the ratio of the tokens/s that `genesis train` writes to summary.json
+# (all ranks together, training time only) is the speed-up, N at best. Two workloads: the GPT shape
+# of bench/gpt_cpu.sh and the mlp preset; each backend given (default: auto and gloo).
+#
+#   bench/weak_scaling.sh [BUILD_DIR]      # env: NPROC (2), STEPS (40), BACKENDS ("auto gloo")
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build}
+nproc=${NPROC:-2} steps=${STEPS:-40} backends=${BACKENDS:-auto gloo}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+gpt=(--preset gpt-tiny --set model.n_layer=4 --set model.n_embd=256 --set model.n_head=4
+     --set model.block_size=128 --set training.per_device_train_batch_size=8
+     --set data.num_samples=4000)
+mlp=(--preset mlp)
+
+# tokens/s of one run: train with `$@` after the common settings on `ranks` ranks.
+rate() {
+  local ranks=$1 name=$2; shift 2
+  OMP_NUM_THREADS=1 "$build/bin/genesis" --log-level warn launch --nproc "$ranks" train "$@" \
+    --set name="$name" --set training.output_dir="\"$out\"" --set training.max_steps="$steps" \
+    --set training.logging_steps="$steps" --set training.eval_steps=0 \
+    --set training.eval_batches=1 > /dev/null
+  python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(round(s['tokens_per_s']))" \
+    "$out/$name/summary.json"
+}
+
+for workload in gpt mlp; do
+  declare -n args=$workload
+  one=$(rate 1 "$workload-1" "${args[@]}")
+  for backend in $backends; do
+    many=$(rate "$nproc" "$workload-$nproc-$backend" "${args[@]}" \
+      --set distributed.backend="\"$backend\"")
+    printf '%-4s %-5s 1 rank %8s tok/s, %s ranks %8s tok/s: %sx\n' "$workload" "$backend" "$one" \
+      "$nproc" "$many" "$(python3 -c "print(f'{$many / $one:.2f}')")"
+  done
+done

@@ -1,0 +1,104 @@
+// The two-level group (genesis/dist/process_group_two_level.hpp): on 2 "hosts" x 2 thread ranks
+// (shm within each pair, gloo across) every op and dtype exact, sizes that do not split evenly
+// over a host's ranks, and the ops it hands to the flat group in submission order; and
+// make_host_aware_group's choice on one host. Across real network namespaces:
+// tests/launch/test_multi_host.cpp.
+#include <catch2/catch.hpp>
+
+#include "genesis/dist/bench_collective.hpp"
+#include "genesis/dist/process_group_gloo.hpp"
+#include "genesis/dist/process_group_shm.hpp"
+#include "genesis/dist/process_group_two_level.hpp"
+#include "genesis/rendezvous/prefix_store.hpp"
+#include "support/collective_sweeps.hpp"
+#include "support/thread_ranks.hpp"
+
+namespace genesis {
+namespace {
+
+using namespace genesis::dist;
+
+constexpr Milliseconds kTimeout = std::chrono::seconds(30);
+
+std::shared_ptr<rendezvous::Store> part(std::shared_ptr<rendezvous::Store> store,
+                                        const std::string& name) {
+  return std::make_shared<rendezvous::PrefixStore>(name, std::move(store));
+}
+
+// Ranks 0-1 on host 0, 2-3 on host 1, as the launcher numbers them.
+std::shared_ptr<ProcessGroup> two_hosts_of_two(int rank, std::shared_ptr<rendezvous::Store> store) {
+  const int host = rank / 2, local_rank = rank % 2;
+  auto local = std::make_shared<ProcessGroupShm>(part(store, "local_" + std::to_string(host)),
+                                                 local_rank, 2, ShmOptions{kTimeout, 512});
+  auto slice = std::make_shared<ProcessGroupGloo>(
+      part(store, "slice_" + std::to_string(local_rank)), host, 2, GlooOptions{"127.0.0.1", kTimeout});
+  auto flat = std::make_shared<ProcessGroupGloo>(part(store, "flat"), rank, 4,
+                                                 GlooOptions{"127.0.0.1", kTimeout});
+  return std::make_shared<ProcessGroupTwoLevel>(rank, 4, local, slice, flat);
+}
+
+std::vector<std::vector<BenchRow>> run_on_four(const BenchOptions& o) {
+  std::vector<std::vector<BenchRow>> rows(4);
+  testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = two_hosts_of_two(rank, store);
+    rows[static_cast<std::size_t>(rank)] = run_collective_bench(*group, o, nullptr);
+  });
+  return rows;
+}
+
+TEST_CASE("two-level group: every op and dtype is exact on 2 hosts x 2 ranks", "[shm][dist]") {
+  for (const BenchOptions& o : testing::all_reduce_sweep()) {
+    const auto rows = run_on_four(o);
+    INFO(dtype_name(o.dtype) << " " << reduce_op_name(o.op));
+    REQUIRE(rows[0].size() == 4);
+    for (const auto& rank_rows : rows)
+      for (const auto& row : rank_rows) CHECK(row.wrong == 0);
+  }
+  for (const BenchOptions& o : testing::other_collectives_sweep()) {
+    const auto rows = run_on_four(o);
+    INFO(bench_collective_name(o.collective) << " " << dtype_name(o.dtype));
+    for (const auto& row : rows[0]) CHECK(row.wrong == 0);
+  }
+}
+
+TEST_CASE("two-level group: odd sizes, a multi-dimensional tensor, and ops in order",
+          "[shm][dist]") {
+  std::vector<std::vector<float>> sums(4), after_broadcast(4);
+  testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = two_hosts_of_two(rank, store);
+    // 3 x 7 = 21 elements: not a multiple of the 2 ranks per host.
+    std::vector<float> values(21);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(rank * 100 + i);
+    Tensor t = Tensor::from_vector(values, {3, 7});
+    auto reduced = group->all_reduce(t);
+    // Submitted before the all-reduce is waited on: runs after it, on its result.
+    auto broadcast = group->broadcast(t, {.root = 3});
+    reduced->wait();
+    broadcast->wait();
+    after_broadcast[static_cast<std::size_t>(rank)] = t.to_vector();
+    Tensor one = Tensor::full({1}, rank + 1.0);
+    group->all_reduce(one, {.op = ReduceOp::AVG})->wait();
+    sums[static_cast<std::size_t>(rank)] = one.to_vector();
+  });
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& got = after_broadcast[static_cast<std::size_t>(rank)];
+    REQUIRE(got.size() == 21);
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == 600.0f + 4.0f * i);
+    CHECK(sums[static_cast<std::size_t>(rank)][0] == 2.5f);
+  }
+}
+
+TEST_CASE("make_host_aware_group: ranks of one host share memory", "[shm][dist]") {
+  std::vector<std::string> names(2);
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = make_host_aware_group(store, rank, 2, "127.0.0.1", kTimeout);
+    names[static_cast<std::size_t>(rank)] = group->backend_name();
+    Tensor t = Tensor::full({5}, rank + 1.0);
+    group->all_reduce(t)->wait();
+    CHECK(t.to_vector()[4] == 3.0f);
+  });
+  CHECK(names == std::vector<std::string>{"shm", "shm"});
+}
+
+}  // namespace
+}  // namespace genesis
