@@ -56,14 +56,16 @@ std::string this_host() {
 TEST_CASE("train: wall_clock_breakdown parts add up to the step time on 2 DDP ranks",
           "[train][ddp][timing]") {
   TempDir dir;
-  auto r = run_genesis(ddp_run(dir, "wcb", {"--set", "training.max_steps=10",
-                                            "--set", "training.logging_steps=2",
+  // Logs every 5 steps: the log's own work (what no phase covers) shrinks to a small share of
+  // the window even when the test shares its cores with another.
+  auto r = run_genesis(ddp_run(dir, "wcb", {"--set", "training.max_steps=15",
+                                            "--set", "training.logging_steps=5",
                                             "--set", "training.wall_clock_breakdown=true"}),
                        kOneThread);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const std::vector<json> lines = training_lines(dir, "wcb");
-  REQUIRE(lines.size() == 5);
+  REQUIRE(lines.size() == 3);
   const char* parts[] = {"time/data_ms", "time/forward_ms", "time/backward_ms",
                          "time/comm_wait_ms", "time/optimizer_ms", "time/checkpoint_ms",
                          "time/eval_ms"};
@@ -87,17 +89,23 @@ TEST_CASE("train: wall_clock_breakdown parts add up to the step time on 2 DDP ra
   }
   // The step times are the wall time between logs, as an independent clock (elapsed_s) says.
   double windows_ms = 0;
-  for (std::size_t i = 1; i < lines.size(); ++i) windows_ms += lines[i]["time/step_ms"].get<double>() * 2;
+  for (std::size_t i = 1; i < lines.size(); ++i) windows_ms += lines[i]["time/step_ms"].get<double>() * 5;
   const double elapsed_ms =
       (lines.back()["elapsed_s"].get<double>() - lines.front()["elapsed_s"].get<double>()) * 1000.0;
-  INFO("steps 3-10: " << windows_ms << " ms by the breakdown, " << elapsed_ms << " ms elapsed");
+  INFO("steps 6-15: " << windows_ms << " ms by the breakdown, " << elapsed_ms << " ms elapsed");
   CHECK(std::fabs(windows_ms - elapsed_ms) <= 0.05 * elapsed_ms);
   std::ifstream in(dir.path() / "wcb" / "summary.json");
   const json summary = json::parse(in);
   REQUIRE(summary.contains("time_breakdown"));
-  CHECK(summary["time_breakdown"]["steps"] == 10);
+  CHECK(summary["time_breakdown"]["steps"] == 15);
   CHECK(summary["time_breakdown"]["checkpoint_s"].get<double>() > 0);  // the last step's
   CHECK(summary["time_breakdown"]["wall_s"].get<double>() > 0);
+  // Every rank's totals too, rank 0's first.
+  const json& per_rank = summary["time_breakdown"]["per_rank"];
+  REQUIRE(per_rank["backward_s"].size() == 2);
+  CHECK(per_rank["backward_s"][0].get<double>() ==
+        Approx(summary["time_breakdown"]["backward_s"].get<double>()).epsilon(1e-6));
+  CHECK(per_rank["wall_s"][1].get<double>() > 0);
 }
 
 TEST_CASE("train: a rank slowed on purpose is named by the straggler warning",
@@ -168,6 +176,11 @@ TEST_CASE("train: profile_steps writes one trace of every rank with buckets over
     collective = collective || (e.value("cat", "") == "collective" &&
                                 e["name"].get<std::string>().rfind("all_reduce", 0) == 0);
   CHECK(collective);
+  // Inside the phases: each kernel an "op" span, each autograd node's backward an "autograd" one.
+  std::set<std::string> categories;
+  for (const json& e : trace["traceEvents"]) categories.insert(e.value("cat", ""));
+  CHECK(categories.count("op") == 1);
+  CHECK(categories.count("autograd") == 1);
 }
 
 TEST_CASE("config: training.profile_steps must be a range of the run's steps", "[config][timing]") {

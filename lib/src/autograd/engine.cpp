@@ -7,6 +7,7 @@
 #include "accumulate_grad.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -14,6 +15,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/trace.hpp"
 
 namespace genesis::autograd {
 
@@ -177,7 +179,10 @@ void run_pass(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         const auto& m = node->output_meta[k];
         inputs[k] = Tensor::zeros(m.shape, m.dtype, m.device);
       }
+    std::optional<trace::Scope> span;  // under training.profile_steps: each node's backward
+    if (trace::enabled()) span.emplace(node->name(), "autograd");
     std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    span.reset();
     inputs.clear();  // an output may be an input changed in place: the outputs now hold it alone
     for (std::size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& e = node->next_edges[i];

@@ -1,9 +1,11 @@
 // Routing an op to the kernel of the device its tensors live on.
 #include "genesis/tensor/op_table.hpp"
 
+#include <optional>
 #include <string>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/trace.hpp"
 #ifdef GENESIS_WITH_CUDA
 #include "backends/cuda/cuda_check.hpp"
 #endif
@@ -31,6 +33,9 @@ void dispatch(OpId id, std::span<const Tensor> in, std::span<Tensor> out, const 
   };
   for (const Tensor& t : in) check_device(t);
   for (const Tensor& t : out) check_device(t);
+  // Under training.profile_steps every kernel is a span (on a GPU: its launch, not its run).
+  std::optional<trace::Scope> span;
+  if (trace::enabled()) span.emplace(std::string(op_info(id).name), "op");
 
   auto kernel_of = [&](const KernelTable& table) {
     Kernel kernel = table[static_cast<int>(id)];

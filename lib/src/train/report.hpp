@@ -39,7 +39,7 @@ struct RunFacts {
   nlohmann::json train;               // the objective's figures on the last logged step, by name
   nlohmann::json world_size_changes;  // ResumePlan's; empty: none
   nlohmann::json loss_scale;          // fp16: {final, skipped_steps}; null otherwise
-  nlohmann::json time_breakdown;      // wall_clock_breakdown: rank 0's seconds by phase; or null
+  nlohmann::json time_breakdown;      // wall_clock_breakdown: seconds by phase, rank 0's and per_rank; or null
 };
 
 // Writes result.summary_path.

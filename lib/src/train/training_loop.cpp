@@ -131,8 +131,7 @@ LoopResult TrainingLoop::result(std::int64_t steps, int signal) const {
                             ? nlohmann::json{{"final", precision_.scaler->scale()},
                                              {"skipped_steps", precision_.scaler->skipped_steps()}}
                             : nlohmann::json(),
-          .time_breakdown = p_.config.wall_clock_breakdown ? timer_.total().totals_s()
-                                                           : nlohmann::json()};
+          .time_breakdown = p_.config.wall_clock_breakdown ? time_breakdown() : nlohmann::json()};
 }
 
 TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {

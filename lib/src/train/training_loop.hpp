@@ -83,6 +83,7 @@ class TrainingLoop {
   void record_step(std::int64_t step, const StepFigures& figures);
   std::vector<Metric> step_metrics(const StepFigures& figures, bool reduced) const;
   std::vector<Metric> timing_metrics();
+  nlohmann::json time_breakdown() const;
   void slow_down_for_test() const;
   void evaluate(std::int64_t step);
   void save(std::int64_t step);

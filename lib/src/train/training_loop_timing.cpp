@@ -47,6 +47,18 @@ std::vector<Metric> TrainingLoop::timing_metrics() {
   return m;
 }
 
+// summary.json's time_breakdown: rank 0's totals, and with several ranks every rank's under
+// "per_rank" (seconds by phase, rank order). Collective: one all-gather per figure.
+nlohmann::json TrainingLoop::time_breakdown() const {
+  nlohmann::json totals = timer_.total().totals_s();
+  if (p_.job.world_size() == 1) return totals;
+  nlohmann::json per_rank = nlohmann::json::object();
+  for (const auto& [key, value] : totals.items())
+    if (key != "steps") per_rank[key] = p_.job.gather(value.get<double>());
+  totals["per_rank"] = per_rank;
+  return totals;
+}
+
 void TrainingLoop::slow_down_for_test() const {
   if (test_slow_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(test_slow_ms_));
 }

@@ -2,8 +2,9 @@
 // category, a begin and an end) from any thread are kept in memory, and written as Chrome /
 // Perfetto trace-event JSON ("ph": "X" events, microseconds). One recorder per process, as
 // PyTorch's profiler, because the spans come from layers that share nothing else (the training
-// loop, the gradient buckets, a process group's communication thread). Off, a span costs one
-// relaxed atomic load. Not here: merging ranks' events (train/), sampling, GPU kernels.
+// loop, every op and autograd node, the gradient buckets, a process group's communication
+// thread). Off, a span costs one relaxed atomic load. Not here: merging ranks' events (train/),
+// sampling, GPU kernels' run times.
 #pragma once
 
 #include <chrono>
