@@ -34,7 +34,21 @@ std::shared_ptr<ProcessGroup> two_hosts_of_two(int rank, std::shared_ptr<rendezv
       part(store, "slice_" + std::to_string(local_rank)), host, 2, GlooOptions{"127.0.0.1", kTimeout});
   auto flat = std::make_shared<ProcessGroupGloo>(part(store, "flat"), rank, 4,
                                                  GlooOptions{"127.0.0.1", kTimeout});
-  return std::make_shared<ProcessGroupTwoLevel>(rank, 4, local, slice, flat);
+  return std::make_shared<ProcessGroupTwoLevel>(rank, std::vector<std::vector<int>>{{0, 1}, {2, 3}},
+                                                local, slice, flat);
+}
+
+// The same with hosts that hold every other rank: {0, 2} and {1, 3}.
+std::shared_ptr<ProcessGroup> interleaved_hosts(int rank, std::shared_ptr<rendezvous::Store> store) {
+  const int host = rank % 2, local_rank = rank / 2;
+  auto local = std::make_shared<ProcessGroupShm>(part(store, "local_" + std::to_string(host)),
+                                                 local_rank, 2, ShmOptions{kTimeout, 512});
+  auto slice = std::make_shared<ProcessGroupGloo>(
+      part(store, "slice_" + std::to_string(local_rank)), host, 2, GlooOptions{"127.0.0.1", kTimeout});
+  auto flat = std::make_shared<ProcessGroupGloo>(part(store, "flat"), rank, 4,
+                                                 GlooOptions{"127.0.0.1", kTimeout});
+  return std::make_shared<ProcessGroupTwoLevel>(rank, std::vector<std::vector<int>>{{0, 2}, {1, 3}},
+                                                local, slice, flat);
 }
 
 std::vector<std::vector<BenchRow>> run_on_four(const BenchOptions& o) {
@@ -85,6 +99,39 @@ TEST_CASE("two-level group: odd sizes, a multi-dimensional tensor, and ops in or
     REQUIRE(got.size() == 21);
     for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == 600.0f + 4.0f * i);
     CHECK(sums[static_cast<std::size_t>(rank)][0] == 2.5f);
+  }
+}
+
+TEST_CASE("two-level group: ZeRO's flat reduce-scatter and all-gather, in place, any host layout",
+          "[shm][dist]") {
+  constexpr std::int64_t kChunk = 5;
+  for (auto* make : {&two_hosts_of_two, &interleaved_hosts}) {
+    std::vector<std::vector<float>> shards(4), gathered(4);
+    testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+      auto group = (*make)(rank, store);
+      // Rank r's input: element i of chunk c is 1000 r + 10 c + i; the sum over ranks of chunk c
+      // is 6000 + 40 c + 4 i.
+      std::vector<float> values(4 * kChunk);
+      for (std::int64_t c = 0; c < 4; ++c)
+        for (std::int64_t i = 0; i < kChunk; ++i)
+          values[static_cast<std::size_t>(c * kChunk + i)] = static_cast<float>(1000 * rank + 10 * c + i);
+      Tensor flat = Tensor::from_vector(values, {4 * kChunk});
+      Tensor mine = flat.slice(0, rank * kChunk, (rank + 1) * kChunk);  // in place
+      group->reduce_scatter_tensor(mine, flat)->wait();
+      shards[static_cast<std::size_t>(rank)] = mine.to_vector();
+      group->all_gather_tensor(flat, mine)->wait();  // in place again
+      gathered[static_cast<std::size_t>(rank)] = flat.to_vector();
+    });
+    std::vector<float> expected(4 * kChunk);
+    for (std::int64_t c = 0; c < 4; ++c)
+      for (std::int64_t i = 0; i < kChunk; ++i)
+        expected[static_cast<std::size_t>(c * kChunk + i)] = static_cast<float>(6000 + 40 * c + 4 * i);
+    for (int rank = 0; rank < 4; ++rank) {
+      INFO("rank " << rank);
+      CHECK(shards[static_cast<std::size_t>(rank)] ==
+            std::vector<float>(expected.begin() + rank * kChunk, expected.begin() + (rank + 1) * kChunk));
+      CHECK(gathered[static_cast<std::size_t>(rank)] == expected);
+    }
   }
 }
 

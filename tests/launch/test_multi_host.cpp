@@ -236,11 +236,35 @@ TEST_CASE("2 hosts x 2 ranks: shared memory within each host, less sent across t
   CHECK(sent["auto"] * 5 < sent["gloo"] * 4);
 }
 
+TEST_CASE("zero3 on 2 hosts x 2 ranks over two levels trains as over flat gloo",
+          "[launch][multihost]") {
+  auto hosts = hosts_or_skip("1gbit");
+  if (!hosts) return;
+  TempDir dir;
+  std::map<std::string, json> summaries;
+  for (const std::string backend : {"gloo", "auto"}) {
+    const auto results = results_of(launch_on_both(
+        *hosts, 2, with(gpt_tiny(dir.path() / backend), {"--set", "distributed.backend=" + backend,
+                                                         "--set", "distributed.strategy=zero3"})));
+    for (int host = 0; host < 2; ++host) {
+      INFO(backend << " host " << host << " stderr:\n" << results[host].err);
+      REQUIRE(results[host].exit_code == 0);
+    }
+    summaries[backend] = summary_of(dir.path() / backend / "job");
+  }
+  CHECK(summaries["auto"]["backend"] == "shm+gloo");
+  CHECK(summaries["auto"]["strategy"] == "zero3");
+  CHECK(std::abs(summaries["gloo"]["final_loss"].get<double>() -
+                 summaries["auto"]["final_loss"].get<double>()) <= 1e-5);
+  CHECK(std::abs(summaries["gloo"]["eval_loss"].get<double>() -
+                 summaries["auto"]["eval_loss"].get<double>()) <= 1e-5);
+}
+
 TEST_CASE("bench-allreduce --backend auto on 2 hosts x 2 ranks checks every element",
           "[launch][multihost]") {
   auto hosts = hosts_or_skip("10gbit");
   if (!hosts) return;
-  for (const std::string collective : {"all_reduce", "reduce_scatter"}) {
+  for (const std::string collective : {"all_reduce", "reduce_scatter", "all_gather"}) {
     const auto results = results_of(launch_on_both(
         *hosts, 2, {"bench-allreduce", "--backend", "auto", "--collective", collective, "-b", "1K",
                     "-e", "1M", "-n", "2", "-w", "1", "-d", "bfloat16"}));

@@ -1,5 +1,5 @@
-// ProcessGroupTwoLevel: the all-reduce in three steps over its two groups, every other op on the
-// flat group, all in submission order on one thread (op_queue.hpp); and the choice of group for a
+// ProcessGroupTwoLevel: the all-reduce in three steps over its two groups, the flat
+// reduce-scatter and all-gather in two, every other op on the flat group, all in submission order on one thread (op_queue.hpp); and the choice of group for a
 // set of ranks from where they run (host_layout.hpp).
 #include "genesis/dist/process_group_two_level.hpp"
 
@@ -17,8 +17,41 @@ namespace genesis::dist {
 
 struct ProcessGroupTwoLevel::Impl {
   int rank, size;
+  std::vector<int> order;  // global ranks by local index, then host: local rank l's slice is
+                           // order[l * hosts .. (l + 1) * hosts)
   std::shared_ptr<ProcessGroup> local, slice, flat;
   detail::OpQueue ops;  // last: its thread stops before the groups go
+
+  // Chunk i of `to` (numel n each) becomes chunk order[i] of `from`, or the reverse.
+  void reorder(const Tensor& from, Tensor& to, std::int64_t n, bool scatter) const {
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::int64_t a = static_cast<std::int64_t>(i) * n, b = order[i] * n;
+      if (scatter) to.slice(0, b, b + n).copy_(from.slice(0, a, a + n));
+      else to.slice(0, a, a + n).copy_(from.slice(0, b, b + n));
+    }
+  }
+
+  // output (numel n) becomes op over every rank of their chunk rank of input (size * n).
+  void reduce_scatter(Tensor output, const Tensor& input, ReduceOp op, Milliseconds t) const {
+    const std::int64_t n = output.numel();
+    Tensor ordered = Tensor::empty({n * size}, input.dtype());
+    reorder(input.view({n * size}), ordered, n, false);
+    Tensor mine = Tensor::empty({n * slice->size()}, input.dtype());
+    local->reduce_scatter_tensor(mine, ordered, {.op = op, .timeout = t})->wait();
+    Tensor out = output.view({n});
+    slice->reduce_scatter_tensor(out, mine, {.op = op, .timeout = t})->wait();
+  }
+
+  // output (size * n) gets every rank's input (numel n) at chunk rank.
+  void all_gather(Tensor output, const Tensor& input, Milliseconds t) const {
+    const std::int64_t n = input.numel();
+    Tensor mine = Tensor::empty({n * slice->size()}, input.dtype());
+    slice->all_gather_tensor(mine, input.view({n}), {.timeout = t})->wait();
+    Tensor ordered = Tensor::empty({n * size}, input.dtype());
+    local->all_gather_tensor(ordered, mine, {.timeout = t})->wait();
+    Tensor out = output.view({n * size});
+    reorder(ordered, out, n, true);
+  }
 
   // tensor (flat, numel a multiple of the local size) reduced over every rank.
   void all_reduce(Tensor& flat_tensor, ReduceOp op, Milliseconds timeout) const {
@@ -31,10 +64,23 @@ struct ProcessGroupTwoLevel::Impl {
   }
 };
 
-ProcessGroupTwoLevel::ProcessGroupTwoLevel(int rank, int size, std::shared_ptr<ProcessGroup> local,
+namespace {
+
+std::vector<int> by_local_index(const std::vector<std::vector<int>>& hosts) {
+  std::vector<int> order;
+  for (std::size_t l = 0; l < hosts.front().size(); ++l)
+    for (const auto& host : hosts) order.push_back(host.at(l));
+  return order;
+}
+
+}  // namespace
+
+ProcessGroupTwoLevel::ProcessGroupTwoLevel(int rank, std::vector<std::vector<int>> hosts,
+                                           std::shared_ptr<ProcessGroup> local,
                                            std::shared_ptr<ProcessGroup> slice,
                                            std::shared_ptr<ProcessGroup> flat)
-    : impl_(new Impl{rank, size, std::move(local), std::move(slice), std::move(flat),
+    : impl_(new Impl{rank, static_cast<int>(hosts.size() * hosts.front().size()),
+                     by_local_index(hosts), std::move(local), std::move(slice), std::move(flat),
                      detail::OpQueue("on rank " + std::to_string(rank) + " (shm+gloo)")}) {}
 
 ProcessGroupTwoLevel::~ProcessGroupTwoLevel() = default;
@@ -81,8 +127,8 @@ std::shared_ptr<Work> ProcessGroupTwoLevel::all_gather_tensor(Tensor& output, co
   detail::check_tensor(input, "all_gather_tensor", "input");
   detail::check_tensor(output, "all_gather_tensor", "output");
   detail::check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
-  return impl_->ops.submit("all_gather_tensor", [this, output, input, options]() mutable {
-    impl_->flat->all_gather_tensor(output, input, options)->wait();
+  return impl_->ops.submit("all_gather_tensor", [this, output, input, options] {
+    impl_->all_gather(output, input, options.timeout);
   });
 }
 
@@ -104,8 +150,8 @@ std::shared_ptr<Work> ProcessGroupTwoLevel::reduce_scatter_tensor(Tensor& output
   detail::check_tensor(input, "reduce_scatter_tensor", "input");
   detail::check_reduce_op(options.op, output.dtype(), "reduce_scatter_tensor");
   detail::check_numel(input, output.numel() * size(), "reduce_scatter_tensor", "input");
-  return impl_->ops.submit("reduce_scatter_tensor", [this, output, input, options]() mutable {
-    impl_->flat->reduce_scatter_tensor(output, input, options)->wait();
+  return impl_->ops.submit("reduce_scatter_tensor", [this, output, input, options] {
+    impl_->reduce_scatter(output, input, options.op, options.timeout);
   });
 }
 
@@ -191,8 +237,8 @@ std::shared_ptr<ProcessGroup> make_host_aware_group(std::shared_ptr<rendezvous::
   auto slice = std::make_shared<ProcessGroupGloo>(
       part(store, "slice_" + std::to_string(layout.local_rank)), layout.host, hosts, gloo);
   auto flat = std::make_shared<ProcessGroupGloo>(part(store, "flat"), rank, size, gloo);
-  return std::make_shared<ProcessGroupTwoLevel>(rank, size, std::move(local), std::move(slice),
-                                                std::move(flat));
+  return std::make_shared<ProcessGroupTwoLevel>(rank, layout.hosts, std::move(local),
+                                                std::move(slice), std::move(flat));
 }
 
 }  // namespace genesis::dist

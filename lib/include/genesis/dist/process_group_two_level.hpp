@@ -3,8 +3,10 @@
 // in three steps, as NCCL's hierarchical algorithms do with per-slice leaders: a reduce-scatter
 // within the host over shared memory, an all-reduce of each local rank's slice with the ranks of
 // the same local index on the other hosts (so every rank's network link carries 1/L of the data,
-// L ranks per host), and an all-gather within the host. The other collectives go to a flat Gloo
-// group over all ranks. Every op runs on one thread in submission order.
+// L ranks per host), and an all-gather within the host. ZeRO's flat reduce-scatter and all-gather
+// take the same two levels (the chunks reordered so that each local rank's slice holds the chunks
+// of its peers on the other hosts). The other collectives go to a flat Gloo group over all ranks.
+// Every op runs on one thread in submission order.
 //
 // make_host_aware_group picks the group for a set of ranks: shared memory when they share one
 // host, Gloo when each host has one rank (or hosts have different numbers), two levels otherwise.
@@ -19,10 +21,12 @@ namespace genesis::dist {
 
 class ProcessGroupTwoLevel : public ProcessGroup {
  public:
-  // `local`: this host's ranks (local rank order); `slice`: the ranks of the same local index on
-  // every host (host order); `flat`: every rank. Each has been built on its own store.
-  ProcessGroupTwoLevel(int rank, int size, std::shared_ptr<ProcessGroup> local,
-                       std::shared_ptr<ProcessGroup> slice, std::shared_ptr<ProcessGroup> flat);
+  // `hosts`: each host's ranks (every host as many); `local`: this host's ranks (in that order);
+  // `slice`: the ranks of the same local index on every host (host order); `flat`: every rank.
+  // Each group has been built on its own store.
+  ProcessGroupTwoLevel(int rank, std::vector<std::vector<int>> hosts,
+                       std::shared_ptr<ProcessGroup> local, std::shared_ptr<ProcessGroup> slice,
+                       std::shared_ptr<ProcessGroup> flat);
   ~ProcessGroupTwoLevel() override;
 
   int rank() const override;
