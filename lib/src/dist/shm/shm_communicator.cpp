@@ -119,27 +119,38 @@ void reduce_typed(const std::vector<const char*>& in, char* out, std::size_t n, 
 
 // f32 sums, DDP's case, a block at a time so the adds vectorise; `out` may be one of the inputs
 // (each block is read whole before it is written).
-void sum_f32(const std::vector<const char*>& in, char* out, std::size_t n, bool average) {
+// `also`, when given, gets the sums too (the all-reduce's published copy), from the same block.
+void sum_f32(const std::vector<const char*>& in, char* out, std::size_t n, bool average,
+             char* also) {
   constexpr std::size_t kBlock = 1024;
   alignas(64) float acc[kBlock];
   for (std::size_t first = 0; first < n; first += kBlock) {
     const std::size_t m = std::min(kBlock, n - first);
     std::memcpy(acc, in[0] + first * 4, m * 4);
     for (std::size_t q = 1; q < in.size(); ++q) {
-      float part[kBlock];
-      std::memcpy(part, in[q] + first * 4, m * 4);
-      for (std::size_t i = 0; i < m; ++i) acc[i] += part[i];
+      const char* part = in[q] + first * 4;
+      for (std::size_t i = 0; i < m; ++i) {
+        float v;  // a 4-byte copy: an unaligned load the adds vectorise around
+        std::memcpy(&v, part + i * 4, 4);
+        acc[i] += v;
+      }
     }
     if (average)
       for (std::size_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(in.size());
     std::memcpy(out + first * 4, acc, m * 4);
+    if (also != nullptr) std::memcpy(also + first * 4, acc, m * 4);
   }
 }
 
 void reduce_slices(const std::vector<const char*>& in, char* out, std::size_t n, DType dtype,
-                   ReduceOp op) {
+                   ReduceOp op, char* also = nullptr) {
   if (dtype == DType::f32 && (op == ReduceOp::SUM || op == ReduceOp::AVG))
-    return sum_f32(in, out, n, op == ReduceOp::AVG);
+    return sum_f32(in, out, n, op == ReduceOp::AVG, also);
+  if (also != nullptr) {
+    reduce_slices(in, out, n, dtype, op);
+    std::memcpy(also, out, n * dtype_size(dtype));
+    return;
+  }
   const std::size_t elem = dtype_size(dtype);
   switch (dtype) {
     case DType::f32: return reduce_typed<Plain<float>>(in, out, n, op, elem);
@@ -316,8 +327,7 @@ void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, Redu
   std::vector<const char*> slices(static_cast<std::size_t>(world_));
   for (int q = 0; q < world_; ++q)
     slices[static_cast<std::size_t>(q)] = (q == rank_ ? data : half(q)) + lo(rank_);
-  reduce_slices(slices, data + lo(rank_), length(rank_) / elem, dtype, op);
-  std::memcpy(half(rank_) + lo(rank_), data + lo(rank_), length(rank_));
+  reduce_slices(slices, data + lo(rank_), length(rank_) / elem, dtype, op, half(rank_) + lo(rank_));
   sync();
   for (int q = 0; q < world_; ++q)
     if (q != rank_) std::memcpy(data + lo(q), half(q) + lo(q), length(q));
