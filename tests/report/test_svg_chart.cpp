@@ -3,6 +3,9 @@
 // input (one point, a flat line, one rank) drawn without NaN.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cctype>
+
 #include "genesis/report/svg_chart.hpp"
 #include "report/report_fixture.hpp"
 
@@ -90,6 +93,26 @@ TEST_CASE("one point, a flat line and a single rank draw without NaN", "[report]
     CHECK(svg.find("inf") == std::string::npos);
     CHECK(count_of(svg, "<circle") == chart->series[0].points.size());
   }
+}
+
+TEST_CASE("a curve that barely moves gets tick labels that differ", "[report]") {
+  // Peak memory per rank that differs in the sixth digit: 1-2-5 ticks that far apart would all
+  // print as 47.0.
+  LineChart chart{.key = "peak_mb_per_rank", .title = "almost flat", .x_label = "rank", .integer_x = true};
+  chart.series.push_back({"a", "#1f77b4", {{0, 46.99997}, {1, 47.00001}}, {}});
+  const std::string svg = render_chart_svg(chart);
+  std::vector<std::string> labels;
+  for (std::size_t at = svg.find("<text"); at != std::string::npos; at = svg.find("<text", at + 1)) {
+    const std::size_t open = svg.find('>', at) + 1;
+    labels.push_back(svg.substr(open, svg.find("</text>", open) - open));
+  }
+  std::vector<std::string> numbers;
+  for (const std::string& l : labels)
+    if (!l.empty() && (std::isdigit(static_cast<unsigned char>(l[0])) || l[0] == '-')) numbers.push_back(l);
+  INFO(svg);
+  REQUIRE(numbers.size() >= 4);
+  std::sort(numbers.begin(), numbers.end());
+  CHECK(std::adjacent_find(numbers.begin(), numbers.end()) == numbers.end());
 }
 
 TEST_CASE("a standalone chart file is an SVG document", "[report]") {

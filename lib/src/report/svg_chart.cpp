@@ -32,12 +32,16 @@ struct Axes {
   double py(double y) const { return top + height - (y - y0) / (y1 - y0) * height; }
 };
 
-// A range of one value (a flat curve, a single point) becomes an interval around it.
+// A range of one value (a flat curve, a single point) becomes an interval around it, and so does
+// one narrower than a thousandth of its values (47.0001 against 47.0002 MB): ticks that far
+// apart would all print alike.
 std::pair<double, double> widened(Range r) {
   if (!std::isfinite(r.lo)) return {0, 1};
-  if (r.hi > r.lo) return {r.lo, r.hi};
-  const double pad = r.lo == 0 ? 1 : std::fabs(r.lo) * 0.1;
-  return {r.lo - pad, r.hi + pad};
+  const double size = std::max(std::fabs(r.lo), std::fabs(r.hi));
+  if (r.hi - r.lo >= 1e-3 * size && r.hi > r.lo) return {r.lo, r.hi};
+  const double middle = (r.lo + r.hi) / 2;
+  const double pad = size == 0 ? 1 : size * 0.1;
+  return {middle - pad, middle + pad};
 }
 
 Axes make_axes(const LineChart& chart, int top) {
