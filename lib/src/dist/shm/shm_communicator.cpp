@@ -200,7 +200,7 @@ Communicator::Communicator(const std::string& name, int rank, int world,
       timeout_(timeout) {
   static_assert(sizeof(Line) <= kLine);
   GENESIS_CHECK(world >= 1 && rank >= 0 && rank < world &&
-                    buffer_bytes >= 8 * static_cast<std::size_t>(world),
+                    buffer_bytes >= 16 * static_cast<std::size_t>(world),
                 InvalidArgument,
                 "shared memory: rank " + std::to_string(rank) + " of " + std::to_string(world) +
                     " with " + std::to_string(buffer_bytes) + "-byte buffers");
@@ -270,28 +270,23 @@ void Communicator::wait_for(int peer, std::uint32_t count) {
   theirs.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void Communicator::barrier() {
-  sync();
-  fenced_ = true;
-}
+void Communicator::barrier() { sync(); }
 
-bool Communicator::small(std::size_t bytes) const {
-  return bytes <= std::min(kSmallBytes, buffer_bytes_ / 2);
-}
+bool Communicator::small(std::size_t bytes) const { return bytes <= std::min(kSmallBytes, piece_bytes()); }
+
+std::size_t Communicator::piece_bytes() const { return std::min(kPieceBytes, buffer_bytes_ / 2); }
 
 char* Communicator::half(int r) const {
   return buffer(r) + (parity_ ? buffer_bytes_ / 2 : 0);
 }
 
-// After small ops a peer may still read the half of this rank's buffer the last one used.
-void Communicator::fence() {
-  if (!fenced_) sync();
-  fenced_ = true;
-}
+// Every op moves its data in steps through one half of the buffers, the next step through the
+// other: a rank writes a half only after its peers arrived for the step in between, which they
+// do once done reading that half, so a step needs no sync after its reads.
+void Communicator::next_half() { parity_ ^= 1; }
 
 // One copy and one sync: every rank reduces the whole message from every buffer's current
-// half, in rank order (the same bits everywhere). The half alternates, and a peer that arrives
-// for this op has finished reading the half before last, so no trailing sync is needed.
+// half, in rank order (the same bits everywhere).
 void Communicator::small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   const std::size_t bytes = count * dtype_size(dtype);
   std::memcpy(half(rank_), data, bytes);
@@ -299,15 +294,14 @@ void Communicator::small_all_reduce(void* data, std::size_t count, DType dtype, 
   std::vector<const char*> all(static_cast<std::size_t>(world_));
   for (int q = 0; q < world_; ++q) all[static_cast<std::size_t>(q)] = half(q);
   reduce_slices(all, static_cast<char*>(data), count, dtype, op);
-  parity_ ^= 1;
-  fenced_ = false;
+  next_half();
 }
 
 void Communicator::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   check_op(dtype, op);
   const std::size_t elem = dtype_size(dtype);
   if (small(count * elem)) return small_all_reduce(data, count, dtype, op);
-  const std::size_t piece = std::min(kPieceBytes, buffer_bytes_ / 2) / elem;
+  const std::size_t piece = piece_bytes() / elem;
   auto* bytes = static_cast<char*>(data);
   for (std::size_t first = 0; first < count; first += piece)
     all_reduce_piece(bytes + first * elem, std::min(piece, count - first), dtype, op);
@@ -315,8 +309,7 @@ void Communicator::all_reduce(void* data, std::size_t count, DType dtype, Reduce
 
 // A piece small enough to stay in cache, in two syncs: each rank publishes the slices its peers
 // reduce; rank r reduces slice r of every rank in rank order, in place in its own data, and
-// publishes the result; each copies the others' results. The pieces alternate between the
-// buffers' halves as small ops do, so a rank writing a half knows its peers are done with it.
+// publishes the result; each copies the others' results.
 void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op) {
   const std::size_t elem = dtype_size(dtype);
   const auto lo = [&](int r) { return n * static_cast<std::size_t>(r) / static_cast<std::size_t>(world_) * elem; };
@@ -331,48 +324,29 @@ void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, Redu
   sync();
   for (int q = 0; q < world_; ++q)
     if (q != rank_) std::memcpy(data + lo(q), half(q) + lo(q), length(q));
-  parity_ ^= 1;
-  fenced_ = false;
+  next_half();
 }
 
 void Communicator::broadcast(void* data, std::size_t bytes, int root) {
   auto* p = static_cast<char*>(data);
-  if (small(bytes)) {
-    if (rank_ == root) std::memcpy(half(root), p, bytes);
+  for (std::size_t first = 0; first < bytes; first += piece_bytes()) {
+    const std::size_t n = std::min(piece_bytes(), bytes - first);
+    if (rank_ == root) std::memcpy(half(root), p + first, n);
     sync();
-    if (rank_ != root) std::memcpy(p, half(root), bytes);
-    parity_ ^= 1;
-    fenced_ = false;
-    return;
-  }
-  fence();
-  for (std::size_t first = 0; first < bytes; first += buffer_bytes_) {
-    const std::size_t n = std::min(buffer_bytes_, bytes - first);
-    if (rank_ == root) std::memcpy(buffer(root), p + first, n);
-    sync();
-    if (rank_ != root) std::memcpy(p + first, buffer(root), n);
-    sync();
+    if (rank_ != root) std::memcpy(p + first, half(root), n);
+    next_half();
   }
 }
 
 void Communicator::all_gather(const void* in, void* out, std::size_t bytes) {
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
-  if (small(bytes)) {
-    std::memcpy(half(rank_), src, bytes);
+  for (std::size_t first = 0; first < bytes; first += piece_bytes()) {
+    const std::size_t n = std::min(piece_bytes(), bytes - first);
+    std::memcpy(half(rank_), src + first, n);
     sync();
-    for (int q = 0; q < world_; ++q) std::memcpy(dst + q * bytes, half(q), bytes);
-    parity_ ^= 1;
-    fenced_ = false;
-    return;
-  }
-  fence();
-  for (std::size_t first = 0; first < bytes; first += buffer_bytes_) {
-    const std::size_t n = std::min(buffer_bytes_, bytes - first);
-    std::memcpy(buffer(rank_), src + first, n);
-    sync();
-    for (int q = 0; q < world_; ++q) std::memcpy(dst + q * bytes + first, buffer(q), n);
-    sync();
+    for (int q = 0; q < world_; ++q) std::memcpy(dst + q * bytes + first, half(q), n);
+    next_half();
   }
 }
 
@@ -380,31 +354,21 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, 
                                   ReduceOp op) {
   check_op(dtype, op);
   const std::size_t elem = dtype_size(dtype);
-  // Each buffer holds a piece of every rank's chunk: world pieces of `piece` elements.
-  const std::size_t piece = std::max<std::size_t>(1, buffer_bytes_ / elem / static_cast<std::size_t>(world_));
+  const auto world = static_cast<std::size_t>(world_);
+  // A step holds a piece of every rank's chunk: world pieces of `piece` elements.
+  const std::size_t piece = std::max<std::size_t>(1, piece_bytes() / elem / world);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
-  std::vector<const char*> slices(static_cast<std::size_t>(world_));
-  if (small(count * elem * static_cast<std::size_t>(world_))) {
-    std::memcpy(half(rank_), src, count * elem * static_cast<std::size_t>(world_));
-    sync();
-    for (int q = 0; q < world_; ++q)
-      slices[static_cast<std::size_t>(q)] = half(q) + static_cast<std::size_t>(rank_) * count * elem;
-    reduce_slices(slices, dst, count, dtype, op);
-    parity_ ^= 1;
-    fenced_ = false;
-    return;
-  }
-  fence();
+  std::vector<const char*> slices(world);
   for (std::size_t first = 0; first < count; first += piece) {
     const std::size_t n = std::min(piece, count - first);
-    for (int q = 0; q < world_; ++q)
-      std::memcpy(buffer(rank_) + q * piece * elem, src + (q * count + first) * elem, n * elem);
+    for (std::size_t q = 0; q < world; ++q)
+      std::memcpy(half(rank_) + q * n * elem, src + (q * count + first) * elem, n * elem);
     sync();
-    for (int q = 0; q < world_; ++q)
-      slices[static_cast<std::size_t>(q)] = buffer(q) + rank_ * piece * elem;
+    for (std::size_t q = 0; q < world; ++q)
+      slices[q] = half(static_cast<int>(q)) + static_cast<std::size_t>(rank_) * n * elem;
     reduce_slices(slices, dst + first * elem, n, dtype, op);
-    sync();
+    next_half();
   }
 }
 

@@ -1,11 +1,12 @@
 // Collectives between the ranks of one host through a shared segment (shm_segment.hpp): each rank
 // has a control line (its arrival count, its pid, a count of ranks sleeping on it) and a staging
-// buffer. A collective moves its data through the buffers in chunks: each rank writes its part,
-// every rank arrives, each reads what it needs (an all-reduce: rank r reduces slice r of every
-// buffer, in rank order, so every rank gets the same bits), and arrives again before a buffer is
-// reused. Small messages take a latency path: one copy into alternating halves of the buffers
-// and one arrival, each rank reducing the whole message itself. Waiting spins briefly, then sleeps on a futex on the peer's arrival count, so a waiting
-// rank does not burn a core its peer needs; a peer that never arrives fails the wait at the
+// buffer. A collective moves its data in cache-sized steps through alternating halves of the
+// buffers: each rank writes its part, every rank arrives, each reads what it needs (an
+// all-reduce: rank r reduces slice r of every buffer, in rank order, so every rank gets the same
+// bits); the next step uses the other half, so no second arrival is needed before a half is
+// reused. A small all-reduce is one step in which every rank reduces the whole message itself.
+// Waiting spins briefly, then sleeps on a futex on the peer's arrival count, so a waiting rank
+// does not burn a core its peer needs; a peer that never arrives fails the wait at the
 // timeout, and one whose process is gone fails it at once, naming the rank. Not here: the
 // process-group interface, rendezvous through the store, zero-copy buffers (process_group_shm).
 #pragma once
@@ -56,8 +57,9 @@ class Communicator {
   Line& line(int r) const;
   char* buffer(int r) const;
   bool small(std::size_t bytes) const;
-  char* half(int r) const;  // the half of rank r's buffer the next small op uses
-  void fence();
+  std::size_t piece_bytes() const;
+  char* half(int r) const;  // the half of rank r's buffer the next step uses
+  void next_half();
   void small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op);
   void all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op);
   void arrive();
@@ -73,8 +75,7 @@ class Communicator {
   Milliseconds timeout_;
   Segment segment_;
   std::uint32_t arrivals_ = 0;
-  int parity_ = 0;       // which half of the buffers the next small op uses
-  bool fenced_ = true;   // no peer still reads this rank's buffer from an earlier op
+  int parity_ = 0;  // which half of the buffers the next step uses
 };
 
 }  // namespace genesis::dist::shm
