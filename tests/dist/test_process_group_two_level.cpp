@@ -25,36 +25,27 @@ std::shared_ptr<rendezvous::Store> part(std::shared_ptr<rendezvous::Store> store
   return std::make_shared<rendezvous::PrefixStore>(name, std::move(store));
 }
 
-// Ranks 0-1 on host 0, 2-3 on host 1, as the launcher numbers them.
-std::shared_ptr<ProcessGroup> two_hosts_of_two(int rank, std::shared_ptr<rendezvous::Store> store) {
-  const int host = rank / 2, local_rank = rank % 2;
+// 2 hosts x 2 ranks: ranks 0-1 on host 0 and 2-3 on host 1, as the launcher numbers them, or
+// interleaved (hosts {0, 2} and {1, 3}).
+std::shared_ptr<ProcessGroup> four_ranks(int rank, std::shared_ptr<rendezvous::Store> store,
+                                         bool interleaved) {
+  const int host = interleaved ? rank % 2 : rank / 2, local_rank = interleaved ? rank / 2 : rank % 2;
   auto local = std::make_shared<ProcessGroupShm>(part(store, "local_" + std::to_string(host)),
                                                  local_rank, 2, ShmOptions{kTimeout, 512});
   auto slice = std::make_shared<ProcessGroupGloo>(
       part(store, "slice_" + std::to_string(local_rank)), host, 2, GlooOptions{"127.0.0.1", kTimeout});
   auto flat = std::make_shared<ProcessGroupGloo>(part(store, "flat"), rank, 4,
                                                  GlooOptions{"127.0.0.1", kTimeout});
-  return std::make_shared<ProcessGroupTwoLevel>(rank, std::vector<std::vector<int>>{{0, 1}, {2, 3}},
-                                                local, slice, flat);
-}
-
-// The same with hosts that hold every other rank: {0, 2} and {1, 3}.
-std::shared_ptr<ProcessGroup> interleaved_hosts(int rank, std::shared_ptr<rendezvous::Store> store) {
-  const int host = rank % 2, local_rank = rank / 2;
-  auto local = std::make_shared<ProcessGroupShm>(part(store, "local_" + std::to_string(host)),
-                                                 local_rank, 2, ShmOptions{kTimeout, 512});
-  auto slice = std::make_shared<ProcessGroupGloo>(
-      part(store, "slice_" + std::to_string(local_rank)), host, 2, GlooOptions{"127.0.0.1", kTimeout});
-  auto flat = std::make_shared<ProcessGroupGloo>(part(store, "flat"), rank, 4,
-                                                 GlooOptions{"127.0.0.1", kTimeout});
-  return std::make_shared<ProcessGroupTwoLevel>(rank, std::vector<std::vector<int>>{{0, 2}, {1, 3}},
-                                                local, slice, flat);
+  const std::vector<std::vector<int>> hosts =
+      interleaved ? std::vector<std::vector<int>>{{0, 2}, {1, 3}}
+                  : std::vector<std::vector<int>>{{0, 1}, {2, 3}};
+  return std::make_shared<ProcessGroupTwoLevel>(rank, hosts, local, slice, flat);
 }
 
 std::vector<std::vector<BenchRow>> run_on_four(const BenchOptions& o) {
   std::vector<std::vector<BenchRow>> rows(4);
   testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
-    auto group = two_hosts_of_two(rank, store);
+    auto group = four_ranks(rank, store, false);
     rows[static_cast<std::size_t>(rank)] = run_collective_bench(*group, o, nullptr);
   });
   return rows;
@@ -79,7 +70,7 @@ TEST_CASE("two-level group: odd sizes, a multi-dimensional tensor, and ops in or
           "[shm][dist]") {
   std::vector<std::vector<float>> sums(4), after_broadcast(4);
   testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
-    auto group = two_hosts_of_two(rank, store);
+    auto group = four_ranks(rank, store, false);
     // 3 x 7 = 21 elements: not a multiple of the 2 ranks per host.
     std::vector<float> values(21);
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(rank * 100 + i);
@@ -105,10 +96,10 @@ TEST_CASE("two-level group: odd sizes, a multi-dimensional tensor, and ops in or
 TEST_CASE("two-level group: ZeRO's flat reduce-scatter and all-gather, in place, any host layout",
           "[shm][dist]") {
   constexpr std::int64_t kChunk = 5;
-  for (auto* make : {&two_hosts_of_two, &interleaved_hosts}) {
+  for (const bool interleaved : {false, true}) {
     std::vector<std::vector<float>> shards(4), gathered(4);
     testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
-      auto group = (*make)(rank, store);
+      auto group = four_ranks(rank, store, interleaved);
       // Rank r's input: element i of chunk c is 1000 r + 10 c + i; the sum over ranks of chunk c
       // is 6000 + 40 c + 4 i.
       std::vector<float> values(4 * kChunk);

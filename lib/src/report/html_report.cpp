@@ -2,13 +2,7 @@
 // the file) never sees part of it. No timestamps in the page: the same runs give the same bytes.
 #include "genesis/report/html_report.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
-#include "genesis/core/error.hpp"
+#include "ckpt/durable_file.hpp"
 #include "genesis/report/report_charts.hpp"
 #include "markup.hpp"
 #include "run_tables.hpp"
@@ -87,25 +81,9 @@ HtmlReport render_html_report(const std::vector<RunHistory>& runs) {
   return report;
 }
 
+// The checkpoint writer's atomic replace: a temporary beside the file, synced, then renamed.
 void write_report_file(const fs::path& path, const std::string& text) {
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  std::string tmp = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  GENESIS_CHECK(fd >= 0, IoError, "cannot write '" + path.string() + "': " + std::strerror(errno));
-  int error = 0;
-  for (std::size_t done = 0; done < text.size() && error == 0;) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n > 0) done += static_cast<std::size_t>(n);
-    else if (n == 0 || errno != EINTR) error = n == 0 ? EIO : errno;
-  }
-  // mkstemp makes the file 0600; a report is meant to be opened and shared like any document.
-  if (error == 0 && ::fchmod(fd, 0644) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(tmp.c_str());
-    throw IoError("cannot write '" + path.string() + "': " + std::strerror(error));
-  }
+  ckpt::detail::replace_file_atomically(path, text);
 }
 
 }  // namespace genesis::report
