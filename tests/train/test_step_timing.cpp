@@ -56,10 +56,13 @@ std::string this_host() {
 TEST_CASE("train: wall_clock_breakdown parts add up to the step time on 2 DDP ranks",
           "[train][ddp][timing]") {
   TempDir dir;
-  // Logs every 5 steps: the log's own work (what no phase covers) shrinks to a small share of
-  // the window even when the test shares its cores with another.
+  // Logs every 5 steps of a model four times the others' work: the log's own work (what no
+  // phase covers, about a millisecond when the test shares its cores with another) stays a
+  // small share of the window.
   auto r = run_genesis(ddp_run(dir, "wcb", {"--set", "training.max_steps=15",
                                             "--set", "training.logging_steps=5",
+                                            "--set", "model.n_embd=128",
+                                            "--set", "training.per_device_train_batch_size=32",
                                             "--set", "training.wall_clock_breakdown=true"}),
                        kOneThread);
   INFO(r.out << r.err);
