@@ -119,6 +119,26 @@ TEST_CASE("a batch of prompts of different lengths completes as each prompt alon
                        gpt(Tensor::from_vector<std::int64_t>({8, 6, 13}, {1, 3})).slice(1, 2, 3)) < 1e-5f);
 }
 
+TEST_CASE("a batch whose prompt pass runs in blocks of rows completes as each prompt alone",
+          "[generate]") {
+  // 300 prompts of up to 6 tokens: the prompt pass goes about 85 rows at a time, each block
+  // writing its rows of one cache that the decode steps then read whole.
+  nn::GPT gpt = trained_like_gpt();
+  std::vector<std::vector<std::int64_t>> prompts;
+  for (std::int64_t i = 0; i < 300; ++i) {
+    std::vector<std::int64_t> prompt;
+    for (std::int64_t t = 0; t <= i % 6; ++t) prompt.push_back((i * 7 + t * 5) % kConfig.vocab_size);
+    prompts.push_back(prompt);
+  }
+  Generator unused;
+  const auto batch = gpt.generate(prompts, {.max_new_tokens = 4}, unused);
+  for (std::size_t i = 0; i < prompts.size(); i += 37) {
+    INFO("prompt " << i);
+    CHECK(batch[i] == gpt.generate(prompts[i], 4));
+  }
+  CHECK(batch.back() == gpt.generate(prompts.back(), 4));
+}
+
 TEST_CASE("batched generation stops each row at its stop token, limit and block_size", "[generate]") {
   nn::GPT gpt = trained_like_gpt();
   Generator unused;

@@ -55,13 +55,15 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& keys, Tensor
   Tensor qkv = (*c_attn_)(x);
   Tensor q = heads(qkv, 0, n_head_), k = heads(qkv, C, n_head_), v = heads(qkv, 2 * C, n_head_);
   if (!keys.defined()) {  // the first step: room for the whole generation, in k's dtype
-    const Shape shape{B, n_head_, step.capacity, C / n_head_};
+    const Shape shape{step.batch_rows, n_head_, step.capacity, C / n_head_};
     keys = Tensor::empty(shape, k.dtype(), k.device());
     values = Tensor::empty(shape, v.dtype(), v.device());
   }
-  keys.slice(2, length, length + T).copy_(k);
-  values.slice(2, length, length + T).copy_(v);
-  const Tensor k_all = keys.slice(2, 0, length + T), v_all = values.slice(2, 0, length + T);
+  const Tensor my_keys = keys.slice(0, step.first_row, step.first_row + B);
+  const Tensor my_values = values.slice(0, step.first_row, step.first_row + B);
+  my_keys.slice(2, length, length + T).copy_(k);
+  my_values.slice(2, length, length + T).copy_(v);
+  const Tensor k_all = my_keys.slice(2, 0, length + T), v_all = my_values.slice(2, 0, length + T);
   Tensor y = step.mask.defined() ? masked_attention(q, k_all, v_all, step.mask)
                                  : scaled_dot_product_attention(q.contiguous(), k_all, v_all, true);
   return (*c_proj_)(y.permute({0, 2, 1, 3}).reshape({B, T, C}));
@@ -73,37 +75,67 @@ Tensor Block::forward_cached(const Tensor& x, Tensor& keys, Tensor& values, cons
 }
 
 Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache) {
+  Tensor logits = forward_cached_rows(idx, cache, 0, idx.size(0), /*last_only=*/false);
+  cache.length += idx.size(1);
+  return logits;
+}
+
+Tensor GPT::forward_cached_rows(const Tensor& idx, KVCache& cache, std::int64_t first_row,
+                                std::int64_t batch_rows, bool last_only) {
   NoGradGuard no_grad;
   GENESIS_CHECK(!config_.value_head, InvalidArgument,
                 "generation needs the language-model head; this GPT has a value head "
                 "(model.head = \"value\")");
   const std::int64_t B = idx.size(0), T = idx.size(1);
-  GENESIS_CHECK(cache.pads.empty() || static_cast<std::int64_t>(cache.pads.size()) == B,
+  GENESIS_CHECK(cache.pads.empty() || static_cast<std::int64_t>(cache.pads.size()) == batch_rows,
                 InvalidArgument, "generation: the cache has padding for " +
                                      std::to_string(cache.pads.size()) + " rows, the input " +
-                                     std::to_string(B));
+                                     std::to_string(batch_rows));
   const std::int64_t max_pad =
       cache.pads.empty() ? 0 : *std::max_element(cache.pads.begin(), cache.pads.end());
   const std::int64_t capacity = config_.block_size + max_pad;
   GENESIS_CHECK(cache.length + T <= capacity, InvalidArgument,
                 "generation past block_size " + std::to_string(config_.block_size));
+  std::vector<std::int64_t> pads(static_cast<std::size_t>(B), 0);
+  if (!cache.pads.empty())
+    std::copy_n(cache.pads.begin() + first_row, B, pads.begin());
   std::vector<std::int64_t> positions(static_cast<std::size_t>(B * T));
-  for (std::int64_t b = 0; b < B; ++b) {
-    const std::int64_t pad = cache.pads.empty() ? 0 : cache.pads[b];
+  for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t)
-      positions[b * T + t] = std::clamp<std::int64_t>(cache.length + t - pad, 0, config_.block_size - 1);
-  }
+      positions[b * T + t] = std::clamp<std::int64_t>(cache.length + t - pads[b], 0, config_.block_size - 1);
   Tensor x = (*wte_)(idx) + (*wpe_)(Tensor::from_vector(positions, {B, T}).to(idx.device()));
   const CacheStep step{
       .length = cache.length,
       .capacity = capacity,
-      .mask = max_pad > 0 ? padding_mask(cache.pads, cache.length, T, idx.device()) : Tensor()};
+      .mask = max_pad > 0 ? padding_mask(pads, cache.length, T, idx.device()) : Tensor(),
+      .first_row = first_row,
+      .batch_rows = batch_rows};
   cache.keys.resize(blocks_.size());
   cache.values.resize(blocks_.size());
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     x = blocks_[i]->forward_cached(x, cache.keys[i], cache.values[i], step);
-  cache.length += T;
+  if (last_only) x = x.select(1, T - 1);
   return linear((*ln_f_)(x), wte_->weight);
+}
+
+// About this many tokens per block of a prompt pass: a block's largest activation (the MLP's,
+// 4 x n_embd floats a token) then stays within a few hundred KiB at the sft preset's width.
+constexpr std::int64_t kPrefillTokens = 512;
+
+Tensor GPT::next_token_logits(const Tensor& idx, KVCache& cache) {
+  const std::int64_t B = idx.size(0), T = idx.size(1);
+  const std::int64_t rows = std::max<std::int64_t>(1, kPrefillTokens / T);
+  if (rows >= B) {
+    Tensor logits = forward_cached_rows(idx, cache, 0, B, /*last_only=*/true);
+    cache.length += T;
+    return logits;
+  }
+  std::vector<Tensor> blocks;
+  for (std::int64_t r = 0; r < B; r += rows)
+    blocks.push_back(forward_cached_rows(idx.slice(0, r, std::min(B, r + rows)), cache, r, B,
+                                         /*last_only=*/true));
+  cache.length += T;
+  return cat(blocks, 0);
 }
 
 std::vector<std::int64_t> GPT::generate(const std::vector<std::int64_t>& prompt,
@@ -172,8 +204,7 @@ std::vector<std::vector<std::int64_t>> GPT::generate_rows(
   }
   std::vector<std::int64_t> next(prompts.size(), 0);
   while (running > 0) {
-    Tensor logits = forward_cached(fed, cache);  // (B, T, vocab)
-    const Tensor last = logits.select(1, logits.size(1) - 1).to(DType::f32).to(Device::cpu()).contiguous();
+    const Tensor last = next_token_logits(fed, cache).to(DType::f32).to(Device::cpu()).contiguous();
     const float* rows = last.data<float>();  // read in place: no copy of the (B, vocab) logits
     const std::int64_t V = last.size(1);
     for (std::int64_t b = 0; b < B; ++b) {

@@ -45,10 +45,15 @@ struct KVCache {
 // One step of cached inference as the blocks see it: the positions already cached, the cache's
 // room (allocated by the first step), and the additive mask (B, 1, T, length + T) that hides
 // padding (undefined: none; the fused causal kernel runs instead).
+// A step may feed a block of the batch's rows only, [first_row, first_row + its rows), of
+// batch_rows in all: a long prompt pass goes a few rows at a time so that its activations stay
+// in cache.
 struct CacheStep {
   std::int64_t length = 0;
   std::int64_t capacity = 0;
   Tensor mask;
+  std::int64_t first_row = 0;
+  std::int64_t batch_rows = 0;  // rows the cache holds (allocated by the first step)
 };
 
 // How generate() picks each next token: greedy when temperature is 0, else a draw from the
@@ -131,6 +136,14 @@ class GPT : public Module {
 
 
  private:
+  // Rows [first_row, first_row + idx.size(0)) of forward_cached over a cache of batch_rows rows,
+  // without advancing cache.length; with last_only, only the last position's logits (rows,
+  // vocab), all generation needs.
+  Tensor forward_cached_rows(const Tensor& idx, KVCache& cache, std::int64_t first_row,
+                             std::int64_t batch_rows, bool last_only);
+  // The last position's logits (B, vocab) of tokens idx (B, T), extending the cache; a long
+  // prompt pass runs in blocks of rows.
+  Tensor next_token_logits(const Tensor& idx, KVCache& cache);
   // generate() with row b's draws from gen_of(b).
   template <class GeneratorOf>
   std::vector<std::vector<std::int64_t>> generate_rows(
