@@ -30,6 +30,7 @@ struct BenchFlags {
   std::string backend = "auto";
   std::string json;
   double min_busbw = 0;
+  std::string buffers = "shared";
 };
 
 void add_bench_flags(CLI::App& app, BenchFlags& flags) {
@@ -71,6 +72,13 @@ void add_bench_flags(CLI::App& app, BenchFlags& flags) {
       ->type_name("NAME")
       ->check(CLI::IsMember({"auto", "gloo", "nccl", "shm", "shm+gloo"}))
       ->capture_default_str();
+  app.add_option("--buffers", flags.buffers,
+                 "Where the collective's buffer lives: shared, in memory the group's ranks share "
+                 "as DDP's buckets do (on shm an all-reduce then needs no copy in or out), or "
+                 "own, each process's private memory")
+      ->type_name("WHERE")
+      ->check(CLI::IsMember({"shared", "own"}))
+      ->capture_default_str();
   app.add_option("--json", flags.json, "Also write the rows to FILE as JSON (rank 0)")
       ->type_name("FILE");
   app.add_option("--min-busbw", flags.min_busbw,
@@ -89,6 +97,7 @@ dist::BenchOptions resolve_options(const BenchFlags& flags) {
   o.op = dist::parse_bench_op(flags.op);
   o.dtype = dist::parse_bench_dtype(flags.datatype);
   o.collective = dist::parse_bench_collective(flags.collective);
+  o.shared_buffers = flags.buffers == "shared";
   dist::validate_bench_options(o);  // usage errors before any rendezvous
   return o;
 }
@@ -102,7 +111,8 @@ void write_json(const std::string& path, const dist::BenchOptions& o, int world_
                         {"op", dist::reduce_op_name(o.op)},
                         {"iters", o.iters},
                         {"warmup_iters", o.warmup_iters},
-                        {"check", o.check}};
+                        {"check", o.check},
+                        {"buffers", o.shared_buffers ? "shared" : "own"}};
   nlohmann::json& out = doc["rows"] = nlohmann::json::array();
   for (const auto& r : rows)
     out.push_back({{"bytes", r.bytes}, {"count", r.count}, {"time_us", r.time_us},

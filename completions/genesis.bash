@@ -40,6 +40,9 @@ _genesis() {
                 --backend)
                     COMPREPLY=($(compgen -W "auto gloo nccl shm shm+gloo" -- "$cur"))
                     return ;;
+                --buffers)
+                    COMPREPLY=($(compgen -W "shared own" -- "$cur"))
+                    return ;;
                 --check|-c)
                     COMPREPLY=($(compgen -W "0 1" -- "$cur"))
                     return ;;
@@ -228,7 +231,7 @@ _genesis() {
         return
     fi
     case $command in
-        bench-allreduce) COMPREPLY=($(compgen -W "--backend --check -c --collective --color --datatype -d --help -h --iters -n --json --log-level --maxbytes -e --min-busbw --minbytes -b --op -o --stepfactor -f --version --warmup_iters -w" -- "$cur")) ;;
+        bench-allreduce) COMPREPLY=($(compgen -W "--backend --buffers --check -c --collective --color --datatype -d --help -h --iters -n --json --log-level --maxbytes -e --min-busbw --minbytes -b --op -o --stepfactor -f --version --warmup_iters -w" -- "$cur")) ;;
         ckpt)
             case $subcommand in
                 ls)

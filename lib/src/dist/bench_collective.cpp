@@ -124,8 +124,9 @@ struct Buffers {
   std::vector<float> expected;
 };
 
-Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank, int n,
-                     Device device) {
+Buffers make_buffers(ProcessGroup& group, const BenchOptions& options, std::uint64_t count) {
+  const int rank = group.rank(), n = group.size();
+  const Device device = group.device();
   const DType dtype = options.dtype;
   const bench::CollectiveRow& row = bench::collective_row(options.collective);
   const std::uint64_t chunk = count / static_cast<std::uint64_t>(n);
@@ -140,7 +141,8 @@ Buffers make_buffers(const BenchOptions& options, std::uint64_t count, int rank,
   Tensor host_input = Tensor::empty({static_cast<std::int64_t>(counts.in)}, dtype);
   convert_elements(values.data(), DType::f32, host_input.raw_data(), dtype, counts.in);
   b.input = host_input.to(device);
-  b.work = Tensor::empty({static_cast<std::int64_t>(counts.in)}, dtype, device);
+  const auto in = static_cast<std::int64_t>(counts.in);
+  b.work = options.shared_buffers ? group.zeros_shared(in, dtype) : Tensor::empty({in}, dtype, device);
   b.output = row.split ? Tensor::empty({static_cast<std::int64_t>(counts.out)}, dtype, device)
                        : b.work;
   return b;
@@ -162,7 +164,7 @@ BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t
   row.count = bytes / dtype_size(options.dtype);
   const Device device = group.device();
   const bench::CollectiveRow& collective = bench::collective_row(options.collective);
-  Buffers b = make_buffers(options, row.count, group.rank(), n, device);
+  Buffers b = make_buffers(group, options, row.count);
   const auto run_once = [&] { collective.run(group, options.op, b.work, b.output); };
   std::vector<float> scratch(b.expected.size());
   const std::size_t in_bytes = static_cast<std::size_t>(b.input.numel()) * dtype_size(options.dtype);
@@ -242,10 +244,11 @@ std::string format_bench_header(const BenchOptions& options, int world_size,
   const std::string op_name = redop_column(options);
   char line[256];
   std::snprintf(line, sizeof line,
-                "# %s: %d ranks, backend %s, %s %s, iters %d, warmup %d, check %d\n",
+                "# %s: %d ranks, backend %s, %s %s, iters %d, warmup %d, check %d, %s buffers\n",
                 std::string(bench_collective_name(options.collective)).c_str(), world_size,
                 std::string(backend).c_str(), std::string(bench_dtype_name(options.dtype)).c_str(),
-                op_name.c_str(), options.iters, options.warmup_iters, options.check ? 1 : 0);
+                op_name.c_str(), options.iters, options.warmup_iters, options.check ? 1 : 0,
+                options.shared_buffers ? "shared" : "own");
   std::string text = line;
   text += "#\n";
   text += "#       size         count      type   redop     time   algbw   busbw  #wrong\n";

@@ -15,6 +15,7 @@
 #include "genesis/core/error.hpp"
 #include "op_queue.hpp"
 #include "process_group_checks.hpp"
+#include "shm/shm_buffers.hpp"
 #include "shm/shm_communicator.hpp"
 #include "shm/shm_p2p.hpp"
 
@@ -91,6 +92,7 @@ struct ProcessGroupShm::Impl {
   int rank, size;
   ShmOptions options;
   std::unique_ptr<shm::Communicator> comm;
+  shm::SharedBuffers buffers;
   std::unique_ptr<detail::OpQueue> ops;  // its thread stops before comm goes
   std::once_flag p2p_started;
   std::unique_ptr<shm::Mailboxes> boxes;
@@ -110,9 +112,29 @@ ProcessGroupShm::~ProcessGroupShm() = default;
 int ProcessGroupShm::rank() const { return impl_->rank; }
 int ProcessGroupShm::size() const { return impl_->size; }
 
+Tensor ProcessGroupShm::zeros_shared(std::int64_t numel, DType dtype) {
+  GENESIS_CHECK(numel >= 0, InvalidArgument,
+                "zeros_shared: numel must be >= 0, got " + std::to_string(numel));
+  Tensor made;
+  impl_->submit("zeros_shared", {}, [this, numel, dtype, &made] {
+    made = impl_->buffers.make(*impl_->comm, numel, dtype, impl_->options.timeout);
+  })->wait();
+  return made;
+}
+
 std::shared_ptr<Work> ProcessGroupShm::all_reduce(Tensor& tensor, AllReduceOptions options) {
   detail::check_tensor(tensor, "all_reduce", "tensor");
   detail::check_reduce_op(options.op, tensor.dtype(), "all_reduce");
+  // A tensor in a shared buffer is reduced where every rank's copy lies, unless it is small
+  // enough for the one-copy latency path.
+  if (detail::nbytes(tensor) > Impl::kCallerThreadBytes)
+    if (auto in_place = impl_->buffers.locate(tensor))
+      return impl_->submit("all_reduce", options.timeout,
+                           [this, tensor, op = options.op, at = std::move(*in_place)] {
+                             impl_->comm->all_reduce_in_place(
+                                 at.copies, static_cast<std::size_t>(tensor.numel()),
+                                 tensor.dtype(), op, at.where);
+                           });
   return impl_->submit("all_reduce", options.timeout, [this, tensor, op = options.op] {
     impl_->comm->all_reduce(bytes_of(tensor), static_cast<std::size_t>(tensor.numel()),
                             tensor.dtype(), op);

@@ -165,6 +165,12 @@ void release(void* ptr, std::size_t nbytes) noexcept {
   system_release(ptr, size);
 }
 
+void count_external(std::size_t nbytes) noexcept { count_allocated(nbytes); }
+
+void uncount_external(std::size_t nbytes) noexcept {
+  allocated_bytes.fetch_sub(nbytes, std::memory_order_relaxed);
+}
+
 Stats stats() {
   Cache& c = cache();
   std::lock_guard lock(c.mutex);

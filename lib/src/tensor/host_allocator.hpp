@@ -17,5 +17,9 @@ namespace genesis::host_allocator {
 void* allocate(std::size_t nbytes);
 // `nbytes` must be the size given to allocate().
 void release(void* ptr, std::size_t nbytes) noexcept;
+// Tensor memory that did not come from allocate() (a shared-memory segment's part), counted in
+// stats()' allocated and peak bytes while it lives.
+void count_external(std::size_t nbytes) noexcept;
+void uncount_external(std::size_t nbytes) noexcept;
 
 }  // namespace genesis::host_allocator

@@ -17,7 +17,18 @@ Storage::Storage(std::size_t nbytes, Device device, bool pinned)
   allocate();
 }
 
-Storage::~Storage() { deallocate(); }
+Storage::Storage(void* data, std::size_t nbytes, std::shared_ptr<void> owner)
+    : data_(data), nbytes_(nbytes), device_(Device::cpu()), owner_(std::move(owner)) {
+  host_allocator::count_external(nbytes_);
+}
+
+Storage::~Storage() {
+  if (owner_ != nullptr) {
+    host_allocator::uncount_external(nbytes_);
+    return;
+  }
+  deallocate();
+}
 
 void Storage::allocate() {
   if (device_.is_cuda()) {
@@ -57,7 +68,11 @@ void Storage::deallocate() noexcept {
   data_ = nullptr;
 }
 
-void Storage::release_memory() { deallocate(); }
+void Storage::release_memory() {
+  GENESIS_CHECK(owner_ == nullptr, InvalidArgument,
+                "a storage in memory owned elsewhere (shared memory) cannot be released");
+  deallocate();
+}
 
 void Storage::reallocate() {
   if (data_ == nullptr) allocate();

@@ -28,6 +28,9 @@ struct BenchOptions {
   ReduceOp op = ReduceOp::SUM;
   DType dtype = DType::f32;
   BenchCollective collective = BenchCollective::all_reduce;
+  // The collective works on a buffer the group made with zeros_shared, as DDP's buckets are
+  // (shared memory on shm, where an all-reduce needs no staging copy); false: the process's own.
+  bool shared_buffers = true;
 };
 
 // One size of the sweep, identical on every rank (times are the slowest rank's, wrong counts the

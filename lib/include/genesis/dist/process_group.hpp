@@ -63,6 +63,14 @@ class ProcessGroup {
   virtual std::string backend_name() const = 0;
   // Where the group's tensors must live: the host for gloo, the rank's GPU for nccl.
   virtual Device device() const { return Device::cpu(); }
+  // A zeroed flat tensor of `numel` elements on device() for this group's collectives to work on
+  // in place (DDP's buckets): with shared memory it lives in a segment every rank of the group
+  // maps, and an all-reduce of it (or of a view of it) reads and writes the peers' copies where
+  // they lie, without staging copies; elsewhere it is an ordinary tensor. Collective: every rank
+  // calls it in the same order with the same numel and dtype.
+  virtual Tensor zeros_shared(std::int64_t numel, DType dtype) {
+    return Tensor::zeros({numel}, dtype, device());
+  }
 
   // tensor becomes op(tensor of every rank).
   virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) = 0;

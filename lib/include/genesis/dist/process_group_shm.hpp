@@ -33,6 +33,10 @@ class ProcessGroupShm : public ProcessGroup {
   int rank() const override;
   int size() const override;
   std::string backend_name() const override { return "shm"; }
+  // A tensor in a segment of its own, rank r's part of it; all_reduce of it (or a contiguous view
+  // above 64 KiB) reads and writes the peers' parts in place. When /dev/shm has no room, an
+  // ordinary tensor and a warning.
+  Tensor zeros_shared(std::int64_t numel, DType dtype) override;
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, BroadcastOptions options = {}) override;

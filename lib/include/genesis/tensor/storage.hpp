@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "genesis/tensor/device.hpp"
 
@@ -14,6 +15,10 @@ class Storage {
   // Uninitialised bytes; throws NotSupported for CUDA (or pinned host memory) in a build
   // without it. `pinned` applies to host storage only.
   Storage(std::size_t nbytes, Device device, bool pinned = false);
+  // Host memory that something else owns (a shared-memory segment's part): `owner` is kept
+  // until the storage goes, and its bytes count as allocated tensor memory meanwhile. It cannot
+  // be released and reallocated.
+  Storage(void* data, std::size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -40,6 +45,7 @@ class Storage {
   std::size_t nbytes_ = 0;
   Device device_;
   bool pinned_ = false;
+  std::shared_ptr<void> owner_;  // set for memory owned elsewhere
 };
 
 }  // namespace genesis

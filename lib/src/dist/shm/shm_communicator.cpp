@@ -117,11 +117,10 @@ void reduce_typed(const std::vector<const char*>& in, char* out, std::size_t n, 
   }
 }
 
-// f32 sums, DDP's case, a block at a time so the adds vectorise; `out` may be one of the inputs
-// (each block is read whole before it is written).
-// `also`, when given, gets the sums too (the all-reduce's published copy), from the same block.
-void sum_f32(const std::vector<const char*>& in, char* out, std::size_t n, bool average,
-             char* also) {
+// f32 sums, DDP's case, a block at a time so the adds vectorise; every output gets the sums, and
+// an output may be one of the inputs (each block is read whole before any is written).
+void sum_f32(const std::vector<const char*>& in, const std::vector<char*>& outs, std::size_t n,
+             bool average) {
   constexpr std::size_t kBlock = 1024;
   alignas(64) float acc[kBlock];
   for (std::size_t first = 0; first < n; first += kBlock) {
@@ -137,29 +136,27 @@ void sum_f32(const std::vector<const char*>& in, char* out, std::size_t n, bool 
     }
     if (average)
       for (std::size_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(in.size());
-    std::memcpy(out + first * 4, acc, m * 4);
-    if (also != nullptr) std::memcpy(also + first * 4, acc, m * 4);
+    for (char* out : outs) std::memcpy(out + first * 4, acc, m * 4);
   }
 }
 
-void reduce_slices(const std::vector<const char*>& in, char* out, std::size_t n, DType dtype,
-                   ReduceOp op, char* also = nullptr) {
+// n elements of slices `in` combined in rank order into every one of `outs` (the first may be
+// one of the inputs; the others are written after every input has been read).
+void reduce_slices(const std::vector<const char*>& in, const std::vector<char*>& outs,
+                   std::size_t n, DType dtype, ReduceOp op) {
   if (dtype == DType::f32 && (op == ReduceOp::SUM || op == ReduceOp::AVG))
-    return sum_f32(in, out, n, op == ReduceOp::AVG, also);
-  if (also != nullptr) {
-    reduce_slices(in, out, n, dtype, op);
-    std::memcpy(also, out, n * dtype_size(dtype));
-    return;
-  }
+    return sum_f32(in, outs, n, op == ReduceOp::AVG);
   const std::size_t elem = dtype_size(dtype);
+  char* out = outs.front();
   switch (dtype) {
-    case DType::f32: return reduce_typed<Plain<float>>(in, out, n, op, elem);
-    case DType::bf16: return reduce_typed<Bf16>(in, out, n, op, elem);
-    case DType::f16: return reduce_typed<F16>(in, out, n, op, elem);
-    case DType::i32: return reduce_typed<Wrapping<std::int32_t>>(in, out, n, op, elem);
-    case DType::i64: return reduce_typed<Wrapping<std::int64_t>>(in, out, n, op, elem);
-    case DType::boolean: return reduce_typed<Plain<bool>>(in, out, n, op, elem);
+    case DType::f32: reduce_typed<Plain<float>>(in, out, n, op, elem); break;
+    case DType::bf16: reduce_typed<Bf16>(in, out, n, op, elem); break;
+    case DType::f16: reduce_typed<F16>(in, out, n, op, elem); break;
+    case DType::i32: reduce_typed<Wrapping<std::int32_t>>(in, out, n, op, elem); break;
+    case DType::i64: reduce_typed<Wrapping<std::int64_t>>(in, out, n, op, elem); break;
+    case DType::boolean: reduce_typed<Plain<bool>>(in, out, n, op, elem); break;
   }
+  for (std::size_t i = 1; i < outs.size(); ++i) std::memcpy(outs[i], out, n * elem);
 }
 
 void check_op(DType dtype, ReduceOp op) {
@@ -171,10 +168,18 @@ void check_op(DType dtype, ReduceOp op) {
 
 }  // namespace
 
+// What an all-reduce works on, published before its first arrival so that every rank can check
+// that its peers reduce the same thing: bytes, and where (kPrivate, or a shared buffer's place).
+struct Descriptor {
+  std::uint64_t bytes;
+  std::uint64_t where;
+};
+
 struct Communicator::Line {
   std::atomic<std::uint32_t> arrivals;
   std::atomic<std::uint32_t> sleepers;  // ranks asleep on `arrivals`
   std::int32_t pid;
+  Descriptor described[2];  // by the parity of the op's first step, as the buffers' halves
 };
 
 std::size_t Communicator::segment_bytes(int world, std::size_t buffer_bytes) {
@@ -285,42 +290,93 @@ char* Communicator::half(int r) const {
 // do once done reading that half, so a step needs no sync after its reads.
 void Communicator::next_half() { parity_ ^= 1; }
 
+// A peer's half stays untouched until this rank arrives once more, and so does its descriptor
+// of the same parity: read after the op's first arrival, it is the peer's for this op.
+void Communicator::describe(std::uint64_t bytes, std::uint64_t where) {
+  line(rank_).described[parity_] = {bytes, where};
+}
+
+void Communicator::check_described() const {
+  const Descriptor mine = line(rank_).described[parity_];
+  for (int q = 0; q < world_; ++q) {
+    const Descriptor theirs = line(q).described[parity_];
+    if (theirs.bytes == mine.bytes && theirs.where == mine.where) continue;
+    const auto what = [](const Descriptor& d) {
+      return std::to_string(d.bytes) + " bytes " +
+             (d.where == kPrivate ? std::string("of its own memory") : "of a shared buffer");
+    };
+    throw CommError("shared memory: all_reduce of " + what(mine) + " on rank " +
+                    std::to_string(rank_) + ", of " + what(theirs) + " on rank " +
+                    std::to_string(q) + ": every rank must pass the same tensor of a buffer "
+                    "every rank made with zeros_shared, or each its own");
+  }
+}
+
 // One copy and one sync: every rank reduces the whole message from every buffer's current
 // half, in rank order (the same bits everywhere).
 void Communicator::small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   const std::size_t bytes = count * dtype_size(dtype);
   std::memcpy(half(rank_), data, bytes);
   sync();
+  check_described();
   std::vector<const char*> all(static_cast<std::size_t>(world_));
   for (int q = 0; q < world_; ++q) all[static_cast<std::size_t>(q)] = half(q);
-  reduce_slices(all, static_cast<char*>(data), count, dtype, op);
+  reduce_slices(all, {static_cast<char*>(data)}, count, dtype, op);
   next_half();
 }
 
 void Communicator::all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op) {
   check_op(dtype, op);
   const std::size_t elem = dtype_size(dtype);
+  describe(count * elem, kPrivate);
   if (small(count * elem)) return small_all_reduce(data, count, dtype, op);
   const std::size_t piece = piece_bytes() / elem;
   auto* bytes = static_cast<char*>(data);
   for (std::size_t first = 0; first < count; first += piece)
-    all_reduce_piece(bytes + first * elem, std::min(piece, count - first), dtype, op);
+    all_reduce_piece(bytes + first * elem, std::min(piece, count - first), dtype, op, first == 0);
+}
+
+// Every rank's copy is in memory this process maps: rank r reduces slice r of every copy in rank
+// order and writes the result into every copy, reading and writing each byte once, with no
+// staging; one arrival before (every copy holds its rank's data) and one after (every slice is
+// everywhere).
+void Communicator::all_reduce_in_place(const std::vector<char*>& copies, std::size_t count,
+                                       DType dtype, ReduceOp op, std::uint64_t where) {
+  check_op(dtype, op);
+  const std::size_t elem = dtype_size(dtype);
+  describe(count * elem, where);
+  sync();
+  check_described();
+  const auto world = static_cast<std::size_t>(world_), rank = static_cast<std::size_t>(rank_);
+  const std::size_t lo = count * rank / world, n = count * (rank + 1) / world - lo;
+  std::vector<const char*> slices(world);
+  std::vector<char*> outs(world);
+  for (std::size_t q = 0; q < world; ++q) {
+    slices[q] = copies[q] + lo * elem;
+    outs[q] = copies[(rank + q) % world] + lo * elem;  // its own first: the in-place output
+  }
+  reduce_slices(slices, outs, n, dtype, op);
+  sync();
+  next_half();
 }
 
 // A piece small enough to stay in cache, in two syncs: each rank publishes the slices its peers
 // reduce; rank r reduces slice r of every rank in rank order, in place in its own data, and
 // publishes the result; each copies the others' results.
-void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op) {
+void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op,
+                                    bool first) {
   const std::size_t elem = dtype_size(dtype);
   const auto lo = [&](int r) { return n * static_cast<std::size_t>(r) / static_cast<std::size_t>(world_) * elem; };
   const auto length = [&](int r) { return lo(r + 1) - lo(r); };
   for (int q = 0; q < world_; ++q)
     if (q != rank_) std::memcpy(half(rank_) + lo(q), data + lo(q), length(q));
   sync();
+  if (first) check_described();
   std::vector<const char*> slices(static_cast<std::size_t>(world_));
   for (int q = 0; q < world_; ++q)
     slices[static_cast<std::size_t>(q)] = (q == rank_ ? data : half(q)) + lo(rank_);
-  reduce_slices(slices, data + lo(rank_), length(rank_) / elem, dtype, op, half(rank_) + lo(rank_));
+  reduce_slices(slices, {data + lo(rank_), half(rank_) + lo(rank_)}, length(rank_) / elem, dtype,
+                op);
   sync();
   for (int q = 0; q < world_; ++q)
     if (q != rank_) std::memcpy(data + lo(q), half(q) + lo(q), length(q));
@@ -367,7 +423,7 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, 
     sync();
     for (std::size_t q = 0; q < world; ++q)
       slices[q] = half(static_cast<int>(q)) + static_cast<std::size_t>(rank_) * n * elem;
-    reduce_slices(slices, dst + first * elem, n, dtype, op);
+    reduce_slices(slices, {dst + first * elem}, n, dtype, op);
     next_half();
   }
 }

@@ -7,13 +7,16 @@
 // reused. A small all-reduce is one step in which every rank reduces the whole message itself.
 // Waiting spins briefly, then sleeps on a futex on the peer's arrival count, so a waiting rank
 // does not burn a core its peer needs; a peer that never arrives fails the wait at the
-// timeout, and one whose process is gone fails it at once, naming the rank. Not here: the
-// process-group interface, rendezvous through the store, zero-copy buffers (process_group_shm).
+// timeout, and one whose process is gone fails it at once, naming the rank. An all-reduce of data
+// that every rank's process maps (a buffer made by ProcessGroup::zeros_shared) skips the staging
+// buffers: rank r reduces slice r of every copy where it lies. Not here: the process-group
+// interface, rendezvous through the store, the shared buffers' segments (process_group_shm).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "genesis/core/milliseconds.hpp"
 #include "genesis/dist/reduce_op.hpp"
@@ -45,6 +48,12 @@ class Communicator {
   void barrier();
   // data (count elements of dtype) becomes op over the ranks' data; AVG for float types only.
   void all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op);
+  // The same with every rank's data in memory this process maps: copies[q] is rank q's (count
+  // elements each), all reduced where they lie. `where` names the place (the same on every rank,
+  // never kPrivate): a rank whose peer passes another place, or its own memory, fails.
+  void all_reduce_in_place(const std::vector<char*>& copies, std::size_t count, DType dtype,
+                           ReduceOp op, std::uint64_t where);
+  static constexpr std::uint64_t kPrivate = ~std::uint64_t{0};
   // Every rank's `bytes` become root's.
   void broadcast(void* data, std::size_t bytes, int root);
   // out (world x bytes) gets rank r's `in` at r * bytes.
@@ -61,7 +70,9 @@ class Communicator {
   char* half(int r) const;  // the half of rank r's buffer the next step uses
   void next_half();
   void small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op);
-  void all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op);
+  void all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op, bool first);
+  void describe(std::uint64_t bytes, std::uint64_t where);
+  void check_described() const;
   void arrive();
   void wait_for(int peer, std::uint32_t count);
   void sync() {

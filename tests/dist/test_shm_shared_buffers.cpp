@@ -1,0 +1,125 @@
+// Buffers in the shm group's shared memory (ProcessGroup::zeros_shared), as DDP's buckets use
+// them: an all-reduce of one (or of a view into one) is reduced where every rank's copy lies and
+// gives the staged path's bits for every op and dtype; a rank that passes its own memory while a
+// peer passes a shared buffer fails on both, naming the difference; buckets /dev/shm has no room
+// for are ordinary tensors, and training goes on with one warning.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "genesis/core/error.hpp"
+#include "genesis/dist/process_group_shm.hpp"
+#include "support/cli_run.hpp"
+#include "support/small_runs.hpp"
+#include "support/thread_ranks.hpp"
+
+namespace genesis {
+namespace {
+
+using namespace genesis::dist;
+
+std::shared_ptr<ProcessGroupShm> make_group(int rank, int size,
+                                            std::shared_ptr<rendezvous::Store> store) {
+  return std::make_shared<ProcessGroupShm>(std::move(store), rank, size,
+                                           ShmOptions{std::chrono::seconds(30)});
+}
+
+// Rank r's values: distinct per element and rank, small enough that products stay exact-ish
+// (the comparison is with the staged path's bits, which reduce in the same order).
+Tensor values_of(int rank, std::int64_t n, DType dtype) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = static_cast<float>((i * 7 + rank * 3) % 11) * 0.75f - 2.0f;
+  return Tensor::from_vector(v, {n}).to(dtype);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  const std::size_t bytes = static_cast<std::size_t>(a.numel()) * dtype_size(a.dtype());
+  return a.numel() == b.numel() &&
+         std::memcmp(const_cast<Tensor&>(a).raw_data(), const_cast<Tensor&>(b).raw_data(), bytes) == 0;
+}
+
+TEST_CASE("shm group: an all-reduce of a shared buffer in place gives the staged path's bits",
+          "[shm][dist]") {
+  struct Case {
+    DType dtype;
+    ReduceOp op;
+  };
+  const std::vector<Case> cases{
+      {DType::f32, ReduceOp::SUM}, {DType::f32, ReduceOp::AVG}, {DType::f32, ReduceOp::MAX},
+      {DType::f32, ReduceOp::PROD}, {DType::bf16, ReduceOp::SUM}, {DType::f16, ReduceOp::AVG},
+      {DType::i32, ReduceOp::MIN}, {DType::i64, ReduceOp::SUM}};
+  constexpr std::int64_t kNumel = 50000;  // above the 64 KiB latency path for every dtype here
+  std::vector<std::string> failures(3);
+  testing::run_ranks(3, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = make_group(rank, 3, store);
+    std::string& failed = failures[static_cast<std::size_t>(rank)];
+    for (const Case& c : cases) {
+      const std::string what =
+          std::string(dtype_name(c.dtype)) + " " + std::string(reduce_op_name(c.op));
+      Tensor shared = group->zeros_shared(kNumel + 100, c.dtype);
+      if (!same_bits(shared, Tensor::zeros({kNumel + 100}, c.dtype))) failed += what + ": not zeroed; ";
+      // A view 100 elements in, as a DDP bucket's parameters are views of it.
+      Tensor view = shared.slice(0, 100, 100 + kNumel);
+      view.copy_(values_of(rank, kNumel, c.dtype));
+      Tensor own = values_of(rank, kNumel, c.dtype);
+      group->all_reduce(view, {.op = c.op})->wait();
+      group->all_reduce(own, {.op = c.op})->wait();
+      if (!same_bits(view, own)) failed += what + ": differs from the staged path; ";
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(failures[static_cast<std::size_t>(r)].empty());
+  }
+}
+
+TEST_CASE("shm group: a shared buffer on one rank and private memory on another fail on both",
+          "[shm][dist]") {
+  std::vector<std::string> errors(2);
+  testing::run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = make_group(rank, 2, store);
+    Tensor shared = group->zeros_shared(1 << 16, DType::f32);
+    Tensor own = Tensor::zeros({1 << 16}, DType::f32);
+    try {
+      group->all_reduce(rank == 0 ? shared : own)->wait();
+    } catch (const CommError& e) {
+      errors[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    INFO(e);
+    CHECK_THAT(e, Catch::Contains("262144 bytes of a shared buffer") &&
+                      Catch::Contains("262144 bytes of its own memory") &&
+                      Catch::Contains("every rank must pass the same tensor"));
+  }
+}
+
+TEST_CASE("DDP on 2 ranks with no room in /dev/shm for its buckets trains, with one warning",
+          "[shm][dist][train]") {
+  // A 10 MiB tmpfs over /dev/shm in a mount namespace of its own (needs root): room for the
+  // group's segment (9 MiB for 2 ranks) and not for two 1-2 MiB buckets.
+  if (testing::run_process({"unshare", "--mount", "true"}).exit_code != 0) {
+    WARN("cannot make a mount namespace here (needs root): the no-room fallback is not exercised");
+    return;
+  }
+  testing::TempDir dir;
+  const std::string train = std::string(GENESIS_TEST_BIN) +
+                            " launch --nproc 2 train --preset gpt-tiny -o " + dir.path().string() +
+                            " --name full --set training.max_steps=4 --set training.logging_steps=2"
+                            " --set model.n_embd=128";
+  const auto r = testing::run_process(
+      {"unshare", "--mount", "sh", "-c",
+       "mount -t tmpfs -o size=10m tmpfs /dev/shm && exec " + train},
+      testing::kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string all = r.out + r.err;
+  CHECK_THAT(all, Catch::Contains("No space left on device") &&
+                      Catch::Contains("stays in each rank's own memory"));
+  CHECK(all.find("stays in each rank's own memory") == all.rfind("stays in each rank's own memory"));
+  CHECK(testing::metrics_of(dir.path() / "full").size() == 2);
+}
+
+}  // namespace
+}  // namespace genesis
