@@ -1,7 +1,7 @@
 // The shm process group (genesis/dist/process_group_shm.hpp): every op and dtype of the four
 // benchmarked collectives exact on 3 thread ranks, the list forms, gather, scatter, reduce and
 // barrier, send/recv (a ring that sends before it receives, wrong tags), and as users run it: bench-allreduce --backend shm
-// on 2 launched ranks, and a 2-rank training run under ddp and zero3 equal to gloo's.
+// on 2 launched ranks, and a 2-rank training run under ddp and every ZeRO stage equal to gloo's.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -176,9 +176,10 @@ TEST_CASE("bench-allreduce --backend shm on 2 launched ranks: every collective c
   }
 }
 
-TEST_CASE("training on 2 ranks over shm equals gloo under ddp and zero3", "[shm][dist][train]") {
+TEST_CASE("training on 2 ranks over shm equals gloo under ddp and every ZeRO stage",
+          "[shm][dist][train]") {
   testing::TempDir dir;
-  for (const char* strategy : {"ddp", "zero3"}) {
+  for (const char* strategy : {"ddp", "zero1", "zero2", "zero3"}) {
     std::vector<nlohmann::json> runs;
     for (const char* backend : {"gloo", "shm"}) {
       const std::string name = std::string(strategy) + "-" + backend;

@@ -1,6 +1,7 @@
-// Buffers in the shm group's shared memory (ProcessGroup::zeros_shared), as DDP's buckets use
-// them: an all-reduce of one (or of a view into one) is reduced where every rank's copy lies and
-// gives the staged path's bits for every op and dtype; a rank that passes its own memory while a
+// Buffers in the shm group's shared memory (ProcessGroup::zeros_shared), as DDP's buckets and
+// ZeRO-1/2's flat buffers use them: an all-reduce of one (or of a view into one) is reduced where
+// every rank's copy lies and gives the staged path's bits for every op and dtype, and so do
+// reduce_scatter and all_gather in ZeRO's in-place forms; a rank that passes its own memory while a
 // peer passes a shared buffer fails on both, naming the difference; buckets /dev/shm has no room
 // for are ordinary tensors, and training goes on with one warning.
 #include <catch2/catch.hpp>
@@ -66,6 +67,46 @@ TEST_CASE("shm group: an all-reduce of a shared buffer in place gives the staged
       group->all_reduce(view, {.op = c.op})->wait();
       group->all_reduce(own, {.op = c.op})->wait();
       if (!same_bits(view, own)) failed += what + ": differs from the staged path; ";
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(failures[static_cast<std::size_t>(r)].empty());
+  }
+}
+
+TEST_CASE("shm group: reduce_scatter and all_gather of shared buffers in place give the staged "
+          "path's bits", "[shm][dist]") {
+  constexpr std::int64_t kChunk = 20000;  // per rank: 3 x 80 KB in all, above the latency path
+  std::vector<std::string> failures(3);
+  testing::run_ranks(3, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = make_group(rank, 3, store);
+    std::string& failed = failures[static_cast<std::size_t>(rank)];
+    for (DType dtype : {DType::f32, DType::bf16, DType::i64}) {
+      const std::string what(dtype_name(dtype));
+      // ZeRO-1's gradient: reduce-scattered in place into its own chunk.
+      Tensor grad = group->zeros_shared(3 * kChunk, dtype);
+      grad.copy_(values_of(rank, 3 * kChunk, dtype));
+      Tensor own = values_of(rank, 3 * kChunk, dtype);
+      Tensor mine = grad.slice(0, rank * kChunk, (rank + 1) * kChunk);
+      Tensor expected = Tensor::empty({kChunk}, dtype);
+      group->reduce_scatter_tensor(mine, grad, {.op = ReduceOp::SUM})->wait();
+      group->reduce_scatter_tensor(expected, own, {.op = ReduceOp::SUM})->wait();
+      if (!same_bits(mine, expected)) failed += what + " reduce_scatter in place; ";
+      // ZeRO-1/2's parameters: each rank's shard, gathered in place into the flat buffer.
+      Tensor flat = group->zeros_shared(3 * kChunk, dtype);
+      Tensor shard = flat.slice(0, rank * kChunk, (rank + 1) * kChunk);
+      shard.copy_(values_of(rank, kChunk, dtype));
+      Tensor staged = Tensor::empty({3 * kChunk}, dtype);
+      group->all_gather_tensor(staged, values_of(rank, kChunk, dtype))->wait();
+      group->all_gather_tensor(flat, shard)->wait();
+      if (!same_bits(flat, staged)) failed += what + " all_gather in place; ";
+      // An input every rank has at the same place, gathered into private memory.
+      Tensor input = group->zeros_shared(kChunk, dtype);
+      input.copy_(values_of(rank, kChunk, dtype));
+      Tensor gathered = Tensor::empty({3 * kChunk}, dtype);
+      group->all_gather_tensor(gathered, input)->wait();
+      if (!same_bits(gathered, staged)) failed += what + " all_gather of a shared input; ";
     }
   });
   for (int r = 0; r < 3; ++r) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "genesis/core/error.hpp"
@@ -85,6 +86,31 @@ struct ProcessGroupShm::Impl {
     return *engine;
   }
 
+  // Where an all-gather can read every rank's input in place: inputs in a shared buffer, or
+  // the in-place form (input is chunk rank of output) with output in one; none when small.
+  struct GatherSources {
+    std::vector<const char*> inputs;
+    std::uint64_t where;
+  };
+  std::optional<GatherSources> gather_sources(const Tensor& output, const Tensor& input) const {
+    const std::size_t bytes = detail::nbytes(input);
+    if (bytes * static_cast<std::size_t>(size) <= kCallerThreadBytes) return std::nullopt;
+    // The in-place form first: its input lies in the buffer too, but at a place that differs
+    // from rank to rank (each one's own chunk).
+    const bool in_place = bytes_of(input) == bytes_of(output) + bytes * static_cast<std::size_t>(rank);
+    if (auto out = in_place ? buffers.locate(output) : std::nullopt) {
+      GatherSources found{{}, out->where};
+      for (int q = 0; q < size; ++q)
+        found.inputs.push_back(out->copies[static_cast<std::size_t>(q)] +
+                               bytes * static_cast<std::size_t>(q));
+      return found;
+    }
+    if (in_place) return std::nullopt;
+    auto in = buffers.locate(input);
+    if (!in) return std::nullopt;
+    return GatherSources{{in->copies.begin(), in->copies.end()}, in->where};
+  }
+
   Milliseconds resolve(Milliseconds timeout) const {
     return timeout.count() > 0 ? timeout : options.timeout;
   }
@@ -157,6 +183,12 @@ std::shared_ptr<Work> ProcessGroupShm::all_gather_tensor(Tensor& output, const T
                 "all_gather_tensor: output " + detail::describe(output) + " and input " +
                     detail::describe(input) + " differ in dtype");
   detail::check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
+  if (auto from = impl_->gather_sources(output, input))
+    return impl_->submit("all_gather_tensor", options.timeout,
+                         [this, output, input, at = std::move(*from)] {
+                           impl_->comm->all_gather_in_place(at.inputs, bytes_of(output),
+                                                            detail::nbytes(input), at.where);
+                         });
   return impl_->submit("all_gather_tensor", options.timeout, [this, output, input] {
     impl_->comm->all_gather(bytes_of(input), bytes_of(output), detail::nbytes(input));
   }, detail::nbytes(output));
@@ -184,6 +216,15 @@ std::shared_ptr<Work> ProcessGroupShm::reduce_scatter_tensor(Tensor& output, con
                 "reduce_scatter_tensor: output " + detail::describe(output) + " and input " +
                     detail::describe(input) + " differ in dtype");
   detail::check_numel(input, output.numel() * size(), "reduce_scatter_tensor", "input");
+  if (detail::nbytes(input) > Impl::kCallerThreadBytes)
+    if (auto in_place = impl_->buffers.locate(input))
+      return impl_->submit("reduce_scatter_tensor", options.timeout,
+                           [this, output, op = options.op, at = std::move(*in_place)] {
+                             impl_->comm->reduce_scatter_in_place(
+                                 at.copies, bytes_of(output),
+                                 static_cast<std::size_t>(output.numel()), output.dtype(), op,
+                                 at.where);
+                           });
   return impl_->submit("reduce_scatter_tensor", options.timeout,
                        [this, output, input, op = options.op] {
                          impl_->comm->reduce_scatter(bytes_of(input), bytes_of(output),

@@ -95,7 +95,8 @@ void rebind_storage(const Tensor& target, const Tensor& view) {
   impl->strides = view.strides();
 }
 
-FlatParams flatten_parameters(nn::NamedTensors params, int shards, std::optional<Device> device) {
+FlatParams flatten_parameters(nn::NamedTensors params, int shards, std::optional<Device> device,
+                              dist::ProcessGroup* shared_on) {
   GENESIS_CHECK(shards >= 1, InvalidArgument, "flatten_parameters: shards must be >= 1");
   FlatParams f;
   f.params = std::move(params);
@@ -112,8 +113,11 @@ FlatParams flatten_parameters(nn::NamedTensors params, int shards, std::optional
   }
   f.shard_numel = (f.numel + shards - 1) / shards;
   const Tensor& first = f.params.empty() ? Tensor() : f.params.front().second;
-  f.flat = Tensor::zeros({f.padded_numel()}, first.defined() ? first.dtype() : DType::f32,
-                         device.value_or(first.defined() ? first.device() : Device::cpu()));
+  const DType dtype = first.defined() ? first.dtype() : DType::f32;
+  const Device where = device.value_or(first.defined() ? first.device() : Device::cpu());
+  f.flat = shared_on != nullptr && shared_on->device() == where
+               ? shared_on->zeros_shared(f.padded_numel(), dtype)
+               : Tensor::zeros({f.padded_numel()}, dtype, where);
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < f.params.size(); ++i) {
     Tensor view = f.param_view(f.flat, i);

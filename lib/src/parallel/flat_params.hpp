@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "genesis/dist/process_group.hpp"
 #include "genesis/nn/module.hpp"
 #include "genesis/optim/optimizer.hpp"
 
@@ -56,8 +57,11 @@ void step_shards(optim::Optimizer& optimizer, double lr, const std::vector<Tenso
 // Copies the parameters' values into a new flat buffer (dtype and device of the first one; all
 // must agree) and rebinds each parameter to view it. `device`, when given, is where the buffer
 // lives instead (deferred init: host-built parameters straight to the training device).
+// `shared_on`, when given (and on its device), makes the buffer with its zeros_shared, so that
+// its all-gathers work in place (collective: every rank of the group flattens alike).
 FlatParams flatten_parameters(nn::NamedTensors params, int shards,
-                              std::optional<Device> device = std::nullopt);
+                              std::optional<Device> device = std::nullopt,
+                              dist::ProcessGroup* shared_on = nullptr);
 
 // Whether a and b are the same view of the same storage (a .grad that already is its bucket slice).
 bool same_view(const Tensor& a, const Tensor& b);

@@ -122,12 +122,16 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
     nn::NamedTensors g;
     for (std::size_t k : members) g.push_back(params[k]);
     Bucket b;
-    b.flat = flatten_parameters(std::move(g), world);
+    // The flat parameters and stage 1's full gradient in the group's shared memory where it
+    // has some: the all-gather and reduce-scatter then read the peers' copies in place.
+    b.flat = flatten_parameters(std::move(g), world, std::nullopt, group_.get());
     b.shard_param = make_view(b.flat.flat, {b.flat.shard_numel}, {1},
                               b.flat.flat.offset() + rank * b.flat.shard_numel);
     b.shard_param.set_requires_grad(true);
     if (stage_ == 1) {
-      b.grad = Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
+      b.grad = b.flat.flat.device() == group_->device()
+                   ? group_->zeros_shared(b.flat.padded_numel(), b.flat.flat.dtype())
+                   : Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
       b.shard_grad = b.flat.shard_of(b.grad, rank);
     } else {
       b.shard_grad = Tensor::zeros({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());

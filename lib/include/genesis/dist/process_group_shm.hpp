@@ -3,7 +3,9 @@
 // publishes on the store (each group, subgroups too, has its own); every op runs on one
 // communication thread per group, in submission order, and a failure (a rank that exited, or
 // never arrived within the timeout) fails its Work and every later one with a CommError naming
-// the rank. Send and recv run on a thread of their own (dist/shm/shm_p2p.hpp).
+// the rank. Send and recv run on a thread of their own (dist/shm/shm_p2p.hpp). Tensors made by
+// zeros_shared live in segments every rank maps (dist/shm/shm_buffers.hpp): all_reduce,
+// reduce_scatter_tensor and all_gather_tensor of them work on the peers' copies in place.
 #pragma once
 
 #include <memory>
@@ -33,9 +35,10 @@ class ProcessGroupShm : public ProcessGroup {
   int rank() const override;
   int size() const override;
   std::string backend_name() const override { return "shm"; }
-  // A tensor in a segment of its own, rank r's part of it; all_reduce of it (or a contiguous view
-  // above 64 KiB) reads and writes the peers' parts in place. When /dev/shm has no room, an
-  // ordinary tensor and a warning.
+  // A tensor in a segment of its own, rank r's part of it; an all_reduce or reduce_scatter_tensor
+  // of it (or of a contiguous view, above 64 KiB), and an all_gather_tensor from it (or into it,
+  // in place), read the peers' parts in place. When /dev/shm has no room, an ordinary tensor
+  // and a warning.
   Tensor zeros_shared(std::int64_t numel, DType dtype) override;
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) override;

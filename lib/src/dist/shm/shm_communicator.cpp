@@ -296,7 +296,7 @@ void Communicator::describe(std::uint64_t bytes, std::uint64_t where) {
   line(rank_).described[parity_] = {bytes, where};
 }
 
-void Communicator::check_described() const {
+void Communicator::check_described(const char* op) const {
   const Descriptor mine = line(rank_).described[parity_];
   for (int q = 0; q < world_; ++q) {
     const Descriptor theirs = line(q).described[parity_];
@@ -305,7 +305,7 @@ void Communicator::check_described() const {
       return std::to_string(d.bytes) + " bytes " +
              (d.where == kPrivate ? std::string("of its own memory") : "of a shared buffer");
     };
-    throw CommError("shared memory: all_reduce of " + what(mine) + " on rank " +
+    throw CommError("shared memory: " + std::string(op) + " of " + what(mine) + " on rank " +
                     std::to_string(rank_) + ", of " + what(theirs) + " on rank " +
                     std::to_string(q) + ": every rank must pass the same tensor of a buffer "
                     "every rank made with zeros_shared, or each its own");
@@ -318,7 +318,7 @@ void Communicator::small_all_reduce(void* data, std::size_t count, DType dtype, 
   const std::size_t bytes = count * dtype_size(dtype);
   std::memcpy(half(rank_), data, bytes);
   sync();
-  check_described();
+  check_described("all_reduce");
   std::vector<const char*> all(static_cast<std::size_t>(world_));
   for (int q = 0; q < world_; ++q) all[static_cast<std::size_t>(q)] = half(q);
   reduce_slices(all, {static_cast<char*>(data)}, count, dtype, op);
@@ -346,7 +346,7 @@ void Communicator::all_reduce_in_place(const std::vector<char*>& copies, std::si
   const std::size_t elem = dtype_size(dtype);
   describe(count * elem, where);
   sync();
-  check_described();
+  check_described("all_reduce");
   const auto world = static_cast<std::size_t>(world_), rank = static_cast<std::size_t>(rank_);
   const std::size_t lo = count * rank / world, n = count * (rank + 1) / world - lo;
   std::vector<const char*> slices(world);
@@ -371,7 +371,7 @@ void Communicator::all_reduce_piece(char* data, std::size_t n, DType dtype, Redu
   for (int q = 0; q < world_; ++q)
     if (q != rank_) std::memcpy(half(rank_) + lo(q), data + lo(q), length(q));
   sync();
-  if (first) check_described();
+  if (first) check_described("all_reduce");
   std::vector<const char*> slices(static_cast<std::size_t>(world_));
   for (int q = 0; q < world_; ++q)
     slices[static_cast<std::size_t>(q)] = (q == rank_ ? data : half(q)) + lo(rank_);
@@ -397,10 +397,12 @@ void Communicator::broadcast(void* data, std::size_t bytes, int root) {
 void Communicator::all_gather(const void* in, void* out, std::size_t bytes) {
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
+  describe(bytes, kPrivate);
   for (std::size_t first = 0; first < bytes; first += piece_bytes()) {
     const std::size_t n = std::min(piece_bytes(), bytes - first);
     std::memcpy(half(rank_), src + first, n);
     sync();
+    if (first == 0) check_described("all_gather");
     for (int q = 0; q < world_; ++q) std::memcpy(dst + q * bytes + first, half(q), n);
     next_half();
   }
@@ -416,16 +418,51 @@ void Communicator::reduce_scatter(const void* in, void* out, std::size_t count, 
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   std::vector<const char*> slices(world);
+  describe(count * elem, kPrivate);
   for (std::size_t first = 0; first < count; first += piece) {
     const std::size_t n = std::min(piece, count - first);
     for (std::size_t q = 0; q < world; ++q)
       std::memcpy(half(rank_) + q * n * elem, src + (q * count + first) * elem, n * elem);
     sync();
+    if (first == 0) check_described("reduce_scatter");
     for (std::size_t q = 0; q < world; ++q)
       slices[q] = half(static_cast<int>(q)) + static_cast<std::size_t>(rank_) * n * elem;
     reduce_slices(slices, {dst + first * elem}, n, dtype, op);
     next_half();
   }
+}
+
+// Every rank's input lies where this process maps it: rank r reduces chunk r of every copy in
+// rank order straight into `out` (which may be its own copy's chunk); the second arrival keeps
+// each input unchanged until every peer has read its chunk.
+void Communicator::reduce_scatter_in_place(const std::vector<char*>& copies, void* out,
+                                           std::size_t count, DType dtype, ReduceOp op,
+                                           std::uint64_t where) {
+  check_op(dtype, op);
+  const std::size_t elem = dtype_size(dtype);
+  describe(count * elem, where);
+  sync();
+  check_described("reduce_scatter");
+  std::vector<const char*> chunks(copies.size());
+  for (std::size_t q = 0; q < copies.size(); ++q)
+    chunks[q] = copies[q] + static_cast<std::size_t>(rank_) * count * elem;
+  reduce_slices(chunks, {static_cast<char*>(out)}, count, dtype, op);
+  sync();
+  next_half();
+}
+
+// inputs[q] is rank q's input, in memory this process maps: each rank copies every peer's
+// straight into `out` (its own too, unless it is already there).
+void Communicator::all_gather_in_place(const std::vector<const char*>& inputs, void* out,
+                                       std::size_t bytes, std::uint64_t where) {
+  describe(bytes, where);
+  sync();
+  check_described("all_gather");
+  auto* dst = static_cast<char*>(out);
+  for (std::size_t q = 0; q < inputs.size(); ++q)
+    if (dst + q * bytes != inputs[q]) std::memcpy(dst + q * bytes, inputs[q], bytes);
+  sync();
+  next_half();
 }
 
 }  // namespace genesis::dist::shm

@@ -53,6 +53,13 @@ class Communicator {
   // never kPrivate): a rank whose peer passes another place, or its own memory, fails.
   void all_reduce_in_place(const std::vector<char*>& copies, std::size_t count, DType dtype,
                            ReduceOp op, std::uint64_t where);
+  // The same for reduce_scatter: copies[q] is rank q's input (world x count elements); out gets
+  // chunk rank() reduced, and may be this rank's copy's chunk.
+  void reduce_scatter_in_place(const std::vector<char*>& copies, void* out, std::size_t count,
+                               DType dtype, ReduceOp op, std::uint64_t where);
+  // And for all_gather: inputs[q] is rank q's `bytes`, copied to out + q * bytes.
+  void all_gather_in_place(const std::vector<const char*>& inputs, void* out, std::size_t bytes,
+                           std::uint64_t where);
   static constexpr std::uint64_t kPrivate = ~std::uint64_t{0};
   // Every rank's `bytes` become root's.
   void broadcast(void* data, std::size_t bytes, int root);
@@ -72,7 +79,7 @@ class Communicator {
   void small_all_reduce(void* data, std::size_t count, DType dtype, ReduceOp op);
   void all_reduce_piece(char* data, std::size_t n, DType dtype, ReduceOp op, bool first);
   void describe(std::uint64_t bytes, std::uint64_t where);
-  void check_described() const;
+  void check_described(const char* op) const;
   void arrive();
   void wait_for(int peer, std::uint32_t count);
   void sync() {
