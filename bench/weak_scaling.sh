@@ -4,7 +4,8 @@
 # (all ranks together, training time only) is the speed-up, N at best. Two workloads: the GPT shape
 # of bench/gpt_cpu.sh and the mlp preset; each backend given (default: auto and gloo).
 #
-#   bench/weak_scaling.sh [BUILD_DIR]      # env: NPROC (2), STEPS (40), BACKENDS ("auto gloo")
+#   bench/weak_scaling.sh [BUILD_DIR]      # env: NPROC (2), STEPS (40), BACKENDS ("auto gloo"),
+#                                          # ROUNDS (1), WORKLOADS ("gpt mlp"), EXTRA (more --set)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -28,13 +29,25 @@ rate() {
     "$out/$name/summary.json"
 }
 
-for workload in gpt mlp; do
+# ROUNDS rounds, each running 1 rank then N ranks per backend back to back, so that a slow spell
+# of a shared machine lands on both sides of a ratio; the median ratio is printed last.
+for workload in ${WORKLOADS:-gpt mlp}; do
   declare -n args=$workload
-  one=$(rate 1 "$workload-1" "${args[@]}")
-  for backend in $backends; do
-    many=$(rate "$nproc" "$workload-$nproc-$backend" "${args[@]}" \
-      --set distributed.backend="\"$backend\"")
-    printf '%-4s %-5s 1 rank %8s tok/s, %s ranks %8s tok/s: %sx\n' "$workload" "$backend" "$one" \
-      "$nproc" "$many" "$(python3 -c "print(f'{$many / $one:.2f}')")"
+  declare -A ratios=()
+  for round in $(seq "${ROUNDS:-1}"); do
+    one=$(rate 1 "$workload-1-$round" "${args[@]}" ${EXTRA:-})
+    for backend in $backends; do
+      many=$(rate "$nproc" "$workload-$nproc-$backend-$round" "${args[@]}" ${EXTRA:-} \
+        --set distributed.backend="\"$backend\"")
+      ratio=$(python3 -c "print(f'{$many / $one:.2f}')")
+      ratios[$backend]+="$ratio "
+      printf '%-4s %-5s 1 rank %8s tok/s, %s ranks %8s tok/s: %sx\n' "$workload" "$backend" "$one" \
+        "$nproc" "$many" "$ratio"
+    done
   done
+  for backend in $backends; do
+    printf '%-4s %-5s median of %s: %sx\n' "$workload" "$backend" "${ROUNDS:-1}" \
+      "$(python3 -c "import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))" ${ratios[$backend]})"
+  done
+  unset -n args
 done
