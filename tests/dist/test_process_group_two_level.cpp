@@ -1,6 +1,7 @@
 // The two-level group (genesis/dist/process_group_two_level.hpp): on 2 "hosts" x 2 thread ranks
 // (shm within each pair, gloo across) every op and dtype exact, sizes that do not split evenly
-// over a host's ranks, and the ops it hands to the flat group in submission order; and
+// over a host's ranks, the ops it hands to the flat group in submission order, a buffer in each
+// host's shared memory (the steps within a host in place); and
 // make_host_aware_group's choice on one host. Across real network namespaces:
 // tests/launch/test_multi_host.cpp.
 #include <catch2/catch.hpp>
@@ -124,6 +125,28 @@ TEST_CASE("two-level group: ZeRO's flat reduce-scatter and all-gather, in place,
       CHECK(gathered[static_cast<std::size_t>(rank)] == expected);
     }
   }
+}
+
+TEST_CASE("two-level group: a buffer in each host's shared memory all-reduces exactly",
+          "[shm][dist]") {
+  // 2 x 25000 floats: the reduce-scatter and all-gather within each host run in place (above
+  // the 64 KiB latency path), the slices cross over gloo.
+  constexpr std::int64_t kNumel = 50000;
+  std::vector<std::int64_t> wrong(4, -1);
+  testing::run_ranks(4, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = four_ranks(rank, store, false);
+    Tensor bucket = group->zeros_shared(kNumel, DType::f32);
+    std::vector<float> mine(kNumel);
+    for (std::int64_t i = 0; i < kNumel; ++i) mine[i] = static_cast<float>(rank * 1000 + i % 997);
+    bucket.copy_(Tensor::from_vector(mine, {kNumel}));
+    group->all_reduce(bucket)->wait();
+    const std::vector<float> got = bucket.to_vector();
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < kNumel; ++i)
+      bad += got[i] != static_cast<float>(6000 + 4 * (i % 997));
+    wrong[static_cast<std::size_t>(rank)] = bad;
+  });
+  for (std::int64_t w : wrong) CHECK(w == 0);
 }
 
 TEST_CASE("make_host_aware_group: ranks of one host share memory", "[shm][dist]") {

@@ -85,6 +85,16 @@ ProcessGroupTwoLevel::ProcessGroupTwoLevel(int rank, std::vector<std::vector<int
 
 ProcessGroupTwoLevel::~ProcessGroupTwoLevel() = default;
 
+// In submission order with the ops, as every rank of the host must make its buffers in the same
+// order relative to the local collectives.
+Tensor ProcessGroupTwoLevel::zeros_shared(std::int64_t numel, DType dtype) {
+  Tensor made;
+  impl_->ops.submit("zeros_shared", [this, numel, dtype, &made] {
+    made = impl_->local->zeros_shared(numel, dtype);
+  })->wait();
+  return made;
+}
+
 int ProcessGroupTwoLevel::rank() const { return impl_->rank; }
 int ProcessGroupTwoLevel::size() const { return impl_->size; }
 

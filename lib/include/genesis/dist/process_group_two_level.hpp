@@ -32,6 +32,9 @@ class ProcessGroupTwoLevel : public ProcessGroup {
   int rank() const override;
   int size() const override;
   std::string backend_name() const override { return "shm+gloo"; }
+  // The host's shared memory (the local group's zeros_shared): the all-reduce's reduce-scatter
+  // and all-gather within the host then work in place.
+  Tensor zeros_shared(std::int64_t numel, DType dtype) override;
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, BroadcastOptions options = {}) override;
