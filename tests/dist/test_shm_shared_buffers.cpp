@@ -3,7 +3,8 @@
 // every rank's copy lies and gives the staged path's bits for every op and dtype, and so do
 // reduce_scatter and all_gather in ZeRO's in-place forms; a rank that passes its own memory while a
 // peer passes a shared buffer fails on both, naming the difference; buckets /dev/shm has no room
-// for are ordinary tensors, and training goes on with one warning.
+// for are ordinary tensors, and training goes on with one warning; `auto` on a host whose /dev/shm
+// cannot take the group's segment trains over gloo, while `shm` by name fails saying why.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -160,6 +161,38 @@ TEST_CASE("DDP on 2 ranks with no room in /dev/shm for its buckets trains, with 
                       Catch::Contains("stays in each rank's own memory"));
   CHECK(all.find("stays in each rank's own memory") == all.rfind("stays in each rank's own memory"));
   CHECK(testing::metrics_of(dir.path() / "full").size() == 2);
+}
+
+TEST_CASE("auto on a host whose /dev/shm cannot take the group's segment trains over gloo",
+          "[shm][dist][train]") {
+  if (testing::run_process({"unshare", "--mount", "true"}).exit_code != 0) {
+    WARN("cannot make a mount namespace here (needs root): the gloo fallback is not exercised");
+    return;
+  }
+  testing::TempDir dir;
+  const auto run = [&](const std::string& name, const std::string& backend) {
+    const std::string train = std::string(GENESIS_TEST_BIN) +
+                              " launch --nproc 2 train --preset gpt-tiny -o " +
+                              dir.path().string() + " --name " + name +
+                              " --set training.max_steps=2 --set training.logging_steps=1"
+                              " --set distributed.backend=" + backend;
+    return testing::run_process({"unshare", "--mount", "sh", "-c",
+                                 "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " + train},
+                                testing::kOneThread);
+  };
+  const auto fallback = run("auto", "auto");
+  INFO(fallback.out << fallback.err);
+  REQUIRE(fallback.exit_code == 0);
+  CHECK_THAT(fallback.out + fallback.err,
+             Catch::Contains("/dev/shm on rank 0's host has no room for the shared-memory segment "
+                             "of its 2 ranks") &&
+                 Catch::Contains("every rank talks over Gloo"));
+  CHECK(testing::metrics_of(dir.path() / "auto").size() == 2);
+  // Asked for by name, shm does not fall back: the job fails, saying why.
+  const auto named = run("named", "shm");
+  INFO(named.out << named.err);
+  CHECK(named.exit_code != 0);
+  CHECK_THAT(named.out + named.err, Catch::Contains("No space left on device"));
 }
 
 }  // namespace

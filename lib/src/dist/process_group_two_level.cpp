@@ -3,6 +3,10 @@
 // set of ranks from where they run (host_layout.hpp).
 #include "genesis/dist/process_group_two_level.hpp"
 
+#include <sys/statvfs.h>
+
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "genesis/core/error.hpp"
@@ -223,6 +227,24 @@ std::shared_ptr<rendezvous::Store> part(const std::shared_ptr<rendezvous::Store>
   return std::make_shared<rendezvous::PrefixStore>(name, store);
 }
 
+// Whether /dev/shm has room now for the segment of this host's ranks.
+bool shm_has_room(int local_size) {
+  struct statvfs fs {};
+  if (statvfs("/dev/shm", &fs) != 0) return false;
+  return static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize >= shm_segment_bytes(local_size);
+}
+
+// The first rank whose host's /dev/shm cannot take its segment (every rank publishes its view,
+// so all decide alike), or -1.
+int rank_without_shm_room(rendezvous::Store& store, const detail::HostLayout& layout, int rank,
+                          int size) {
+  const bool room = layout.local_size() == 1 || shm_has_room(layout.local_size());
+  store.set("shm_room/" + std::to_string(rank), room ? "1" : "0");
+  for (int r = 0; r < size; ++r)
+    if (store.get("shm_room/" + std::to_string(r)) != "1") return r;
+  return -1;
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> make_host_aware_group(std::shared_ptr<rendezvous::Store> store,
@@ -231,6 +253,21 @@ std::shared_ptr<ProcessGroup> make_host_aware_group(std::shared_ptr<rendezvous::
                                                     Milliseconds timeout) {
   const detail::HostLayout layout = detail::discover_hosts(*store, rank, size);
   const GlooOptions gloo{bind_host, timeout};
+  if (const int short_of_room = rank_without_shm_room(*store, layout, rank, size);
+      short_of_room >= 0) {
+    if (rank == 0) {
+      int ranks_there = 0;
+      for (const auto& host : layout.hosts)
+        if (std::find(host.begin(), host.end(), short_of_room) != host.end())
+          ranks_there = static_cast<int>(host.size());
+      spdlog::warn("shm+gloo: /dev/shm on rank {}'s host has no room for the shared-memory "
+                   "segment of its {} ranks ({:.1f} MiB), so every rank talks over Gloo (TCP); "
+                   "give it a larger /dev/shm (docker run --shm-size, or --ipc=host)",
+                   short_of_room, ranks_there,
+                   static_cast<double>(shm_segment_bytes(ranks_there)) / (1 << 20));
+    }
+    return std::make_shared<ProcessGroupGloo>(part(store, "gloo"), rank, size, gloo);
+  }
   if (layout.hosts.size() == 1)
     return std::make_shared<ProcessGroupShm>(part(store, "shm"), rank, size, ShmOptions{timeout});
   if (layout.local_size() == 1 || !layout.uniform()) {
