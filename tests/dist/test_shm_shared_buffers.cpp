@@ -137,23 +137,34 @@ TEST_CASE("shm group: a shared buffer on one rank and private memory on another 
   }
 }
 
+// Whether this process may make a mount namespace (root): the tests below mount a small tmpfs
+// over /dev/shm in one, as a container's small /dev/shm.
+bool can_mount_namespace() {
+  return testing::run_process({"unshare", "--mount", "true"}).exit_code == 0;
+}
+
+// 2 ranks of gpt-tiny training into dir/name with `settings` (more --set), logging every step,
+// under a /dev/shm of `size` (a tmpfs size: "10m").
+testing::CliResult train_with_dev_shm(const testing::TempDir& dir, const std::string& size,
+                                      const std::string& name, const std::string& settings) {
+  const std::string train = std::string(GENESIS_TEST_BIN) +
+                            " launch --nproc 2 train --preset gpt-tiny -o " + dir.path().string() +
+                            " --name " + name + " --set training.logging_steps=1 " + settings;
+  return testing::run_process({"unshare", "--mount", "sh", "-c",
+                               "mount -t tmpfs -o size=" + size + " tmpfs /dev/shm && exec " + train},
+                              testing::kOneThread);
+}
+
 TEST_CASE("DDP on 2 ranks with no room in /dev/shm for its buckets trains, with one warning",
           "[shm][dist][train]") {
-  // A 10 MiB tmpfs over /dev/shm in a mount namespace of its own (needs root): room for the
-  // group's segment (9 MiB for 2 ranks) and not for two 1-2 MiB buckets.
-  if (testing::run_process({"unshare", "--mount", "true"}).exit_code != 0) {
+  if (!can_mount_namespace()) {
     WARN("cannot make a mount namespace here (needs root): the no-room fallback is not exercised");
     return;
   }
+  // 10 MiB: room for the group's segment (9 MiB for 2 ranks), not for two 1-2 MiB buckets.
   testing::TempDir dir;
-  const std::string train = std::string(GENESIS_TEST_BIN) +
-                            " launch --nproc 2 train --preset gpt-tiny -o " + dir.path().string() +
-                            " --name full --set training.max_steps=4 --set training.logging_steps=2"
-                            " --set model.n_embd=128";
-  const auto r = testing::run_process(
-      {"unshare", "--mount", "sh", "-c",
-       "mount -t tmpfs -o size=10m tmpfs /dev/shm && exec " + train},
-      testing::kOneThread);
+  const auto r = train_with_dev_shm(dir, "10m", "full",
+                                    "--set training.max_steps=2 --set model.n_embd=128");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const std::string all = r.out + r.err;
@@ -165,20 +176,14 @@ TEST_CASE("DDP on 2 ranks with no room in /dev/shm for its buckets trains, with 
 
 TEST_CASE("auto on a host whose /dev/shm cannot take the group's segment trains over gloo",
           "[shm][dist][train]") {
-  if (testing::run_process({"unshare", "--mount", "true"}).exit_code != 0) {
+  if (!can_mount_namespace()) {
     WARN("cannot make a mount namespace here (needs root): the gloo fallback is not exercised");
     return;
   }
   testing::TempDir dir;
   const auto run = [&](const std::string& name, const std::string& backend) {
-    const std::string train = std::string(GENESIS_TEST_BIN) +
-                              " launch --nproc 2 train --preset gpt-tiny -o " +
-                              dir.path().string() + " --name " + name +
-                              " --set training.max_steps=2 --set training.logging_steps=1"
-                              " --set distributed.backend=" + backend;
-    return testing::run_process({"unshare", "--mount", "sh", "-c",
-                                 "mount -t tmpfs -o size=1m tmpfs /dev/shm && exec " + train},
-                                testing::kOneThread);
+    return train_with_dev_shm(dir, "1m", name,
+                              "--set training.max_steps=2 --set distributed.backend=" + backend);
   };
   const auto fallback = run("auto", "auto");
   INFO(fallback.out << fallback.err);
