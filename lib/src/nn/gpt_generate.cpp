@@ -162,6 +162,81 @@ std::vector<std::vector<std::int64_t>> GPT::generate(
       limits);
 }
 
+namespace {
+
+// Prompts left-padded to P tokens, one row each: the ids (rows, P) and each row's padding.
+struct PaddedPrompts {
+  std::vector<std::int64_t> ids;
+  std::vector<std::int64_t> pads;  // empty when no row is padded
+};
+
+PaddedPrompts left_padded(const std::vector<const std::vector<std::int64_t>*>& rows,
+                          std::int64_t P) {
+  PaddedPrompts padded{std::vector<std::int64_t>(rows.size() * static_cast<std::size_t>(P), 0), {}};
+  bool any = false;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const auto len = static_cast<std::int64_t>(rows[r]->size());
+    padded.pads.push_back(P - len);
+    any = any || len < P;
+    std::copy(rows[r]->begin(), rows[r]->end(),
+              padded.ids.begin() + static_cast<std::int64_t>(r) * P + (P - len));
+  }
+  if (!any) padded.pads.clear();
+  return padded;
+}
+
+}  // namespace
+
+// A prompt repeated on consecutive rows (a GRPO group: num_generations completions of each) runs
+// through the model once; its keys, values and logits are then copied to every row of the run.
+// Prompts repeated only apart from each other run row by row, as copying run by run would cost
+// more than it saves.
+Tensor GPT::prompt_pass(const std::vector<std::vector<std::int64_t>>& prompts, std::int64_t P,
+                        KVCache& cache) {
+  const auto B = static_cast<std::int64_t>(prompts.size());
+  const Device device = wte_->weight.device();
+  std::vector<const std::vector<std::int64_t>*> distinct;
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;  // (first row, distinct prompt)
+  for (std::int64_t b = 0; b < B; ++b) {
+    if (b > 0 && prompts[b] == prompts[b - 1]) continue;
+    runs.emplace_back(b, static_cast<std::int64_t>(distinct.size()));
+    distinct.push_back(&prompts[b]);
+  }
+  if (runs.size() * 2 > prompts.size()) {
+    std::vector<const std::vector<std::int64_t>*> all;
+    for (const auto& p : prompts) all.push_back(&p);
+    PaddedPrompts padded = left_padded(all, P);
+    cache.pads = std::move(padded.pads);
+    return next_token_logits(Tensor::from_vector(padded.ids, {B, P}).to(device), cache);
+  }
+  const auto U = static_cast<std::int64_t>(distinct.size());
+  PaddedPrompts padded = left_padded(distinct, P);
+  KVCache shared;
+  shared.pads = padded.pads;
+  const Tensor logits = next_token_logits(Tensor::from_vector(padded.ids, {U, P}).to(device), shared);
+  cache.length = shared.length;
+  cache.keys.resize(shared.keys.size());
+  cache.values.resize(shared.values.size());
+  for (std::size_t i = 0; i < shared.keys.size(); ++i) {
+    const Tensor& k = shared.keys[i];
+    cache.keys[i] = Tensor::empty({B, k.size(1), k.size(2), k.size(3)}, k.dtype(), k.device());
+    cache.values[i] = Tensor::empty(cache.keys[i].shape(), k.dtype(), k.device());
+  }
+  Tensor all = Tensor::empty({B, logits.size(1)}, logits.dtype(), logits.device());
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const auto [first, u] = runs[r];
+    const std::int64_t end = r + 1 < runs.size() ? runs[r + 1].first : B;
+    for (std::size_t i = 0; i < shared.keys.size(); ++i) {
+      cache.keys[i].slice(0, first, end).slice(2, 0, P).copy_(shared.keys[i].slice(0, u, u + 1).slice(2, 0, P));
+      cache.values[i].slice(0, first, end).slice(2, 0, P).copy_(shared.values[i].slice(0, u, u + 1).slice(2, 0, P));
+    }
+    all.slice(0, first, end).copy_(logits.slice(0, u, u + 1));
+    if (!shared.pads.empty())
+      cache.pads.insert(cache.pads.end(), static_cast<std::size_t>(end - first), shared.pads[u]);
+  }
+  return all;
+}
+
 template <class GeneratorOf>
 std::vector<std::vector<std::int64_t>> GPT::generate_rows(
     const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
@@ -180,31 +255,24 @@ std::vector<std::vector<std::int64_t>> GPT::generate_rows(
                       " tokens, more than block_size " + std::to_string(config_.block_size));
     P = std::max<std::int64_t>(P, static_cast<std::int64_t>(p.size()));
   }
-  // Row b: left-padded to P; at most its limit, and block_size - length + 1 tokens (the last
-  // one is never fed back).
-  KVCache cache;
-  std::vector<std::int64_t> input(static_cast<std::size_t>(B * P), 0), cap(prompts.size());
-  bool padded = false;
-  for (std::int64_t b = 0; b < B; ++b) {
-    const auto len = static_cast<std::int64_t>(prompts[b].size());
-    cache.pads.push_back(P - len);
-    padded = padded || len < P;
-    std::copy(prompts[b].begin(), prompts[b].end(), input.begin() + b * P + (P - len));
-    cap[b] = std::min(limits.empty() ? options.max_new_tokens : limits[b],
-                      config_.block_size - len + 1);
-  }
-  if (!padded) cache.pads.clear();
-  const Device device = wte_->weight.device();
-  Tensor fed = Tensor::from_vector(input, {B, P}).to(device);
-  std::vector<bool> done(prompts.size());
+  // Row b: at most its limit, and block_size - length + 1 tokens (the last one is never fed
+  // back).
+  std::vector<std::int64_t> cap(prompts.size());
   std::int64_t running = 0;
+  std::vector<bool> done(prompts.size());
   for (std::int64_t b = 0; b < B; ++b) {
+    cap[b] = std::min(limits.empty() ? options.max_new_tokens : limits[b],
+                      config_.block_size - static_cast<std::int64_t>(prompts[b].size()) + 1);
     done[b] = cap[b] <= 0;
     if (!done[b]) ++running;
   }
+  if (running == 0) return out;
+  const Device device = wte_->weight.device();
+  KVCache cache;
+  Tensor logits = prompt_pass(prompts, P, cache);
   std::vector<std::int64_t> next(prompts.size(), 0);
-  while (running > 0) {
-    const Tensor last = next_token_logits(fed, cache).to(DType::f32).to(Device::cpu()).contiguous();
+  for (;;) {
+    const Tensor last = logits.to(DType::f32).to(Device::cpu()).contiguous();
     const float* rows = last.data<float>();  // read in place: no copy of the (B, vocab) logits
     const std::int64_t V = last.size(1);
     for (std::int64_t b = 0; b < B; ++b) {
@@ -216,7 +284,8 @@ std::vector<std::vector<std::int64_t>> GPT::generate_rows(
         --running;
       }
     }
-    if (running > 0) fed = Tensor::from_vector(next, {B, 1}).to(device);
+    if (running == 0) break;
+    logits = next_token_logits(Tensor::from_vector(next, {B, 1}).to(device), cache);
   }
   return out;
 }

@@ -25,10 +25,13 @@ std::int64_t draw_in_id_order(std::span<const float> logits, double temperature,
   for (float x : logits)
     if (!std::isnan(x)) top = std::max<double>(top, x);
   if (top == -INFINITY) return 0;
-  std::vector<double> p(logits.size());
+  // Single-precision exponentials (the logits are floats): a batch's sampling spends most of
+  // its host time here. The running sums stay in double.
+  std::vector<float> p(logits.size());
+  const auto top_f = static_cast<float>(top), inverse_t = static_cast<float>(1.0 / temperature);
   double total = 0.0;
   for (std::size_t i = 0; i < p.size(); ++i)
-    total += p[i] = std::isnan(logits[i]) ? 0.0 : std::exp((logits[i] - top) / temperature);
+    total += p[i] = std::isnan(logits[i]) ? 0.0f : std::exp((logits[i] - top_f) * inverse_t);
   const double u = uniform53(gen) * total;
   double cumulative = 0.0;
   std::size_t last = 0;

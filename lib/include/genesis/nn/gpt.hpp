@@ -144,6 +144,10 @@ class GPT : public Module {
   // The last position's logits (B, vocab) of tokens idx (B, T), extending the cache; a long
   // prompt pass runs in blocks of rows.
   Tensor next_token_logits(const Tensor& idx, KVCache& cache);
+  // The prompts (each at most P tokens) left-padded to P through the model into `cache`, empty
+  // before: the last position's logits (B, vocab).
+  Tensor prompt_pass(const std::vector<std::vector<std::int64_t>>& prompts, std::int64_t P,
+                     KVCache& cache);
   // generate() with row b's draws from gen_of(b).
   template <class GeneratorOf>
   std::vector<std::vector<std::int64_t>> generate_rows(

@@ -2,7 +2,8 @@
 // sgemm takes directly through its transpose flags and leading dimensions, so the backward
 // passes (which multiply by transposed views) copy nothing. Batches run as one sgemm per matrix,
 // spread over OpenMP threads when the matrices are small; a batch against one shared right
-// operand folds into a single taller sgemm.
+// operand folds into a single taller sgemm; matrices of a few thousand multiply-adds take plain
+// vectorised loops instead (a call to sgemm costs more than they do).
 #include <cblas.h>
 #include <omp.h>
 
@@ -59,6 +60,43 @@ int as_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// Products too small for sgemm's per-call cost (a KV cache's decode step: for each of thousands
+// of heads, one query row against a few dozen keys, then one row of weights against as many
+// values), when the left operand's rows are contiguous: plain loops the compiler vectorises.
+constexpr std::int64_t kTinyGemm = 2048;  // multiply-adds per matrix
+
+bool tiny(const GemmOperand& a, std::int64_t M, std::int64_t N, std::int64_t K) {
+  return M * N * K <= kTinyGemm && !a.trans;
+}
+
+void tiny_gemm(const GemmOperand& a, const GemmOperand& b, float* c, std::int64_t i,
+               std::int64_t M, std::int64_t N, std::int64_t K) {
+  const float* pa = a.base + i * a.batch_stride;
+  const float* pb = b.base + i * b.batch_stride;
+  float* pc = c + i * M * N;
+  for (std::int64_t m = 0; m < M; ++m) {
+    const float* row = pa + m * a.ld;
+    float* out = pc + m * N;
+    if (b.trans) {  // column n of B is contiguous: a dot product each
+      for (std::int64_t n = 0; n < N; ++n) {
+        const float* col = pb + n * b.ld;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (std::int64_t k = 0; k < K; ++k) sum += row[k] * col[k];
+        out[n] = sum;
+      }
+    } else {  // rows of B are contiguous: accumulate them
+      for (std::int64_t n = 0; n < N; ++n) out[n] = 0.0f;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const float x = row[k];
+        const float* bk = pb + k * b.ld;
+#pragma omp simd
+        for (std::int64_t n = 0; n < N; ++n) out[n] += x * bk[n];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
@@ -94,6 +132,13 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
                 as_int(gb.ld, "ldb"), 0.0f, pc, as_int(N, "N"));
     return;
   }
+  // A tiny batch stays on this thread: waking the team would cost more than the products.
+  constexpr std::int64_t kMinBatchWork = std::int64_t{1} << 16;  // multiply-adds in all
+  if (tiny(ga, M, N, K)) {
+#pragma omp parallel for schedule(static) if (B * M * N * K >= kMinBatchWork)
+    for (std::int64_t i = 0; i < B; ++i) tiny_gemm(ga, gb, pc, i, M, N, K);
+    return;
+  }
   const int m = as_int(M, "M"), n = as_int(N, "N"), k = as_int(K, "K");
   const int lda = as_int(ga.ld, "lda"), ldb = as_int(gb.ld, "ldb");
   auto one = [&](std::int64_t i) {
@@ -102,10 +147,8 @@ void matmul_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
                 pc + i * M * N, n);
   };
   // Small matrices: one sgemm per thread (OpenBLAS runs single-threaded inside a parallel
-  // region). Large ones: one at a time, each threaded by OpenBLAS. A tiny batch stays on this
-  // thread: waking the team would cost more than the products.
+  // region). Large ones: one at a time, each threaded by OpenBLAS.
   constexpr std::int64_t kSmallGemm = std::int64_t{1} << 24;  // multiply-adds per matrix
-  constexpr std::int64_t kMinBatchWork = std::int64_t{1} << 16;  // multiply-adds in all
   const bool by_batch = B > 1 && B >= omp_get_max_threads() && M * N * K < kSmallGemm &&
                         B * M * N * K >= kMinBatchWork;
 #pragma omp parallel for schedule(static) if (by_batch)
