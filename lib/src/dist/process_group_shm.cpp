@@ -86,6 +86,13 @@ struct ProcessGroupShm::Impl {
     return *engine;
   }
 
+  // Where every rank's copy of `t` lies, when t is in a shared buffer and above the one-copy
+  // latency path (which beats two arrivals for small messages).
+  std::optional<shm::SharedBuffers::InPlace> in_place(const Tensor& t) const {
+    if (detail::nbytes(t) <= kCallerThreadBytes) return std::nullopt;
+    return buffers.locate(t);
+  }
+
   // Where an all-gather can read every rank's input in place: inputs in a shared buffer, or
   // the in-place form (input is chunk rank of output) with output in one; none when small.
   struct GatherSources {
@@ -151,16 +158,13 @@ Tensor ProcessGroupShm::zeros_shared(std::int64_t numel, DType dtype) {
 std::shared_ptr<Work> ProcessGroupShm::all_reduce(Tensor& tensor, AllReduceOptions options) {
   detail::check_tensor(tensor, "all_reduce", "tensor");
   detail::check_reduce_op(options.op, tensor.dtype(), "all_reduce");
-  // A tensor in a shared buffer is reduced where every rank's copy lies, unless it is small
-  // enough for the one-copy latency path.
-  if (detail::nbytes(tensor) > Impl::kCallerThreadBytes)
-    if (auto in_place = impl_->buffers.locate(tensor))
-      return impl_->submit("all_reduce", options.timeout,
-                           [this, tensor, op = options.op, at = std::move(*in_place)] {
-                             impl_->comm->all_reduce_in_place(
-                                 at.copies, static_cast<std::size_t>(tensor.numel()),
-                                 tensor.dtype(), op, at.where);
-                           });
+  if (auto in_place = impl_->in_place(tensor))
+    return impl_->submit("all_reduce", options.timeout,
+                         [this, tensor, op = options.op, at = std::move(*in_place)] {
+                           impl_->comm->all_reduce_in_place(
+                               at.copies, static_cast<std::size_t>(tensor.numel()),
+                               tensor.dtype(), op, at.where);
+                         });
   return impl_->submit("all_reduce", options.timeout, [this, tensor, op = options.op] {
     impl_->comm->all_reduce(bytes_of(tensor), static_cast<std::size_t>(tensor.numel()),
                             tensor.dtype(), op);
@@ -216,15 +220,14 @@ std::shared_ptr<Work> ProcessGroupShm::reduce_scatter_tensor(Tensor& output, con
                 "reduce_scatter_tensor: output " + detail::describe(output) + " and input " +
                     detail::describe(input) + " differ in dtype");
   detail::check_numel(input, output.numel() * size(), "reduce_scatter_tensor", "input");
-  if (detail::nbytes(input) > Impl::kCallerThreadBytes)
-    if (auto in_place = impl_->buffers.locate(input))
-      return impl_->submit("reduce_scatter_tensor", options.timeout,
-                           [this, output, op = options.op, at = std::move(*in_place)] {
-                             impl_->comm->reduce_scatter_in_place(
-                                 at.copies, bytes_of(output),
-                                 static_cast<std::size_t>(output.numel()), output.dtype(), op,
-                                 at.where);
-                           });
+  if (auto in_place = impl_->in_place(input))
+    return impl_->submit("reduce_scatter_tensor", options.timeout,
+                         [this, output, op = options.op, at = std::move(*in_place)] {
+                           impl_->comm->reduce_scatter_in_place(
+                               at.copies, bytes_of(output),
+                               static_cast<std::size_t>(output.numel()), output.dtype(), op,
+                               at.where);
+                         });
   return impl_->submit("reduce_scatter_tensor", options.timeout,
                        [this, output, input, op = options.op] {
                          impl_->comm->reduce_scatter(bytes_of(input), bytes_of(output),

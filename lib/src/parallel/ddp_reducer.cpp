@@ -36,9 +36,7 @@ Reducer::Reducer(std::shared_ptr<nn::Module> module, std::shared_ptr<dist::Proce
     }
     // In the group's shared memory where it has some: the all-reduce then works in place.
     const Tensor& first = params[variables.front()];
-    b.flat = first.device() == group_->device()
-                 ? group_->zeros_shared(b.trace.numel, first.dtype())
-                 : Tensor::zeros({b.trace.numel}, first.dtype(), first.device());
+    b.flat = group_->zeros_shared_on(first.device(), b.trace.numel, first.dtype());
     buckets_.push_back(std::move(b));
   }
   if (options_.find_unused_parameters) local_used_.assign(params.size(), 0.0f);

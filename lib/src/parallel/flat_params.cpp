@@ -115,9 +115,8 @@ FlatParams flatten_parameters(nn::NamedTensors params, int shards, std::optional
   const Tensor& first = f.params.empty() ? Tensor() : f.params.front().second;
   const DType dtype = first.defined() ? first.dtype() : DType::f32;
   const Device where = device.value_or(first.defined() ? first.device() : Device::cpu());
-  f.flat = shared_on != nullptr && shared_on->device() == where
-               ? shared_on->zeros_shared(f.padded_numel(), dtype)
-               : Tensor::zeros({f.padded_numel()}, dtype, where);
+  f.flat = shared_on != nullptr ? shared_on->zeros_shared_on(where, f.padded_numel(), dtype)
+                               : Tensor::zeros({f.padded_numel()}, dtype, where);
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < f.params.size(); ++i) {
     Tensor view = f.param_view(f.flat, i);

@@ -129,9 +129,8 @@ ZeroStage12::ZeroStage12(int stage, std::shared_ptr<nn::Module> model,
                               b.flat.flat.offset() + rank * b.flat.shard_numel);
     b.shard_param.set_requires_grad(true);
     if (stage_ == 1) {
-      b.grad = b.flat.flat.device() == group_->device()
-                   ? group_->zeros_shared(b.flat.padded_numel(), b.flat.flat.dtype())
-                   : Tensor::zeros({b.flat.padded_numel()}, b.flat.flat.dtype(), b.flat.flat.device());
+      b.grad = group_->zeros_shared_on(b.flat.flat.device(), b.flat.padded_numel(),
+                                       b.flat.flat.dtype());
       b.shard_grad = b.flat.shard_of(b.grad, rank);
     } else {
       b.shard_grad = Tensor::zeros({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());

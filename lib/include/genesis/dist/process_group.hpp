@@ -71,6 +71,11 @@ class ProcessGroup {
   virtual Tensor zeros_shared(std::int64_t numel, DType dtype) {
     return Tensor::zeros({numel}, dtype, device());
   }
+  // zeros_shared when `on` is the group's device, else ordinary zeros on `on` (a model on the
+  // GPU under a host group). Collective like zeros_shared.
+  Tensor zeros_shared_on(Device on, std::int64_t numel, DType dtype) {
+    return on == device() ? zeros_shared(numel, dtype) : Tensor::zeros({numel}, dtype, on);
+  }
 
   // tensor becomes op(tensor of every rank).
   virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, AllReduceOptions options = {}) = 0;
