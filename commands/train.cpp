@@ -42,8 +42,8 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
                  "as --set distributed.deepspeed_config=FILE, applied before --set)")
       ->type_name("FILE");
   app.add_option("--algorithm", flags.algorithm,
-                 "What to train: sft | rm | dpo (same as --set training.algorithm=NAME, applied "
-                 "before --set)")
+                 "What to train: sft | rm | dpo | grpo | ppo (same as --set training.algorithm=NAME, "
+                 "applied before --set)")
       ->type_name("NAME");
   app.add_option("--set,-s", flags.sets,
                  "Override one key, e.g. --set training.max_steps=100 or "
@@ -56,7 +56,7 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
       ->type_name("NAME");
   app.add_option("--output-dir,-o", flags.output_dir,
                  "Parent of the run directory (same as --set training.output_dir=DIR, applied "
-                 "before --set)")
+                 "applied before --set)")
       ->type_name("DIR");
   app.add_option("--resume", flags.resume,
                  "Resume from CKPT: \"auto\" (the run's latest checkpoint, if any) or a checkpoint "

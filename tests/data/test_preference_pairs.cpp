@@ -3,6 +3,8 @@
 // as SFT encodes it, and bad pairs fail with the pair's name.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -26,6 +28,26 @@ bool same_row(const Tensor& pairs, std::int64_t i, int side, const Tensor& sft) 
                      sft.data<std::int64_t>() + i * T, T * sizeof(std::int64_t)) == 0;
 }
 
+// How `rejected` misses `chosen`; "other" for none of the generator's ways.
+std::string kind_of_miss(const std::string& chosen, const std::string& rejected) {
+  if (rejected.size() < chosen.size()) return "cut short";
+  if (rejected.size() > chosen.size()) return "other";
+  if (std::is_permutation(rejected.begin(), rejected.end(), chosen.begin())) return "swapped";
+  std::vector<std::size_t> differ;
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    if (chosen[i] != rejected[i]) differ.push_back(i);
+  if (differ.size() == 1 && std::abs(chosen[differ[0]] - rejected[differ[0]]) == 1) return "stepped";
+  if (differ.size() == 1) return "changed";
+  for (std::size_t drop = 0; drop < chosen.size(); ++drop)  // one dropped, another doubled
+    for (std::size_t twice = 0; twice + 1 < chosen.size(); ++twice) {
+      std::string s = chosen;
+      s.erase(drop, 1);
+      s.insert(twice, 1, s[twice]);
+      if (s == rejected) return "slipped";
+    }
+  return "other";
+}
+
 }  // namespace
 
 TEST_CASE("generated pairs: the task's answer against a near miss", "[preference]") {
@@ -41,12 +63,9 @@ TEST_CASE("generated pairs: the task's answer against a near miss", "[preference
     CHECK(p.chosen == sft[i].response);
     CHECK(p.rejected != p.chosen);
     CHECK_FALSE(p.rejected.empty());
-    if (p.rejected.size() < p.chosen.size()) kinds.insert("cut short");
-    else if (std::is_permutation(p.rejected.begin(), p.rejected.end(), p.chosen.begin()))
-      kinds.insert("swapped");
-    else kinds.insert("changed");
+    kinds.insert(kind_of_miss(p.chosen, p.rejected));
   }
-  CHECK(kinds == std::set<std::string>{"changed", "cut short", "swapped"});
+  CHECK(kinds == std::set<std::string>{"changed", "cut short", "swapped", "stepped", "slipped"});
   CHECK(data::generate_preference_pairs(tasks, 50, 7)[3].rejected == pairs[3].rejected);
 
   // Held-out prompts never appear among the training pairs.

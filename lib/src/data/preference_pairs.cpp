@@ -46,8 +46,31 @@ std::string near_miss(const std::string& answer, Generator& gen) {
       std::swap(s[i], s[i + 1]);
       return s;
     });
-  if (answer.size() >= 2)
+  if (answer.size() >= 2) {
     ways.emplace_back([&] { return answer.substr(0, 1 + draw(gen, answer.size() - 1)); });
+    // One character dropped and another doubled, the length kept: a small model's usual slip
+    // when it sorts ("ajksssz" for "aajkssz"), and one a reward model must not miss.
+    ways.emplace_back([&] {
+      std::string s = answer;
+      s.erase(draw(gen, s.size()), 1);
+      const std::size_t i = draw(gen, s.size());
+      s.insert(i, 1, s[i]);
+      return s == answer ? s.substr(1) : s;
+    });
+  }
+  // One character moved a step in the alphabet (or a digit one off), which keeps most answers
+  // in order: so an order alone does not make an answer right.
+  ways.emplace_back([&] {
+    std::string s = answer;
+    char& c = s[draw(gen, s.size())];
+    const bool digit = std::isdigit(static_cast<unsigned char>(c)) != 0;
+    const char first = digit ? '0' : std::isupper(static_cast<unsigned char>(c)) ? 'A' : 'a';
+    const char last = digit ? '9' : static_cast<char>(first + 25);
+    c = c == first ? static_cast<char>(c + 1)
+        : c == last ? static_cast<char>(c - 1)
+                    : static_cast<char>(c + (draw(gen, 2) == 0 ? 1 : -1));
+    return s;
+  });
   return ways[draw(gen, ways.size())]();
 }
 
@@ -60,8 +83,9 @@ std::vector<PreferencePair> generate_preference_pairs(const std::vector<std::str
   std::vector<PreferencePair> pairs;
   for (SftExample& e : generate_sft_tasks(tasks, count, seed, exclude)) {
     std::string rejected = near_miss(e.response, gen);
-    pairs.push_back({std::move(e.prompt), std::move(e.response), std::move(rejected),
-                     std::move(e.origin)});
+    pairs.push_back({.prompt = std::move(e.prompt), .chosen = std::move(e.response),
+                     .rejected = std::move(rejected), .origin = std::move(e.origin),
+                     .task = std::move(e.task)});
   }
   return pairs;
 }

@@ -76,6 +76,7 @@ std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks
     SftExample e = make(task, gen);
     while (excluded.count(e.prompt) > 0) e = make(task, gen);
     e.origin = "the built-in SFT task \"" + task + "\" (prompt " + as_typed(e.prompt) + ")";
+    e.task = task;
     out.push_back(std::move(e));
   }
   return out;

@@ -4,6 +4,7 @@
 #include "sft_eval.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -36,6 +37,10 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
   std::vector<std::int64_t> mine;
   for (std::int64_t i = job.rank(); i < n; i += job.world_size()) mine.push_back(i);
   double hits = 0;
+  // Each built-in task's hits and prompts, in the name order every rank shares.
+  std::map<std::string, std::pair<double, double>> tasks;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (const std::string& t = examples[static_cast<std::size_t>(i)].task; !t.empty()) tasks[t];
   Generator unused;
   for (std::size_t first = 0; first < mine.size(); first += kGenerationBatch) {
     const std::size_t count = std::min(kGenerationBatch, mine.size() - first);
@@ -51,17 +56,30 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
     std::vector<std::vector<std::int64_t>> generated = model.generate(
         prompts, {.stop_token = data::ByteTokenizer::kEndOfText}, unused, limits);
     for (std::size_t k = 0; k < count; ++k) {
-      if (generated[k] == expected[k]) hits += 1;
-      if (result.samples.size() >= samples) continue;
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
+      const bool hit = generated[k] == expected[k];
+      hits += hit ? 1 : 0;
+      if (!e.task.empty()) {
+        tasks[e.task].first += hit ? 1 : 0;
+        tasks[e.task].second += 1;
+      }
+      if (result.samples.size() >= samples) continue;
       result.samples.push_back({e.prompt, e.response, completion_text(std::move(generated[k]))});
     }
   }
   model.train(training);
   std::vector<double> sums{hits};
+  for (const auto& [task, counts] : tasks) sums.insert(sums.end(), {counts.first, counts.second});
   job.sum(sums);
   result.prompts = n;
   result.exact_match = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
+  std::size_t at = 1;
+  for (const auto& [task, counts] : tasks) {
+    const double scored = sums[at + 1];
+    result.by_task.push_back({task, scored > 0 ? sums[at] / scored : 0.0,
+                              static_cast<std::int64_t>(scored)});
+    at += 2;
+  }
   return result;
 }
 
@@ -72,10 +90,17 @@ void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExa
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
   GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit);
-  result.metrics.push_back(
-      {"exact_match", g.exact_match,
-       fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts)});
+  std::string text = fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
+  if (g.by_task.size() > 1) {  // where the misses are: "(add 2.0%, copy 100.0%, ...)"
+    std::vector<std::string> parts;
+    for (const TaskExactMatch& t : g.by_task)
+      parts.push_back(fmt::format("{} {:.1f}%", t.task, t.exact_match * 100.0));
+    text += fmt::format(" ({})", fmt::join(parts, ", "));
+  }
+  result.metrics.push_back({"exact_match", g.exact_match, text});
   result.metrics.push_back({"prompts", g.prompts, "", false});
+  for (const TaskExactMatch& t : g.by_task)
+    result.metrics.push_back({"exact_match/" + t.task, t.exact_match, ""});
   result.samples = std::move(g.samples);
 }
 

@@ -18,9 +18,17 @@ namespace genesis::train {
 // vocabulary may be larger) shown as '?'.
 std::string completion_text(std::vector<std::int64_t> tokens);
 
+// One built-in task's share of an evaluation.
+struct TaskExactMatch {
+  std::string task;
+  double exact_match = 0;
+  std::int64_t prompts = 0;
+};
+
 struct GenerationEval {
   double exact_match = 0;                // fraction of prompts answered exactly
   std::int64_t prompts = 0;              // prompts scored (over all ranks)
+  std::vector<TaskExactMatch> by_task;   // per built-in task, in name order; empty for files
   std::vector<GeneratedSample> samples;  // rank 0's first few, for the final report
 };
 
@@ -28,8 +36,8 @@ struct GenerationEval {
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
                                    const Job& job, std::int64_t limit = 0, std::size_t samples = 3);
 
-// Collective: when ctx's model is a GPT and there are prompts, adds "exact_match", "prompts" and
-// the samples over the budget's prompts to `result`. The full parameters are gathered first
+// Collective: when ctx's model is a GPT and there are prompts, adds "exact_match", "prompts",
+// "exact_match/<task>" for each built-in task among them (shown after the total), and the samples over the budget's prompts to `result`. The full parameters are gathered first
 // (ZeRO-3, until the next forward through the strategy), so each rank decodes its own prompts.
 void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
                      const EvalBudget& budget, Evaluation& result);

@@ -127,7 +127,8 @@ PairData load_pairs(const Config& config) {
   PairData out{.train = data::encode_preference_pairs(train, tokenizer, config.model.block_size),
                .eval = data::encode_preference_pairs(eval, tokenizer, config.model.block_size),
                .prompts = {}};
-  for (const auto& pair : eval) out.prompts.push_back({pair.prompt, pair.chosen, pair.origin});
+  for (const auto& pair : eval)
+    out.prompts.push_back({pair.prompt, pair.chosen, pair.origin, pair.task});
   return out;
 }
 

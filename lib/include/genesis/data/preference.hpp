@@ -21,6 +21,7 @@ struct PreferencePair {
   // How much more the chosen is preferred (TRL's optional "margin" column): a reward model is
   // asked for r_chosen - r_rejected above it. 0 for generated pairs.
   double margin = 0;
+  std::string task{};  // as SftExample's: the built-in task's name, empty for a file's pairs
 };
 
 // One JSON object per line, in TRL's two forms: {"prompt": ..., "chosen": ..., "rejected": ...},

@@ -20,6 +20,7 @@ struct SftExample {
   // Where it came from, for errors about it: "FILE:LINE" from read_sft_jsonl, the task and its
   // prompt from generate_sft_tasks; "" names it by its position in the list instead.
   std::string origin{};
+  std::string task{};  // the built-in task's name ("add"); empty for examples from a file
 };
 
 // One JSON object per line: {"prompt": ..., "response": ...} or the chat form {"messages":
