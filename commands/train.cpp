@@ -42,8 +42,8 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
                  "as --set distributed.deepspeed_config=FILE, applied before --set)")
       ->type_name("FILE");
   app.add_option("--algorithm", flags.algorithm,
-                 "What to train: sft | rm | dpo | grpo | ppo (same as --set training.algorithm=NAME, "
-                 "applied before --set)")
+                 "What to train: sft | rm | dpo | grpo | ppo (same as --set "
+                 "training.algorithm=NAME, applied before --set)")
       ->type_name("NAME");
   app.add_option("--set,-s", flags.sets,
                  "Override one key, e.g. --set training.max_steps=100 or "

@@ -36,7 +36,8 @@ std::string kind_of_miss(const std::string& chosen, const std::string& rejected)
   std::vector<std::size_t> differ;
   for (std::size_t i = 0; i < chosen.size(); ++i)
     if (chosen[i] != rejected[i]) differ.push_back(i);
-  if (differ.size() == 1 && std::abs(chosen[differ[0]] - rejected[differ[0]]) == 1) return "stepped";
+  if (differ.size() == 1 && std::abs(chosen[differ[0]] - rejected[differ[0]]) == 1)
+    return "stepped";
   if (differ.size() == 1) return "changed";
   for (std::size_t drop = 0; drop < chosen.size(); ++drop)  // one dropped, another doubled
     for (std::size_t twice = 0; twice + 1 < chosen.size(); ++twice) {

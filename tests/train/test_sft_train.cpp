@@ -66,8 +66,8 @@ TEST_CASE("sft: the preset learns a small task and answers held-out prompts exac
   CHECK((first + last) / 2 == Approx(s["eval_exact_match"].get<double>()).margin(0.1));
   CHECK(std::min(first, last) <= s["eval_exact_match"].get<double>());
   CHECK(std::max(first, last) >= s["eval_exact_match"].get<double>());
-  CHECK((r.out + r.err).find(fmt::format("(first {:.1f}%, last {:.1f}%)", first * 100, last * 100)) !=
-        std::string::npos);
+  const std::string shares = fmt::format("(first {:.1f}%, last {:.1f}%)", first * 100, last * 100);
+  CHECK((r.out + r.err).find(shares) != std::string::npos);
   REQUIRE(s["samples"].size() == 3);
   for (const json& sample : s["samples"])
     for (const char* key : {"prompt", "expected", "generated"}) CHECK(sample[key].is_string());

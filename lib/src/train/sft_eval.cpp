@@ -90,7 +90,8 @@ void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExa
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
   GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit);
-  std::string text = fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
+  std::string text =
+      fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
   if (g.by_task.size() > 1) {  // where the misses are: "(add 2.0%, copy 100.0%, ...)"
     std::vector<std::string> parts;
     for (const TaskExactMatch& t : g.by_task)

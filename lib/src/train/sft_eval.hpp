@@ -37,8 +37,9 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
                                    const Job& job, std::int64_t limit = 0, std::size_t samples = 3);
 
 // Collective: when ctx's model is a GPT and there are prompts, adds "exact_match", "prompts",
-// "exact_match/<task>" for each built-in task among them (shown after the total), and the samples over the budget's prompts to `result`. The full parameters are gathered first
-// (ZeRO-3, until the next forward through the strategy), so each rank decodes its own prompts.
+// "exact_match/<task>" for each built-in task among them (shown after the total) and the samples
+// over the budget's prompts to `result`. The full parameters are gathered first (ZeRO-3, until
+// the next forward through the strategy), so each rank decodes its own prompts.
 void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
                      const EvalBudget& budget, Evaluation& result);
 
