@@ -56,7 +56,7 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
       ->type_name("NAME");
   app.add_option("--output-dir,-o", flags.output_dir,
                  "Parent of the run directory (same as --set training.output_dir=DIR, applied "
-                 "applied before --set)")
+                 "before --set)")
       ->type_name("DIR");
   app.add_option("--resume", flags.resume,
                  "Resume from CKPT: \"auto\" (the run's latest checkpoint, if any) or a checkpoint "

@@ -84,7 +84,7 @@ complete -c genesis -n '__fish_seen_subcommand_from train' -l deepspeed -r -F -d
 complete -c genesis -n '__fish_seen_subcommand_from train' -l dry-run -d 'Print the model size and each strategy\'s per-rank memory (and what strategy = auto picks) for WORLD_SIZE ranks, then exit without training'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l list-presets -d 'Print the names of the installed presets, one per line, and exit'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l name -x -d 'Run name, the directory under the output directory (same as --set name=NAME, applied before --set)'
-complete -c genesis -n '__fish_seen_subcommand_from train' -l output-dir -s o -x -a '(__fish_complete_directories)' -d 'Parent of the run directory (same as --set training.output_dir=DIR, applied applied before --set)'
+complete -c genesis -n '__fish_seen_subcommand_from train' -l output-dir -s o -x -a '(__fish_complete_directories)' -d 'Parent of the run directory (same as --set training.output_dir=DIR, applied before --set)'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l overwrite -d 'Start over in a run directory that holds checkpoints, deleting them (same as --set training.overwrite_output_dir=true)'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l preset -s p -x -a '(genesis train --list-presets 2>/dev/null)' -d 'Start from a named preset (see --list-presets); --config and --set apply over it'
 complete -c genesis -n '__fish_seen_subcommand_from train' -l print-config -d 'Print the resolved config as commented TOML and exit without training'

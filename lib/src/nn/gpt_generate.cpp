@@ -213,7 +213,8 @@ Tensor GPT::prompt_pass(const std::vector<std::vector<std::int64_t>>& prompts, s
   PaddedPrompts padded = left_padded(distinct, P);
   KVCache shared;
   shared.pads = padded.pads;
-  const Tensor logits = next_token_logits(Tensor::from_vector(padded.ids, {U, P}).to(device), shared);
+  const Tensor logits =
+      next_token_logits(Tensor::from_vector(padded.ids, {U, P}).to(device), shared);
   cache.length = shared.length;
   cache.keys.resize(shared.keys.size());
   cache.values.resize(shared.values.size());
@@ -226,9 +227,13 @@ Tensor GPT::prompt_pass(const std::vector<std::vector<std::int64_t>>& prompts, s
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const auto [first, u] = runs[r];
     const std::int64_t end = r + 1 < runs.size() ? runs[r + 1].first : B;
+    // Prompt u's first P positions into rows first..end.
+    const auto spread = [&](Tensor& to, const Tensor& from) {
+      to.slice(0, first, end).slice(2, 0, P).copy_(from.slice(0, u, u + 1).slice(2, 0, P));
+    };
     for (std::size_t i = 0; i < shared.keys.size(); ++i) {
-      cache.keys[i].slice(0, first, end).slice(2, 0, P).copy_(shared.keys[i].slice(0, u, u + 1).slice(2, 0, P));
-      cache.values[i].slice(0, first, end).slice(2, 0, P).copy_(shared.values[i].slice(0, u, u + 1).slice(2, 0, P));
+      spread(cache.keys[i], shared.keys[i]);
+      spread(cache.values[i], shared.values[i]);
     }
     all.slice(0, first, end).copy_(logits.slice(0, u, u + 1));
     if (!shared.pads.empty())

@@ -38,7 +38,10 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
   for (std::int64_t i = job.rank(); i < n; i += job.world_size()) mine.push_back(i);
   double hits = 0;
   // Each built-in task's hits and prompts, in the name order every rank shares.
-  std::map<std::string, std::pair<double, double>> tasks;
+  struct Count {
+    double hits = 0, prompts = 0;
+  };
+  std::map<std::string, Count> tasks;
   for (std::int64_t i = 0; i < n; ++i)
     if (const std::string& t = examples[static_cast<std::size_t>(i)].task; !t.empty()) tasks[t];
   Generator unused;
@@ -60,8 +63,8 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
       const bool hit = generated[k] == expected[k];
       hits += hit ? 1 : 0;
       if (!e.task.empty()) {
-        tasks[e.task].first += hit ? 1 : 0;
-        tasks[e.task].second += 1;
+        tasks[e.task].hits += hit ? 1 : 0;
+        tasks[e.task].prompts += 1;
       }
       if (result.samples.size() >= samples) continue;
       result.samples.push_back({e.prompt, e.response, completion_text(std::move(generated[k]))});
@@ -69,12 +72,12 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
   }
   model.train(training);
   std::vector<double> sums{hits};
-  for (const auto& [task, counts] : tasks) sums.insert(sums.end(), {counts.first, counts.second});
+  for (const auto& [task, count] : tasks) sums.insert(sums.end(), {count.hits, count.prompts});
   job.sum(sums);
   result.prompts = n;
   result.exact_match = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
   std::size_t at = 1;
-  for (const auto& [task, counts] : tasks) {
+  for (const auto& [task, count] : tasks) {
     const double scored = sums[at + 1];
     result.by_task.push_back({task, scored > 0 ? sums[at] / scored : 0.0,
                               static_cast<std::int64_t>(scored)});
