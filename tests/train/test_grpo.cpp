@@ -52,6 +52,15 @@ TEST_CASE("grpo advantages: reward minus the group mean, over the group's std", 
   CHECK(batch[0] == Approx(0.75 / (std::sqrt(var / 7) + 1e-4)));
 }
 
+TEST_CASE("grpo advantages: a group of equal rewards has no spread, whatever the rounding",
+          "[grpo]") {
+  // exact 1.0 + format 0.1: eight times 1.1 / 8 sums to 1.0999999999999999, not 1.1.
+  const std::vector<double> r(8, 1.1);
+  const auto groups = train::group_advantages(r, 8, ScaleRewards::group);
+  CHECK(groups.group_std == std::vector<double>{0.0});  // counted in frac_reward_zero_std
+  for (double a : groups.advantages) CHECK(a == 0.0);
+}
+
 TEST_CASE("grpo's loss with one update and beta 0 has REINFORCE's gradient with a group baseline",
           "[grpo]") {
   Generator gen(3);
@@ -94,6 +103,17 @@ TEST_CASE("reward functions: exact answer, format, weights and bad specs", "[grp
                     Catch::Contains("unknown reward \"exactly\""));
   CHECK_THROWS_WITH(train::parse_reward_functions({"exact:x"}),
                     Catch::Contains("weight \"x\" is not a number"));
+}
+
+TEST_CASE("chars reward: partial credit position by position, 1 only for the answer", "[grpo]") {
+  const auto f = train::parse_reward_functions({"chars:2.0"});
+  const std::vector<std::int64_t> sum{'1', '2', '3', 256};
+  CHECK(train::score_completion(f, sum, sum).total == 2.0);
+  CHECK(train::score_completion(f, {'1', '2', '4', 256}, sum).values[0] == 0.75);
+  CHECK(train::score_completion(f, {'1', '2', 256}, sum).values[0] == 0.5);  // one digit short
+  CHECK(train::score_completion(f, {'1', '2', '3', '3', 256}, sum).values[0] == 0.6);  // one long
+  CHECK(train::score_completion(f, {'9', '9', '9', '9'}, sum).values[0] == 0.0);
+  CHECK(train::score_completion(f, {}, sum).values[0] == 0.0);
 }
 
 // SFT steps before GRPO: enough that some completions end well and others do not.
@@ -164,6 +184,28 @@ TEST_CASE("a grpo run logs TRL's figures and resumes to the same end", "[grpo][t
   // updates.
   check_resumes_exactly(dir, init, m, {},
                         {"loss", "reward", "completions/mean_length", "entropy", "grad_norm"});
+}
+
+TEST_CASE("grpo's evaluation gives the greedy answers' mean reward on held-out prompts",
+          "[grpo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  // The exact reward alone: its mean over the greedy answers is the exact-match share.
+  const CliResult exact = run_genesis(
+      grpo(dir, init, "exact", 1, {"--set", "reward.functions=[\"exact:1.0\"]"}), kOneThread);
+  INFO(exact.out << exact.err);
+  REQUIRE(exact.exit_code == 0);
+  const json s = json::parse(std::ifstream(dir.path() / "exact" / "summary.json"));
+  REQUIRE(s.contains("eval_reward"));
+  CHECK(s["eval_reward"].get<double>() == Approx(s["eval_exact_match"].get<double>()));
+  // Partial credit as well: at least the exact answers' share, at most every position right.
+  const CliResult chars = run_genesis(
+      grpo(dir, init, "chars", 1, {"--set", "reward.functions=[\"chars:1.0\"]"}), kOneThread);
+  INFO(chars.out << chars.err);
+  REQUIRE(chars.exit_code == 0);
+  const json c = json::parse(std::ifstream(dir.path() / "chars" / "summary.json"));
+  CHECK(c["eval_reward"].get<double>() > c["eval_exact_match"].get<double>());
+  CHECK(c["eval_reward"].get<double>() < 1.0);
 }
 
 TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo][train]") {

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "genesis/nn/gpt.hpp"
+#include "genesis/ops/ops.hpp"
+#include "genesis/optim/adam.hpp"
 #include "support/cli_run.hpp"
 #include "support/small_runs.hpp"
 #include "train/ppo_objective.hpp"
@@ -66,6 +69,35 @@ TEST_CASE("ppo's GAE: discounted rewards ahead less the value within each comple
   const train::Gae one = train::generalized_advantages(rewards, values, mask, 4, g, 0.0);
   CHECK(one.advantages[1] == Approx(0.5 + g * 0.5 - 1));
   CHECK(one.advantages[3] == Approx(2 - 0.25));
+}
+
+TEST_CASE("ppo.critic_lr_scale: the critic's values start the same and move that many times "
+          "further under AdamW", "[ppo]") {
+  const Tensor idx = Tensor::from_vector(std::vector<std::int64_t>{1, 5, 2, 7, 3, 3, 0, 4}, {2, 4});
+  // The values before and after one AdamW step on their sum (the trunk gets no gradient: the
+  // critic reads it detached, so only the head moves).
+  auto values_moved = [&](double scale) {
+    nn::GPTConfig shape{.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 4, .vocab_size = 8,
+                        .critic = true, .critic_lr_scale = scale};
+    Generator gen(11);
+    nn::GPT gpt(shape, gen);
+    gpt.forward(idx);
+    const std::vector<float> before = gpt.values().to_vector();
+    optim::AdamW adam(gpt.parameters(), {.lr = 1e-3, .weight_decay = 0.0});
+    sum(gpt.values()).backward();
+    adam.step();
+    gpt.forward(idx);
+    const std::vector<float> after = gpt.values().to_vector();
+    return std::pair{before, after};
+  };
+  const auto [before1, after1] = values_moved(1.0);
+  const auto [before30, after30] = values_moved(30.0);
+  for (std::size_t i = 0; i < before1.size(); ++i) {
+    INFO("position " << i);
+    CHECK(before30[i] == Approx(before1[i]).margin(1e-6));
+    REQUIRE(after1[i] != before1[i]);
+    CHECK(after30[i] - before30[i] == Approx(30.0 * (after1[i] - before1[i])).epsilon(1e-3));
+  }
 }
 
 TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-rollout",

@@ -323,6 +323,10 @@ std::vector<ConfigKey> ppo_keys() {
      [](Config& c) -> Field { return &c.ppo.cliprange_value; }, Rule::positive},
     {"ppo.vf_coef", "ppo: weight of the value loss",
      [](Config& c) -> Field { return &c.ppo.vf_coef; }, Rule::non_negative},
+    {"ppo.critic_lr_scale",
+     "ppo: the critic head's learning rate over the policy's (Adam and AdamW), so that a fresh "
+     "critic reaches the rewards' scale within the run",
+     [](Config& c) -> Field { return &c.ppo.critic_lr_scale; }, Rule::positive},
     {"ppo.kl_coef", "ppo: per-token KL penalty to the reference, folded into the reward",
      [](Config& c) -> Field { return &c.ppo.kl_coef; }, Rule::non_negative},
     {"ppo.adaptive_kl", "ppo: move kl_coef to keep the rollouts' KL near target_kl (Ziegler et al.)",
@@ -342,7 +346,8 @@ std::vector<ConfigKey> reward_keys() {
   return {
     {"reward.functions",
      "online algorithms: built-in rewards as \"name:weight\", summed: exact (the task's answer "
-     "and end-of-text), format (ends at end-of-text, printable text only)",
+     "and end-of-text), chars (the share of positions that match the answer: partial credit), "
+     "format (ends at end-of-text, printable text only)",
      [](Config& c) -> Field { return &c.reward.functions; }},
     {"reward.command",
      "online algorithms: a program (sh -c) reading JSONL {\"prompt\", \"completion\"} lines on "

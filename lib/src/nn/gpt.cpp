@@ -94,7 +94,7 @@ GPT::GPT(const GPTConfig& c, Generator& gen)
   }
   if (c.critic) {
     v_head_ = register_module("v_head", std::make_shared<Linear>(c.n_embd, 1, gen));
-    init_normal(v_head_->weight, 0.02, gen);
+    init_normal(v_head_->weight, 0.02 / c.critic_lr_scale, gen);
     NoGradGuard no_grad;
     v_head_->bias.zero_();
   }
@@ -117,7 +117,8 @@ Tensor GPT::forward(const Tensor& idx) {
   }
   if (score_) return (*score_)((*ln_f_)(x)).reshape({idx.size(0), T});  // values (B, T)
   const Tensor h = (*ln_f_)(x);
-  if (v_head_) values_ = (*v_head_)(h.detach()).reshape({idx.size(0), T});
+  if (v_head_)
+    values_ = mul((*v_head_)(h.detach()), config_.critic_lr_scale).reshape({idx.size(0), T});
   return linear(h, wte_->weight);  // tied LM head: (B, T, vocab)
 }
 

@@ -26,6 +26,12 @@ GroupAdvantages group_advantages(const std::vector<double>& rewards, std::int64_
                                  ScaleRewards scale) {
   const auto n = static_cast<std::int64_t>(rewards.size());
   auto stats = [&](std::int64_t first, std::int64_t count) {
+    // A group that agrees has no spread, exactly: eight times 1.1 / 8 sums to 1.0999999999999999,
+    // and the rounding left in the deviations would count the group among those that differ.
+    if (count == 0) return std::pair{0.0, 0.0};
+    const auto begin = rewards.begin() + first;
+    const auto [lo, hi] = std::minmax_element(begin, begin + count);
+    if (*lo == *hi) return std::pair{*lo, 0.0};
     double mean = 0, var = 0;
     for (std::int64_t i = first; i < first + count; ++i) mean += rewards[i] / count;
     for (std::int64_t i = first; i < first + count; ++i) var += (rewards[i] - mean) * (rewards[i] - mean);
@@ -249,7 +255,7 @@ std::vector<WindowMetric> GrpoObjective::window_metrics() const {
 
 Evaluation GrpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   Evaluation result;
-  add_exact_match(ctx, prompts_, budget, result);
+  add_exact_match(ctx, prompts_, budget, result, rewards_.scorer());
   return result;
 }
 

@@ -343,7 +343,7 @@ std::vector<WindowMetric> PpoObjective::window_metrics() const {
 
 Evaluation PpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   Evaluation result;
-  add_exact_match(ctx, prompts_, budget, result);
+  add_exact_match(ctx, prompts_, budget, result, rewards_.scorer());
   return result;
 }
 

@@ -9,7 +9,7 @@
 namespace genesis::train {
 
 struct RewardFunction {
-  std::string name;  // "exact", "format"
+  std::string name;  // "exact", "chars", "format"
   double weight = 1.0;
 };
 
@@ -24,6 +24,8 @@ struct Rewards {
 };
 
 // exact: 1 when `completion` is `answer` (the expected tokens, end-of-text included), else 0.
+// chars: the share of positions where completion and answer hold the same token, over the longer
+// one's length (partial credit: 1 only for the answer, 0.75 for "124" + end-of-text against "123").
 // format: 1 when the completion ends with end-of-text and every token before it is printable
 // text (a byte from ' ' to '~', or a newline), else 0.
 Rewards score_completion(const std::vector<RewardFunction>& functions,

@@ -153,6 +153,14 @@ std::vector<double> RewardSources::score(const PromptSet& set,
   return totals;
 }
 
+CompletionScorer RewardSources::scorer() const {
+  return [this](const std::vector<Tokens>& prompts, const std::vector<Tokens>& answers,
+                const std::vector<Tokens>& completions) {
+    WindowSums unused;
+    return score({prompts, answers}, completions, unused);
+  };
+}
+
 std::vector<WindowMetric> RewardSources::metrics() const {
   std::vector<WindowMetric> m;
   for (const RewardFunction& f : functions_)

@@ -16,6 +16,7 @@
 #include "objective.hpp"
 #include "reward_model.hpp"
 #include "rewards.hpp"
+#include "sft_eval.hpp"
 
 namespace genesis::train {
 
@@ -67,6 +68,8 @@ class RewardSources {
                             WindowSums& sums) const;
   // rewards/<fn>/mean and the others of `score`'s sums, over "completions".
   std::vector<WindowMetric> metrics() const;
+  // `score`'s totals, as evaluation asks for them (held-out prompts, greedy completions).
+  CompletionScorer scorer() const;
 
  private:
   std::vector<RewardFunction> functions_;

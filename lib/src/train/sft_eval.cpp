@@ -26,7 +26,8 @@ std::string completion_text(std::vector<std::int64_t> tokens) {
 }
 
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
-                                   const Job& job, std::int64_t limit, std::size_t samples) {
+                                   const Job& job, std::int64_t limit, std::size_t samples,
+                                   const CompletionScorer& score) {
   const data::ByteTokenizer tokenizer;
   const bool training = model.is_training();
   model.eval();
@@ -36,7 +37,7 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
   // This rank's prompts, kGenerationBatch at a time, greedy.
   std::vector<std::int64_t> mine;
   for (std::int64_t i = job.rank(); i < n; i += job.world_size()) mine.push_back(i);
-  double hits = 0;
+  double hits = 0, rewards = 0;
   // Each built-in task's hits and prompts, in the name order every rank shares.
   struct Count {
     double hits = 0, prompts = 0;
@@ -58,6 +59,8 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
     }
     std::vector<std::vector<std::int64_t>> generated = model.generate(
         prompts, {.stop_token = data::ByteTokenizer::kEndOfText}, unused, limits);
+    if (score)
+      for (double r : score(prompts, expected, generated)) rewards += r;
     for (std::size_t k = 0; k < count; ++k) {
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
       const bool hit = generated[k] == expected[k];
@@ -71,12 +74,13 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
     }
   }
   model.train(training);
-  std::vector<double> sums{hits};
+  std::vector<double> sums{hits, rewards};
   for (const auto& [task, count] : tasks) sums.insert(sums.end(), {count.hits, count.prompts});
   job.sum(sums);
   result.prompts = n;
   result.exact_match = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
-  std::size_t at = 1;
+  result.reward = n > 0 ? sums[1] / static_cast<double>(n) : 0.0;
+  std::size_t at = 2;
   for (const auto& [task, count] : tasks) {
     const double scored = sums[at + 1];
     result.by_task.push_back({task, scored > 0 ? sums[at] / scored : 0.0,
@@ -87,12 +91,13 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
 }
 
 void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
-                     const EvalBudget& budget, Evaluation& result) {
+                     const EvalBudget& budget, Evaluation& result,
+                     const CompletionScorer& score) {
   auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
   if (prompts.empty() || gpt == nullptr) return;
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
-  GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit);
+  GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit, 3, score);
   std::string text =
       fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
   if (g.by_task.size() > 1) {  // where the misses are: "(add 2.0%, copy 100.0%, ...)"
@@ -105,6 +110,7 @@ void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExa
   result.metrics.push_back({"prompts", g.prompts, "", false});
   for (const TaskExactMatch& t : g.by_task)
     result.metrics.push_back({"exact_match/" + t.task, t.exact_match, ""});
+  if (score) result.metrics.push_back({"reward", g.reward, fmt::format("reward {:.3f}", g.reward)});
   result.samples = std::move(g.samples);
 }
 

@@ -3,6 +3,7 @@
 // response followed by end-of-text. Prompts are split over the ranks; the hit count is summed.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,22 +26,36 @@ struct TaskExactMatch {
   std::int64_t prompts = 0;
 };
 
+// The rewards of completions (an online algorithm's reward sources): prompts, expected answers
+// (end-of-text included) and completions as token lists, one reward per completion.
+using CompletionScorer = std::function<std::vector<double>(
+    const std::vector<std::vector<std::int64_t>>& prompts,
+    const std::vector<std::vector<std::int64_t>>& answers,
+    const std::vector<std::vector<std::int64_t>>& completions)>;
+
 struct GenerationEval {
   double exact_match = 0;                // fraction of prompts answered exactly
+  double reward = 0;                     // the mean reward of the completions, with a scorer
   std::int64_t prompts = 0;              // prompts scored (over all ranks)
   std::vector<TaskExactMatch> by_task;   // per built-in task, in name order; empty for files
   std::vector<GeneratedSample> samples;  // rank 0's first few, for the final report
 };
 
 // Collective: every rank calls it with the same examples. limit > 0 scores the first `limit`.
+// With `score`, each rank also rewards its completions (each as long as its expected answer and
+// end-of-text at most, as exact match needs).
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
-                                   const Job& job, std::int64_t limit = 0, std::size_t samples = 3);
+                                   const Job& job, std::int64_t limit = 0, std::size_t samples = 3,
+                                   const CompletionScorer& score = {});
 
 // Collective: when ctx's model is a GPT and there are prompts, adds "exact_match", "prompts",
 // "exact_match/<task>" for each built-in task among them (shown after the total) and the samples
-// over the budget's prompts to `result`. The full parameters are gathered first (ZeRO-3, until
-// the next forward through the strategy), so each rank decodes its own prompts.
+// over the budget's prompts to `result`, and with `score` "reward", the greedy completions' mean
+// reward: what an online algorithm raises, on prompts it never trained on. The full parameters
+// are gathered first (ZeRO-3, until the next forward through the strategy), so each rank decodes
+// its own prompts.
 void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
-                     const EvalBudget& budget, Evaluation& result);
+                     const EvalBudget& budget, Evaluation& result,
+                     const CompletionScorer& score = {});
 
 }  // namespace genesis::train

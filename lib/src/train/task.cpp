@@ -247,6 +247,7 @@ Task make_ppo(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
   nn::GPTConfig shape = gpt_config(m);
   shape.critic = true;
+  shape.critic_lr_scale = config.ppo.critic_lr_scale;
   auto gpt = std::make_shared<nn::GPT>(shape, init);
   gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
   SftData rows = load_sft_data(config);

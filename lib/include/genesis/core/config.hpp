@@ -257,6 +257,7 @@ struct PpoConfig {
   double cliprange = 0.2;                  // the policy ratio's clip
   double cliprange_value = 0.2;            // how far a value may move from its rollout's value
   double vf_coef = 0.1;                    // weight of the value loss
+  double critic_lr_scale = 1.0;  // the critic's learning rate over the policy's (Adam, AdamW)
   double kl_coef = 0.05;                   // per-token KL penalty folded into the reward
   // Ziegler et al.'s adaptive controller: kl_coef moves to keep the rollouts' KL near target_kl.
   bool adaptive_kl = false;
@@ -268,7 +269,8 @@ struct PpoConfig {
 // Where an online algorithm's rewards come from.
 struct RewardConfig {
   // "name:weight" of built-in rewards, summed with their weights: exact (the completion is the
-  // task's answer and end-of-text), format (it ends at end-of-text with printable text only).
+  // task's answer and end-of-text), chars (the share of positions that match it: partial
+  // credit), format (it ends at end-of-text with printable text only).
   std::vector<std::string> functions{"exact:1.0"};
   // A program (run with sh -c) that reads JSONL {"prompt", "completion"} lines on stdin and
   // answers one number per line: its score is added to the functions' with weight 1.

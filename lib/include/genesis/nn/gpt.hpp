@@ -29,6 +29,12 @@ struct GPTConfig {
   // states detached, so a value loss trains the head alone: rewards of any scale (a reward
   // model's) cannot pull the features the policy samples from.
   bool critic = false;
+  // How many times the policy's learning rate the critic learns at, under Adam and AdamW: its
+  // values are the head's output times this, and its initial weights are divided by it, so the
+  // values start the same while each (scale-free) Adam step moves them this many times further.
+  // A fresh critic must reach the rewards' scale (a reward model's scores are several units)
+  // within a run's few hundred updates at a fine-tuning learning rate.
+  double critic_lr_scale = 1.0;
 };
 
 // The keys and values of the tokens seen so far, per block: what lets generation feed one new
