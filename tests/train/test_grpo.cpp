@@ -17,6 +17,7 @@
 #include "support/cli_run.hpp"
 #include "support/small_runs.hpp"
 #include "train/grpo_objective.hpp"
+#include "train/log_probs.hpp"
 #include "train/pair_rows.hpp"
 #include "train/rewards.hpp"
 
@@ -103,6 +104,18 @@ TEST_CASE("reward functions: exact answer, format, weights and bad specs", "[grp
                     Catch::Contains("unknown reward \"exactly\""));
   CHECK_THROWS_WITH(train::parse_reward_functions({"exact:x"}),
                     Catch::Contains("weight \"x\" is not a number"));
+}
+
+TEST_CASE("the online algorithms' log-probabilities are of the distribution sampled from",
+          "[grpo]") {
+  // Logits (0, ln 2): probabilities 1/3 and 2/3; at temperature 0.5 the logits double, giving
+  // 1/5 and 4/5 (the sampler's distribution); at 2 they halve, giving 1/(1+sqrt 2) and the rest.
+  const Tensor logits = Tensor::from_vector(std::vector<float>{0.0f, std::log(2.0f)}, {1, 1, 2});
+  const Tensor target = Tensor::from_vector(std::vector<std::int64_t>{1}, {1, 1});
+  CHECK(train::token_log_probs(logits, target).item<float>() == Approx(std::log(2.0 / 3.0)));
+  CHECK(train::token_log_probs(logits, target, 0.5).item<float>() == Approx(std::log(0.8)));
+  CHECK(train::token_log_probs(logits, target, 2.0).item<float>() ==
+        Approx(std::log(std::sqrt(2.0) / (1 + std::sqrt(2.0)))));
 }
 
 TEST_CASE("chars reward: partial credit position by position, 1 only for the answer", "[grpo]") {

@@ -150,7 +150,8 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
   const data::TensorDataset rows = to_device(rollout.rows, ctx.device);
   const std::int64_t n = rows.size();
   const Device device = ctx.device;
-  const Tensor log_probs = vocabulary_log_probs(ctx.strategy.forward(rows.inputs, batch.last));
+  const Tensor log_probs =
+      vocabulary_log_probs(ctx.strategy.forward(rows.inputs, batch.last), options_.temperature);
   const Tensor logp = target_log_probs(log_probs, rows.targets);  // (n, T)
   Tensor mask, advantages;
   {
@@ -171,7 +172,8 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
   if (options_.beta > 0) {
     GENESIS_CHECK(reference_ != nullptr, InvalidArgument, "grpo.beta > 0 needs a reference model");
     NoGradGuard no_grad;
-    ref = token_log_probs(reference_->forward(rows.inputs, true), rows.targets);
+    ref = token_log_probs(reference_->forward(rows.inputs, true), rows.targets,
+                          options_.temperature);
   }
   // The first update on a rollout runs the policy that sampled it: its log-probabilities are
   // this forward's, kept for the later updates when there are any.

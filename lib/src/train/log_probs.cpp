@@ -8,8 +8,9 @@
 
 namespace genesis::train {
 
-Tensor vocabulary_log_probs(const Tensor& logits) {
-  return log_softmax(logits.dtype() == DType::f32 ? logits : logits.to(DType::f32));
+Tensor vocabulary_log_probs(const Tensor& logits, double temperature) {
+  const Tensor f32 = logits.dtype() == DType::f32 ? logits : logits.to(DType::f32);
+  return log_softmax(temperature == 1.0 ? f32 : mul(f32, 1.0 / temperature));
 }
 
 Tensor target_log_probs(const Tensor& log_probs, const Tensor& targets) {
@@ -22,8 +23,8 @@ Tensor target_log_probs(const Tensor& log_probs, const Tensor& targets) {
   return sum(mul(log_probs, pick), {-1});
 }
 
-Tensor token_log_probs(const Tensor& logits, const Tensor& targets) {
-  return target_log_probs(vocabulary_log_probs(logits), targets);
+Tensor token_log_probs(const Tensor& logits, const Tensor& targets, double temperature) {
+  return target_log_probs(vocabulary_log_probs(logits, temperature), targets);
 }
 
 Tensor sequence_log_probs(const Tensor& logits, const Tensor& targets, bool mean) {

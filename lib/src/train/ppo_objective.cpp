@@ -136,10 +136,11 @@ PpoObjective::Rollout PpoObjective::sample(const data::TensorDataset& rows, std:
     NoGradGuard no_grad;
     gpt.eval();
     const Tensor policy_logits = ctx.strategy.forward(dev.inputs, true);
-    logp = host_values(token_log_probs(policy_logits, dev.targets));
+    logp = host_values(token_log_probs(policy_logits, dev.targets, options_.temperature));
     values = host_values(gpt.values());
     gpt.train();
-    ref = host_values(token_log_probs(reference_->forward(dev.inputs, true), dev.targets));
+    ref = host_values(token_log_probs(reference_->forward(dev.inputs, true), dev.targets,
+                                      options_.temperature));
     mask = host_values(scored_targets(dev.targets));
   }
   // Per-token rewards: the KL penalty everywhere, the score at the completion's last token.
@@ -227,7 +228,8 @@ BatchLoss PpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCon
   const data::TensorDataset rows = to_device(
       {row_part(rollout.rows.inputs, part, M), row_part(rollout.rows.targets, part, M)}, device);
   auto part_of = [&](const Tensor& t) { return row_part(t, part, M).to(device); };
-  const Tensor log_probs = vocabulary_log_probs(ctx.strategy.forward(rows.inputs, batch.last));
+  const Tensor log_probs =
+      vocabulary_log_probs(ctx.strategy.forward(rows.inputs, batch.last), options_.temperature);
   const Tensor logp = target_log_probs(log_probs, rows.targets);
   const Tensor vpred = policy_of(ctx.strategy).values().to(DType::f32);
   Tensor mask;
