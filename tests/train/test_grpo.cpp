@@ -203,22 +203,23 @@ TEST_CASE("grpo's evaluation gives the greedy answers' mean reward on held-out p
           "[grpo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
+  // summary.json of a one-step run rewarded by `function` alone.
+  auto summary_with = [&](const std::string& name, const std::string& function) {
+    const CliResult r = run_genesis(
+        grpo(dir, init, name, 1, {"--set", "reward.functions=[\"" + function + "\"]"}),
+        kOneThread);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(std::ifstream(dir.path() / name / "summary.json"));
+  };
   // The exact reward alone: its mean over the greedy answers is the exact-match share.
-  const CliResult exact = run_genesis(
-      grpo(dir, init, "exact", 1, {"--set", "reward.functions=[\"exact:1.0\"]"}), kOneThread);
-  INFO(exact.out << exact.err);
-  REQUIRE(exact.exit_code == 0);
-  const json s = json::parse(std::ifstream(dir.path() / "exact" / "summary.json"));
-  REQUIRE(s.contains("eval_reward"));
-  CHECK(s["eval_reward"].get<double>() == Approx(s["eval_exact_match"].get<double>()));
-  // Partial credit as well: at least the exact answers' share, at most every position right.
-  const CliResult chars = run_genesis(
-      grpo(dir, init, "chars", 1, {"--set", "reward.functions=[\"chars:1.0\"]"}), kOneThread);
-  INFO(chars.out << chars.err);
-  REQUIRE(chars.exit_code == 0);
-  const json c = json::parse(std::ifstream(dir.path() / "chars" / "summary.json"));
-  CHECK(c["eval_reward"].get<double>() > c["eval_exact_match"].get<double>());
-  CHECK(c["eval_reward"].get<double>() < 1.0);
+  const json exact = summary_with("exact", "exact:1.0");
+  REQUIRE(exact.contains("eval_reward"));
+  CHECK(exact["eval_reward"].get<double>() == Approx(exact["eval_exact_match"].get<double>()));
+  // Partial credit: more than the exact answers' share, less than every position right.
+  const json chars = summary_with("chars", "chars:1.0");
+  CHECK(chars["eval_reward"].get<double>() > chars["eval_exact_match"].get<double>());
+  CHECK(chars["eval_reward"].get<double>() < 1.0);
 }
 
 TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo][train]") {

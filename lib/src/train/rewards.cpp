@@ -47,7 +47,8 @@ std::vector<RewardFunction> parse_reward_functions(const std::vector<std::string
     RewardFunction f{.name = spec.substr(0, colon), .weight = 1.0};
     const auto bad = [&](const std::string& why) {
       return ConfigError("reward.functions entry \"" + spec + "\": " + why +
-                         " (expected \"name:weight\", name exact, chars or format, e.g. \"exact:1.0\")");
+                         " (expected \"name:weight\", name exact, chars or format, e.g. "
+                         "\"exact:1.0\")");
     };
     if (f.name != "exact" && f.name != "chars" && f.name != "format")
       throw bad("unknown reward \"" + f.name + "\"");

@@ -257,7 +257,7 @@ struct PpoConfig {
   double cliprange = 0.2;                  // the policy ratio's clip
   double cliprange_value = 0.2;            // how far a value may move from its rollout's value
   double vf_coef = 0.1;                    // weight of the value loss
-  double critic_lr_scale = 1.0;  // the critic's learning rate over the policy's (Adam, AdamW)
+  double critic_lr_scale = 1.0;            // the critic's learning rate over the policy's (Adam)
   double kl_coef = 0.05;                   // per-token KL penalty folded into the reward
   // Ziegler et al.'s adaptive controller: kl_coef moves to keep the rollouts' KL near target_kl.
   bool adaptive_kl = false;
