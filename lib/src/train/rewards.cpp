@@ -9,20 +9,25 @@
 namespace genesis::train {
 namespace {
 
-bool well_formed(const std::vector<std::int64_t>& completion) {
-  if (completion.empty() || completion.back() != data::ByteTokenizer::kEndOfText) return false;
+using Tokens = std::vector<std::int64_t>;
+
+double exact(const Tokens& completion, const Tokens& answer) {
+  return completion == answer ? 1.0 : 0.0;
+}
+
+double well_formed(const Tokens& completion, const Tokens& /*answer*/) {
+  if (completion.empty() || completion.back() != data::ByteTokenizer::kEndOfText) return 0.0;
   for (std::size_t i = 0; i + 1 < completion.size(); ++i) {
     const std::int64_t t = completion[i];
-    if (!((t >= ' ' && t <= '~') || t == '\n')) return false;
+    if (!((t >= ' ' && t <= '~') || t == '\n')) return 0.0;
   }
-  return true;
+  return 1.0;
 }
 
 // The share of positions where the two token lists agree, over the longer one's length: 1 only
 // for the answer itself, and a completion with one wrong digit of a four-digit sum earns 0.8
 // (4 of 5 tokens, end-of-text included) where exact match gives it nothing.
-double matching_share(const std::vector<std::int64_t>& completion,
-                      const std::vector<std::int64_t>& answer) {
+double matching_share(const Tokens& completion, const Tokens& answer) {
   const std::size_t longer = std::max(completion.size(), answer.size());
   if (longer == 0) return 1.0;
   std::size_t same = 0;
@@ -31,11 +36,19 @@ double matching_share(const std::vector<std::int64_t>& completion,
   return static_cast<double>(same) / static_cast<double>(longer);
 }
 
-double value_of(const std::string& name, const std::vector<std::int64_t>& completion,
-                const std::vector<std::int64_t>& answer) {
-  if (name == "exact") return completion == answer ? 1.0 : 0.0;
-  if (name == "chars") return matching_share(completion, answer);
-  return well_formed(completion) ? 1.0 : 0.0;
+// The built-in rewards by name: the one list that parsing checks names against and scoring
+// dispatches on.
+struct Builtin {
+  const char* name;
+  double (*value)(const Tokens& completion, const Tokens& answer);
+};
+constexpr Builtin kBuiltins[] = {
+    {"exact", exact}, {"chars", matching_share}, {"format", well_formed}};
+
+const Builtin* builtin(const std::string& name) {
+  for (const Builtin& b : kBuiltins)
+    if (name == b.name) return &b;
+  return nullptr;
 }
 
 }  // namespace
@@ -50,8 +63,7 @@ std::vector<RewardFunction> parse_reward_functions(const std::vector<std::string
                          " (expected \"name:weight\", name exact, chars or format, e.g. "
                          "\"exact:1.0\")");
     };
-    if (f.name != "exact" && f.name != "chars" && f.name != "format")
-      throw bad("unknown reward \"" + f.name + "\"");
+    if (builtin(f.name) == nullptr) throw bad("unknown reward \"" + f.name + "\"");
     if (colon != std::string::npos) {
       const std::string w = spec.substr(colon + 1);
       const auto [end, ec] = std::from_chars(w.data(), w.data() + w.size(), f.weight);
@@ -67,7 +79,7 @@ Rewards score_completion(const std::vector<RewardFunction>& functions,
                          const std::vector<std::int64_t>& answer) {
   Rewards r;
   for (const RewardFunction& f : functions) {
-    const double value = value_of(f.name, completion, answer);
+    const double value = builtin(f.name)->value(completion, answer);
     r.values.push_back(value);
     r.total += f.weight * value;
   }

@@ -97,7 +97,7 @@ void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExa
   if (prompts.empty() || gpt == nullptr) return;
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
-  GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit, 3, score);
+  GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit, kReportedSamples, score);
   std::string text =
       fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
   if (g.by_task.size() > 1) {  // where the misses are: "(add 2.0%, copy 100.0%, ...)"

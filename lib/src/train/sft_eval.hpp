@@ -41,11 +41,15 @@ struct GenerationEval {
   std::vector<GeneratedSample> samples;  // rank 0's first few, for the final report
 };
 
+// Answers kept for the final report.
+constexpr std::size_t kReportedSamples = 3;
+
 // Collective: every rank calls it with the same examples. limit > 0 scores the first `limit`.
 // With `score`, each rank also rewards its completions (each as long as its expected answer and
 // end-of-text at most, as exact match needs).
 GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
-                                   const Job& job, std::int64_t limit = 0, std::size_t samples = 3,
+                                   const Job& job, std::int64_t limit = 0,
+                                   std::size_t samples = kReportedSamples,
                                    const CompletionScorer& score = {});
 
 // Collective: when ctx's model is a GPT and there are prompts, adds "exact_match", "prompts",
