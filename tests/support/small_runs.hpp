@@ -1,6 +1,6 @@
-// What the tests of the algorithms that start from a trained policy (dpo, rm, grpo) share: a
-// small GPT whose runs take a second or two, a few SFT steps of it to start from, and the
-// training lines of a run's metrics.jsonl.
+// What the tests of the algorithms that start from a trained policy (dpo, rm, grpo, ppo) share: a
+// small GPT whose runs take a second or two, a few SFT steps of it to start from, a reward model,
+// and the training lines of a run's metrics.jsonl.
 #pragma once
 
 #include <filesystem>
@@ -39,6 +39,22 @@ inline std::filesystem::path make_init(const TempDir& dir, int steps = 20) {
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   return dir.path() / "init";
+}
+
+// 10 steps of the rm preset on reverse and sort pairs from `init`, run "rm" in `dir`: a reward
+// model for reward.model.
+inline std::filesystem::path make_reward_model(const TempDir& dir,
+                                               const std::filesystem::path& init) {
+  const CliResult r = run_genesis(
+      with({"train", "--preset", "rm", "-o", dir.path().string(), "--name", "rm", "--set",
+            "model.init_from=\"" + init.string() + "\"", "--set",
+            "data.source=\"pairs:reverse,sort\"", "--set", "training.max_steps=10", "--set",
+            "training.eval_steps=0"},
+           small_model()),
+      kOneThread);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return dir.path() / "rm";
 }
 
 // The arguments that resume a run from `checkpoint`.

@@ -323,15 +323,7 @@ TEST_CASE("grpo with reward.model: a trained reward model's scores join the rewa
           "[grpo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
-  const CliResult rm = run_genesis(
-      with({"train", "--preset", "rm", "-o", dir.path().string(), "--name", "rm", "--set",
-            "model.init_from=\"" + init.string() + "\"", "--set", "data.source=\"pairs:reverse,sort\"",
-            "--set", "training.max_steps=10", "--set", "training.eval_steps=0"},
-           small_model()),
-      kOneThread);
-  INFO(rm.out << rm.err);
-  REQUIRE(rm.exit_code == 0);
-  const std::string rm_run = (dir.path() / "rm").string();
+  const std::string rm_run = testing::make_reward_model(dir, init).string();
   const CliResult r = run_genesis(
       grpo(dir, init, "modelled", 2, {"--set", "reward.model=\"" + rm_run + "\""}), kOneThread);
   INFO(r.out << r.err);

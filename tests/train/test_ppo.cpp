@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/optim/adam.hpp"
@@ -100,6 +101,27 @@ TEST_CASE("ppo.critic_lr_scale: the critic's values start the same and move that
   }
 }
 
+TEST_CASE("ppo.critic = model: a critic of its own beside an unchanged policy, trained by the "
+          "value loss alone", "[ppo]") {
+  const Tensor idx = Tensor::from_vector(std::vector<std::int64_t>{1, 5, 2, 7, 3, 3, 0, 4}, {2, 4});
+  const nn::GPTConfig lm{.n_layer = 1, .n_head = 2, .n_embd = 8, .block_size = 4, .vocab_size = 8};
+  nn::GPTConfig shape = lm;
+  shape.critic = shape.critic_model = true;
+  Generator gen(11), same(11);
+  nn::GPT policy(shape, gen), plain(lm, same);
+  // The policy draws its weights first: with or without a critic model it is the same policy.
+  CHECK(policy.forward(idx).to_vector() == plain.forward(idx).to_vector());
+  REQUIRE(policy.values().shape() == Shape{2, 4});
+  // The critic is a GPT with a value head (n_embd -> 1) under "critic.".
+  CHECK(policy.num_parameters() == 2 * plain.num_parameters() + 8);
+  sum(policy.values()).backward();
+  for (auto& [name, p] : policy.named_parameters()) {
+    INFO(name);
+    const bool moved = p.grad().defined() && sum(abs(p.grad())).item<float>() > 0;
+    CHECK(moved == name.starts_with("critic."));
+  }
+}
+
 TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-rollout",
           "[ppo][train]") {
   TempDir dir;
@@ -180,22 +202,33 @@ TEST_CASE("ppo on 2 ranks trains as 1 rank with the same global batch", "[ppo][t
   CHECK(a[5]["kl_coef"].get<double>() != Approx(0.05));
 }
 
-TEST_CASE("ppo under zero3 and hsdp trains as under ddp with its critic", "[ppo][train]") {
-  TempDir dir;
-  const auto init = make_init(dir, kInitSteps);
+// 3 steps of ppo under each strategy on 2 ranks ("one": ddp on 1 rank), each run named after it:
+// the metrics of each.
+std::map<std::string, std::vector<json>> runs_under(const TempDir& dir,
+                                                    const std::filesystem::path& init,
+                                                    const std::vector<std::string>& strategies,
+                                                    const std::vector<std::string>& more = {}) {
   std::map<std::string, std::vector<json>> runs;
-  for (const std::string strategy : {"ddp", "zero3", "hsdp"}) {
-    const CliResult r = run_genesis(
-        with({"launch", "--nproc", "2"},
-             ppo(dir, init, strategy, 3,
-                 {"--set", "training.per_device_train_batch_size=4", "--set",
-                  "distributed.strategy=\"" + strategy + "\""})),
-        kOneThread);
+  for (const std::string& strategy : strategies) {
+    const std::string kind = strategy == "one" ? "ddp" : strategy;
+    std::vector<std::string> args =
+        ppo(dir, init, strategy, 3, with(more, {"--set", "distributed.strategy=\"" + kind + "\""}));
+    if (strategy != "one")
+      args = with({"launch", "--nproc", "2"},
+                  with(args, {"--set", "training.per_device_train_batch_size=4"}));
+    const CliResult r = run_genesis(args, kOneThread);
     INFO(strategy << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
     runs[strategy] = metrics_of(dir.path() / strategy);
     REQUIRE(runs[strategy].size() == 3);
   }
+  return runs;
+}
+
+TEST_CASE("ppo under zero3 and hsdp trains as under ddp with its critic", "[ppo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  std::map<std::string, std::vector<json>> runs = runs_under(dir, init, {"ddp", "zero3", "hsdp"});
   for (const auto& [strategy, m] : runs)
     for (std::size_t i = 0; i < 3; ++i) {
       INFO(strategy << " step " << i + 1);
@@ -204,6 +237,61 @@ TEST_CASE("ppo under zero3 and hsdp trains as under ddp with its critic", "[ppo]
         CHECK(m[i][key].get<double>() ==
               Approx(runs["ddp"][i][key].get<double>()).epsilon(1e-5).margin(1e-7));
     }
+}
+
+TEST_CASE("ppo.critic = model starts as the reward model and trains alike on 1 and 2 ranks "
+          "under ddp and zero3", "[ppo][train]") {
+  TempDir dir;
+  const auto init = make_init(dir, kInitSteps);
+  const std::filesystem::path rm = testing::make_reward_model(dir, init);
+  const std::vector<std::string> critic{"--set", "ppo.critic=\"model\"", "--set",
+                                        "reward.model=\"" + rm.string() + "\""};
+  // One step at a learning rate too small to move a weight: the checkpoint holds the start.
+  const CliResult still = run_genesis(
+      ppo(dir, init, "still", 1,
+          with(critic, {"--set", "training.learning_rate=1e-30", "--set", "training.save_steps=1"})),
+      kOneThread);
+  INFO(still.out << still.err);
+  REQUIRE(still.exit_code == 0);
+  CHECK(still.out.find("ppo with a critic model") != std::string::npos);
+  CHECK(still.out.find("; critic from " + rm.string()) != std::string::npos);
+  const ckpt::Checkpoint started(dir.path() / "still" / "checkpoints" / "step-1");
+  const ckpt::Checkpoint reward_model(ckpt::resolve_checkpoint(rm));
+  for (const std::string& name : reward_model.names("model.")) {
+    INFO(name);
+    const std::vector<float> a = started.read_full("model.critic." + name.substr(6)).to_vector();
+    const std::vector<float> b = reward_model.read_full(name).to_vector();
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-20));
+  }
+  // Without a reward model it starts as the policy, its value head fresh.
+  const CliResult policy = run_genesis(
+      ppo(dir, init, "policy", 1, {"--set", "ppo.critic=\"model\"", "--set", "training.save_steps=0"}),
+      kOneThread);
+  INFO(policy.out << policy.err);
+  REQUIRE(policy.exit_code == 0);
+  CHECK(policy.out.find("; critic from " + init.string()) != std::string::npos);
+  CHECK(policy.out.find("critic.score.weight initialised fresh") != std::string::npos);
+  std::map<std::string, std::vector<json>> runs =
+      runs_under(dir, init, {"one", "ddp", "zero3"}, critic);
+  for (const auto& [strategy, m] : runs)
+    for (std::size_t i = 0; i < 3; ++i) {
+      INFO(strategy << " step " << i + 1);
+      // The reward model's scores are summed over the ranks in another order.
+      for (const char* key : {"objective/scores", "loss", "grad_norm", "val/vpred", "loss/value"})
+        CHECK(m[i][key].get<double>() ==
+              Approx(runs["one"][i][key].get<double>()).epsilon(1e-4).margin(1e-6));
+    }
+  // The critic learns: its loss falls over the rollout's updates.
+  CHECK(runs["one"][2]["loss/value"].get<double>() < runs["one"][0]["loss/value"].get<double>());
+  // The policy exports to Hugging Face's GPT-2 without its critic.
+  const CliResult exported =
+      run_genesis({"ckpt", "export", (dir.path() / "zero3").string(), "-o",
+                   (dir.path() / "policy.safetensors").string()},
+                  kOneThread);
+  INFO(exported.out << exported.err);
+  CHECK(exported.exit_code == 0);
+  CHECK(exported.out.find("hf names") != std::string::npos);
 }
 
 TEST_CASE("ppo refuses what cannot work, before writing anything", "[ppo][train]") {
@@ -218,6 +306,7 @@ TEST_CASE("ppo refuses what cannot work, before writing anything", "[ppo][train]
       {{"model.init_from=\"\""}, "improves a policy that already answers"},
       {{"reward.functions=[]"}, "needs a reward"},
       {{"ppo.lam=1.5"}, "must be in [0, 1]"},
+      {{"ppo.critic=\"model\"", "ppo.critic_lr_scale=10"}, "learns at the policy's rate"},
   };
   for (const Bad& b : bad) {
     std::vector<std::string> more;

@@ -114,8 +114,9 @@ NamedTensors to_hf_gpt2(const NamedTensors& model_tensors, const ModelConfig& mo
   }
   // A PPO policy's critic is training's, not the language model's: GPT2LMHeadModel has no place
   // for it (TRL saves the policy without its value head too).
-  given.erase("v_head.weight");
-  given.erase("v_head.bias");
+  std::erase_if(given, [](const auto& entry) {
+    return entry.first.starts_with("v_head.") || entry.first.starts_with("critic.");
+  });
   GENESIS_CHECK(given.empty(), InvalidArgument,
                 "model." + (given.empty() ? std::string() : given.begin()->first) +
                     " has no GPT-2 name: export it with --format genesis");

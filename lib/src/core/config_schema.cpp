@@ -323,9 +323,14 @@ std::vector<ConfigKey> ppo_keys() {
      [](Config& c) -> Field { return &c.ppo.cliprange_value; }, Rule::positive},
     {"ppo.vf_coef", "ppo: weight of the value loss",
      [](Config& c) -> Field { return &c.ppo.vf_coef; }, Rule::non_negative},
+    {"ppo.critic",
+     "ppo: head (a value head on the policy's trunk) | model (a model of its own, as TRL's value "
+     "model: the reward model's copy when reward.model is given, else the policy's with a fresh "
+     "head)",
+     [](Config& c) -> Field { return &c.ppo.critic; }},
     {"ppo.critic_lr_scale",
      "ppo: the critic head's learning rate over the policy's (Adam and AdamW), so that a fresh "
-     "critic reaches the rewards' scale within the run",
+     "critic reaches the rewards' scale within the run; 1 with critic = \"model\"",
      [](Config& c) -> Field { return &c.ppo.critic_lr_scale; }, Rule::positive},
     {"ppo.kl_coef", "ppo: per-token KL penalty to the reference, folded into the reward",
      [](Config& c) -> Field { return &c.ppo.kl_coef; }, Rule::non_negative},

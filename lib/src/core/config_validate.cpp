@@ -111,6 +111,9 @@ void validate_ppo(const Config& config, const Origins& origins) {
                       ": each step trains on one equal part of every micro-batch's rollout");
   if (config.ppo.lam > 1.0 || config.ppo.gamma > 1.0)
     throw ConfigError(at("ppo.lam") + " and ppo.gamma must be in [0, 1]");
+  if (config.ppo.critic == CriticKind::model && config.ppo.critic_lr_scale != 1.0)
+    throw ConfigError(at("ppo.critic_lr_scale") + " scales a critic head; a critic model "
+                      "(ppo.critic = \"model\") learns at the policy's rate: set it to 1");
 }
 
 // jsonl is always written; tensorboard is the one other writer built in. Weights & Biases and

@@ -6,6 +6,7 @@
 namespace genesis::nn {
 namespace {
 thread_local BuildScope* active = nullptr;
+thread_local std::string unit_prefix;
 }  // namespace
 
 BuildScope::BuildScope(BuildListener listener) : listener_(std::move(listener)), outer_(active) {
@@ -16,7 +17,11 @@ BuildScope::BuildScope(BuildListener listener) : listener_(std::move(listener)),
 BuildScope::~BuildScope() { active = outer_; }
 
 void announce_unit(const std::string& path, Module& module) {
-  if (active != nullptr) active->listener_(path, module);
+  if (active != nullptr) active->listener_(unit_prefix + path, module);
 }
+
+UnitPrefix::UnitPrefix(const std::string& prefix) : outer_(unit_prefix) { unit_prefix += prefix; }
+
+UnitPrefix::~UnitPrefix() { unit_prefix = outer_; }
 
 }  // namespace genesis::nn

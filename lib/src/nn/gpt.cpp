@@ -92,7 +92,15 @@ GPT::GPT(const GPTConfig& c, Generator& gen)
     score_ = register_module("score", std::make_shared<Linear>(c.n_embd, 1, gen, /*bias=*/false));
     init_normal(score_->weight, 0.02, gen);
   }
-  if (c.critic) {
+  if (c.critic && c.critic_model) {
+    GENESIS_CHECK(c.critic_lr_scale == 1.0, InvalidArgument,
+                  "critic_lr_scale scales a critic head; a critic model learns at the policy's rate");
+    GPTConfig critic = c;
+    critic.critic = critic.critic_model = false;
+    critic.value_head = true;
+    UnitPrefix prefix("critic.");  // its blocks are units of this model
+    critic_ = register_module("critic", std::make_shared<GPT>(critic, gen));
+  } else if (c.critic) {
     v_head_ = register_module("v_head", std::make_shared<Linear>(c.n_embd, 1, gen));
     init_normal(v_head_->weight, 0.02 / c.critic_lr_scale, gen);
     NoGradGuard no_grad;
@@ -119,7 +127,13 @@ Tensor GPT::forward(const Tensor& idx) {
   const Tensor h = (*ln_f_)(x);
   if (v_head_)
     values_ = mul((*v_head_)(h.detach()), config_.critic_lr_scale).reshape({idx.size(0), T});
+  if (critic_) values_ = critic_->forward(idx);
   return linear(h, wte_->weight);  // tied LM head: (B, T, vocab)
+}
+
+void GPT::set_gradient_checkpointing(bool on) {
+  gradient_checkpointing_ = on;
+  if (critic_) critic_->set_gradient_checkpointing(on);
 }
 
 double GPT::flops_per_token(std::int64_t seq_len) const {
@@ -127,7 +141,8 @@ double GPT::flops_per_token(std::int64_t seq_len) const {
   const double non_embedding = L * 12.0 * C * C;  // per block: 4C^2 (attn) + 8C^2 (mlp)
   // The tied head still costs flops; the value head's one output hardly any.
   const double head = C * (config_.value_head ? 1.0 : static_cast<double>(config_.vocab_size));
-  return 6.0 * (non_embedding + head) + 12.0 * L * C * static_cast<double>(seq_len);
+  const double critic = critic_ ? critic_->flops_per_token(seq_len) : 0.0;
+  return 6.0 * (non_embedding + head) + 12.0 * L * C * static_cast<double>(seq_len) + critic;
 }
 
 }  // namespace genesis::nn

@@ -22,10 +22,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The value heads (nn::GPT's "score" and PPO's critic "v_head"): the tensors a source may lack
-// or have spare, since an SFT policy becomes a reward model or a PPO policy (and back) by them.
+// The value heads (nn::GPT's "score" and PPO's critic, "v_head" or the model "critic."): the
+// tensors a source may lack or have spare, since an SFT policy becomes a reward model or a PPO
+// policy (and back) by them.
 bool is_value_head(const std::string& name) {
-  return name == "score.weight" || name == "v_head.weight" || name == "v_head.bias";
+  return name == "score.weight" || name == "v_head.weight" || name == "v_head.bias" ||
+         name.starts_with("critic.");
 }
 
 // GPT-2's Conv1D weights, (in, out) where genesis's Linear is (out, in).
@@ -82,44 +84,69 @@ std::string how_to_make(const fs::path& path) {
 
 }  // namespace
 
-InitWeights::InitWeights(const std::string& path, nn::Module& model, const std::string& key) {
+InitWeights::InitWeights(const std::string& path, nn::Module& model, const std::string& key,
+                         const std::vector<InitPart>& parts) {
+  nn::NamedTensors wanted = model.named_parameters();
+  for (auto& entry : model.named_buffers()) wanted.push_back(entry);
+  std::vector<nn::NamedTensors> of_part(parts.size());
+  nn::NamedTensors own;
+  for (auto& entry : wanted) {
+    auto part = std::find_if(parts.begin(), parts.end(),
+                             [&](const InitPart& p) { return entry.first.starts_with(p.prefix); });
+    (part == parts.end() ? own : of_part[static_cast<std::size_t>(part - parts.begin())])
+        .push_back(std::move(entry));
+  }
+  path_description_ = read_part(path, key, "", own);
+  description_ = path_description_;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    description_ += "; " + parts[i].prefix.substr(0, parts[i].prefix.size() - 1) + " from " +
+                    read_part(parts[i].path, parts[i].key, parts[i].prefix, of_part[i]);
+}
+
+std::string InitWeights::read_part(const std::string& path, const std::string& key,
+                                   const std::string& prefix, const nn::NamedTensors& wanted) {
   const std::string where = key + " = \"" + path + "\"";
   if (!fs::exists(path))
     throw ConfigError(where + ": there is no such run, checkpoint or file" + how_to_make(path));
   std::map<std::string, Tensor> given;
+  std::string description;
   try {
-    given = read_source(path, description_);
+    given = read_source(path, description);
   } catch (const IoError& e) {
     throw ConfigError(where + ": " + e.what());
   } catch (const InvalidArgument& e) {
     throw ConfigError(where + ": " + e.what());
   }
-  nn::NamedTensors wanted = model.named_parameters();
-  for (auto& entry : model.named_buffers()) wanted.push_back(entry);
-  for (const auto& [name, t] : wanted) {
+  std::int64_t read = 0;
+  std::vector<std::string> fresh;
+  for (const auto& [model_name, t] : wanted) {
+    const std::string name = model_name.substr(prefix.size());
     auto it = given.find(name);
     if (it == given.end()) {
       if (!is_value_head(name))
         throw ConfigError(where + " has no tensor '" + name + "', which this model needs (a "
                           "model of another kind or size? compare its config with `genesis ckpt "
                           "info`)");
-      fresh_.push_back(name);
+      fresh.push_back(model_name);
       continue;
     }
     if (it->second.shape() != t.shape())
       throw ConfigError(where + ": tensor '" + name + "' is " + shape_str(it->second.shape()) +
                         " there and " + shape_str(t.shape()) + " in this model (model.n_embd, "
                         "n_layer, block_size and vocab_size must be the source's)");
-    tensors_.emplace("model." + name, it->second.to(t.dtype()));
+    tensors_.emplace("model." + model_name, it->second.to(t.dtype()));
     given.erase(it);
+    ++read;
   }
   for (const auto& [name, t] : given)
     if (!is_value_head(name))
       throw ConfigError(where + " has tensor '" + name + "', which this model does not (a model "
                         "of another kind?)");
-  description_ += ", " + std::to_string(tensors_.size()) + " tensors";
-  for (const auto& name : fresh_) description_ += "; " + name + " initialised fresh";
-  if (!given.empty()) description_ += "; its value head left out";
+  description += ", " + std::to_string(read) + " tensors";
+  for (const auto& name : fresh) description += "; " + name + " initialised fresh";
+  if (!given.empty()) description += "; its value head left out";
+  fresh_.insert(fresh_.end(), fresh.begin(), fresh.end());
+  return description;
 }
 
 void InitWeights::take_fresh_from(nn::Module& model) {

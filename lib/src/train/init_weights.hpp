@@ -14,6 +14,14 @@
 
 namespace genesis::train {
 
+// Tensors named under `prefix` that come from a source of their own, where they are named without
+// it: a PPO policy's critic model ("critic.") from the reward model.
+struct InitPart {
+  std::string prefix;
+  std::string path;
+  std::string key;  // names the setting in errors
+};
+
 class InitWeights : public ckpt::StateSource {
  public:
   // Reads `path` (every checksum of a checkpoint's model pieces checked) and checks it against
@@ -21,12 +29,14 @@ class InitWeights : public ckpt::StateSource {
   // lacks is an error, except a value head, which starts from the model's own initialisation;
   // one the source has and the model lacks (a value head again) is left out. ConfigError naming
   // the path and the tensor.
-  // `key` names the setting in errors.
+  // `key` names the setting in errors; `parts` are read from their own sources, checked alike.
   InitWeights(const std::string& path, nn::Module& model,
-              const std::string& key = "model.init_from");
+              const std::string& key = "model.init_from", const std::vector<InitPart>& parts = {});
 
-  // "runs/sft/checkpoints/step-5000 (checkpoint, 26 tensors)", and what starts fresh.
+  // "runs/sft/checkpoints/step-5000 (checkpoint, 26 tensors)", what starts fresh, and the parts.
   const std::string& description() const { return description_; }
+  // The same of `path` alone: what a frozen reference of the policy starts from.
+  const std::string& path_description() const { return path_description_; }
   const std::vector<std::string>& fresh() const { return fresh_; }
   // Copies the model's current values of the fresh tensors into the source: call it with the
   // whole model present (after Strategy::gather_full_parameters, which ZeRO-3 needs).
@@ -40,8 +50,13 @@ class InitWeights : public ckpt::StateSource {
 
  private:
   std::map<std::string, Tensor> tensors_;  // "model.<name>" -> the whole tensor, on the host
+  // Reads the tensors of `wanted` (named under `prefix` in the model, without it in the source)
+  // from `path`; its description.
+  std::string read_part(const std::string& path, const std::string& key, const std::string& prefix,
+                        const nn::NamedTensors& wanted);
+
   std::vector<std::string> fresh_;         // model names
-  std::string description_;
+  std::string description_, path_description_;
 };
 
 }  // namespace genesis::train

@@ -12,7 +12,7 @@ namespace genesis::train {
 RewardModel::RewardModel(const std::string& path, nn::GPTConfig shape, Device device)
     : device_(device) {
   shape.value_head = true;
-  shape.critic = false;
+  shape.critic = shape.critic_model = false;
   Generator unused(0);
   model_ = std::make_shared<nn::GPT>(shape, unused);
   InitWeights weights(path, *model_, "reward.model");

@@ -241,12 +241,13 @@ Task make_grpo(const Config& config, Generator& init) {
   return task;
 }
 
-// A gpt policy with a critic trained by PPO on the prompts of SFT data, against a frozen copy of
-// its init.
+// A gpt policy with a critic (a head on its trunk or a model of its own) trained by PPO on the
+// prompts of SFT data, against a frozen copy of its init.
 Task make_ppo(const Config& config, Generator& init) {
   const ModelConfig& m = config.model;
   nn::GPTConfig shape = gpt_config(m);
   shape.critic = true;
+  shape.critic_model = config.ppo.critic == CriticKind::model;
   shape.critic_lr_scale = config.ppo.critic_lr_scale;
   auto gpt = std::make_shared<nn::GPT>(shape, init);
   gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
@@ -260,7 +261,8 @@ Task make_ppo(const Config& config, Generator& init) {
                                                   config.reward, config.seed, m.block_size);
   task.make_reference = frozen_reference(config);
   task.tokens_per_example = m.block_size;
-  task.description = describe_gpt(m) + ", ppo with a critic head";
+  task.description = describe_gpt(m) + (shape.critic_model ? ", ppo with a critic model"
+                                                             : ", ppo with a critic head");
   return task;
 }
 

@@ -35,6 +35,7 @@ enum class ModelHead { lm, value };                              // model.head
 enum class DpoLossType { sigmoid, ipo };                         // dpo.loss_type
 enum class GrpoLossType { grpo, dapo, dr_grpo };                 // grpo.loss_type
 enum class ScaleRewards { group, batch, none };                  // grpo.scale_rewards
+enum class CriticKind { head, model };                           // ppo.critic
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -56,6 +57,7 @@ constexpr SettingNames<2> setting_names(ModelHead) { return {"lm", "value"}; }
 constexpr SettingNames<2> setting_names(DpoLossType) { return {"sigmoid", "ipo"}; }
 constexpr SettingNames<3> setting_names(GrpoLossType) { return {"grpo", "dapo", "dr_grpo"}; }
 constexpr SettingNames<3> setting_names(ScaleRewards) { return {"group", "batch", "none"}; }
+constexpr SettingNames<2> setting_names(CriticKind) { return {"head", "model"}; }
 
 template <typename E>
 concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
@@ -257,7 +259,10 @@ struct PpoConfig {
   double cliprange = 0.2;                  // the policy ratio's clip
   double cliprange_value = 0.2;            // how far a value may move from its rollout's value
   double vf_coef = 0.1;                    // weight of the value loss
-  double critic_lr_scale = 1.0;            // the critic's learning rate over the policy's (Adam)
+  // The critic: a value head on the policy's trunk, or a model of its own (TRL's value model)
+  // that starts as reward.model when one is given.
+  CriticKind critic = CriticKind::head;
+  double critic_lr_scale = 1.0;            // the critic head's learning rate over the policy's (Adam)
   double kl_coef = 0.05;                   // per-token KL penalty folded into the reward
   // Ziegler et al.'s adaptive controller: kl_coef moves to keep the rollouts' KL near target_kl.
   bool adaptive_kl = false;

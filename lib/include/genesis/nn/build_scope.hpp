@@ -34,4 +34,18 @@ class BuildScope {
 // model is finished. An exception from the listener propagates out of the constructor.
 void announce_unit(const std::string& path, Module& module);
 
+// While it lives, the units announced on this thread are named under `prefix` ("critic." +
+// "h.0"): for a model built as a submodule of another, whose constructor names its units from
+// its own root.
+class UnitPrefix {
+ public:
+  explicit UnitPrefix(const std::string& prefix);
+  ~UnitPrefix();
+  UnitPrefix(const UnitPrefix&) = delete;
+  UnitPrefix& operator=(const UnitPrefix&) = delete;
+
+ private:
+  std::string outer_;
+};
+
 }  // namespace genesis::nn

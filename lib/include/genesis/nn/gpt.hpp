@@ -29,6 +29,10 @@ struct GPTConfig {
   // states detached, so a value loss trains the head alone: rewards of any scale (a reward
   // model's) cannot pull the features the policy samples from.
   bool critic = false;
+  // With critic: the critic is a model of its own (TRL's separate value model) instead of a head
+  // on the policy's trunk: a GPT of the same shape with a value head, registered as "critic", that
+  // reads the tokens and learns its own features, so it can start as a trained reward model.
+  bool critic_model = false;
   // How many times the policy's learning rate the critic learns at, under Adam and AdamW: its
   // values are the head's output times this, and its initial weights are divided by it, so the
   // values start the same while each (scale-free) Adam step moves them this many times further.
@@ -113,7 +117,7 @@ class GPT : public Module {
   // With config.critic: the last forward's values (B, T), in its graph; undefined otherwise.
   const Tensor& values() const { return values_; }
 
-  void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
+  void set_gradient_checkpointing(bool on);
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
   // Training FLOPs per token (forward + backward): 6 * non-embedding params + attention
   // (PaLM's accounting: 6N + 12 * n_layer * n_embd * T).
@@ -168,7 +172,8 @@ class GPT : public Module {
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<LayerNorm> ln_f_;
   std::shared_ptr<Linear> score_;  // the value head, when config_.value_head
-  std::shared_ptr<Linear> v_head_;  // the critic, when config_.critic
+  std::shared_ptr<Linear> v_head_;  // the critic, when config_.critic without critic_model
+  std::shared_ptr<GPT> critic_;     // the critic, when config_.critic_model
   Tensor values_;                   // the last forward's critic values
 };
 
