@@ -113,7 +113,8 @@ void validate_ppo(const Config& config, const Origins& origins) {
     throw ConfigError(at("ppo.lam") + " and ppo.gamma must be in [0, 1]");
   if (config.ppo.critic == CriticKind::model && config.ppo.critic_lr_scale != 1.0)
     throw ConfigError(at("ppo.critic_lr_scale") + " scales a critic head; a critic model "
-                      "(ppo.critic = \"model\") learns at the policy's rate: set it to 1");
+                      "(ppo.critic = \"model\") learns at the policy's rate: set it to 1 "
+                      "(--set ppo.critic_lr_scale=1)");
 }
 
 // jsonl is always written; tensorboard is the one other writer built in. Weights & Biases and
