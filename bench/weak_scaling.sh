@@ -2,7 +2,10 @@
 # DDP weak scaling on the CPU: the same per-rank batch on 1 rank and on N ranks, one thread each,
 # side by side in one run; the ratio of the tokens/s that `genesis train` writes to summary.json
 # (all ranks together, training time only) is the speed-up, N at best. Two workloads: the GPT shape
-# of bench/gpt_cpu.sh and the mlp preset; each backend given (default: auto and gloo).
+# of bench/gpt_cpu.sh and the mlp preset; each backend given (default: auto and gloo). Each round
+# also runs N independent 1-rank jobs at once: their summed tokens/s over one alone is what this
+# machine's cores give N processes that never talk (below N where they share caches, memory
+# bandwidth or a busy host), the ceiling the N-rank job is measured against.
 #
 #   bench/weak_scaling.sh [BUILD_DIR]      # env: NPROC (2), STEPS (40), BACKENDS ("auto gloo"),
 #                                          # ROUNDS (1), WORKLOADS ("gpt mlp"), EXTRA (more --set)
@@ -29,13 +32,31 @@ rate() {
     "$out/$name/summary.json"
 }
 
-# ROUNDS rounds, each running 1 rank then N ranks per backend back to back, so that a slow spell
-# of a shared machine lands on both sides of a ratio; the median ratio is printed last.
+# tokens/s of N independent 1-rank jobs running at once, summed.
+independent() {
+  local name=$1; shift
+  local pids=() i
+  for i in $(seq "$nproc"); do
+    rate 1 "$name-$i" "$@" > "$out/$name-$i.rate" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  python3 -c "import sys; print(sum(int(open(f).read()) for f in sys.argv[1:]))" "$out/$name-"*.rate
+}
+
+# ROUNDS rounds, each running 1 rank, N independent ranks and N ranks per backend back to back,
+# so that a slow spell of a shared machine lands on every side of a ratio; the median ratios are
+# printed last.
 for workload in ${WORKLOADS:-gpt mlp}; do
   declare -n args=$workload
   declare -A ratios=()
   for round in $(seq "${ROUNDS:-1}"); do
     one=$(rate 1 "$workload-1-$round" "${args[@]}" ${EXTRA:-})
+    apart=$(independent "$workload-apart-$round" "${args[@]}" ${EXTRA:-})
+    ratio=$(python3 -c "print(f'{$apart / $one:.2f}')")
+    ratios[independent]+="$ratio "
+    printf '%-4s %-5s 1 rank %8s tok/s, %s jobs %9s tok/s: %sx (the ceiling)\n' "$workload" \
+      "apart" "$one" "$nproc" "$apart" "$ratio"
     for backend in $backends; do
       many=$(rate "$nproc" "$workload-$nproc-$backend-$round" "${args[@]}" ${EXTRA:-} \
         --set distributed.backend="\"$backend\"")
@@ -45,8 +66,8 @@ for workload in ${WORKLOADS:-gpt mlp}; do
         "$nproc" "$many" "$ratio"
     done
   done
-  for backend in $backends; do
-    printf '%-4s %-5s median of %s: %sx\n' "$workload" "$backend" "${ROUNDS:-1}" \
+  for backend in independent $backends; do
+    printf '%-4s %-5s median of %s: %sx\n' "$workload" "${backend:0:5}" "${ROUNDS:-1}" \
       "$(python3 -c "import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))" ${ratios[$backend]})"
   done
   unset -n args
