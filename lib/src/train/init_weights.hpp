@@ -49,12 +49,12 @@ class InitWeights : public ckpt::StateSource {
   Tensor read(const std::string& name, std::int64_t offset, std::int64_t numel) const override;
 
  private:
-  std::map<std::string, Tensor> tensors_;  // "model.<name>" -> the whole tensor, on the host
   // Reads the tensors of `wanted` (named under `prefix` in the model, without it in the source)
   // from `path`; its description.
   std::string read_part(const std::string& path, const std::string& key, const std::string& prefix,
                         const nn::NamedTensors& wanted);
 
+  std::map<std::string, Tensor> tensors_;  // "model.<name>" -> the whole tensor, on the host
   std::vector<std::string> fresh_;         // model names
   std::string description_, path_description_;
 };
