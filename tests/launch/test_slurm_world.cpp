@@ -74,6 +74,19 @@ TEST_CASE("srun's tasks map onto one world that every task derives alike", "[lau
   CHECK(c.at("MASTER_PORT") != a.at("MASTER_PORT"));
 }
 
+TEST_CASE("a job's own MASTER_ADDR and MASTER_PORT win over the derived ones", "[launch][slurm]") {
+  Vars mine = task(5, 1, 1);
+  mine["MASTER_PORT"] = "29512";
+  const Vars port_only = as_map(*slurm_world_env(lookup_in(mine)));
+  CHECK(port_only.at("MASTER_PORT") == "29512");
+  CHECK(port_only.at("MASTER_ADDR") == "trn07");
+  mine["MASTER_ADDR"] = "trn07-ib";
+  const Vars both = as_map(*slurm_world_env(lookup_in(mine)));
+  CHECK(both.at("MASTER_ADDR") == "trn07-ib");
+  CHECK(both.at("MASTER_PORT") == "29512");
+  CHECK(both.at("RANK") == "5");
+}
+
 TEST_CASE("one task, a launcher's RANK, or no SLURM leave the environment alone",
           "[launch][slurm]") {
   Vars one = task(0, 0, 0);

@@ -40,15 +40,22 @@ std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
                 "srun started " + std::to_string(mapping->world_size) + " tasks, but neither "
                 "SLURM_STEP_NODELIST nor SLURM_JOB_NODELIST says on which hosts: cannot find "
                 "rank 0's host (use genesis launch, or set MASTER_ADDR, MASTER_PORT and RANK)");
-  const std::string master = first_host(nodes);
+  // MASTER_ADDR and MASTER_PORT the job exported win, as under torch's env:// and Lightning's
+  // SLURM support: a script that picks its port keeps it.
+  const std::string given_addr = env("MASTER_ADDR").value_or("");
+  const std::string given_port = env("MASTER_PORT").value_or("");
+  const std::string master = given_addr.empty() ? first_host(nodes) : given_addr;
   const std::string tasks_per_node =
       env("SLURM_STEP_TASKS_PER_NODE").value_or(env("SLURM_TASKS_PER_NODE").value_or("1"));
   const std::string job = env("SLURM_JOB_ID").value_or("0");
   const std::string step = env("SLURM_STEP_ID").value_or("0");
   const std::string words = "slurm|" + job + "|" + step + "|" + nodes;
-  // A port in 20000..39999 that other steps (other job or step ids) almost never share.
-  const int port = 20000 + static_cast<int>(std::stoull(derived_hex("port|" + words, 1).substr(0, 8),
-                                                        nullptr, 16) % 20000);
+  // Else a port in 20000..39999 that other steps (other job or step ids) almost never share.
+  const std::string port =
+      !given_port.empty()
+          ? given_port
+          : std::to_string(20000 + std::stoull(derived_hex("port|" + words, 1).substr(0, 8),
+                                               nullptr, 16) % 20000);
   return std::vector<std::pair<std::string, std::string>>{
       {"RANK", std::to_string(mapping->rank)},
       {"LOCAL_RANK", std::to_string(mapping->local_rank)},
@@ -56,7 +63,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
       {"LOCAL_WORLD_SIZE", std::to_string(tasks_on_node(tasks_per_node, mapping->node_rank))},
       {"GROUP_RANK", std::to_string(mapping->node_rank)},
       {"MASTER_ADDR", master},
-      {"MASTER_PORT", std::to_string(port)},
+      {"MASTER_PORT", port},
       {"GENESIS_STORE_TOKEN", derived_hex("token|" + words, 2)},
       {"GENESIS_RUN_ID", job + "." + step},
   };

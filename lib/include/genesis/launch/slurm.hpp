@@ -34,10 +34,11 @@ std::optional<SlurmMapping> map_slurm_env(const EnvLookup& env);
 // Under srun without a launcher (SLURM_PROCID set, RANK not, a step of several tasks): the env
 // contract every task of the step agrees on, so `srun -n 4 genesis train` forms one world of 4.
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK from SLURM_PROCID, _LOCALID,
-// _NTASKS, _STEP_TASKS_PER_NODE and _NODEID; MASTER_ADDR the step's first host; MASTER_PORT
-// (where rank 0 hosts the store), GENESIS_STORE_TOKEN and GENESIS_RUN_ID derived from the job and
-// step ids. nullopt for one task, under a launcher, or outside SLURM; InvalidArgument when the
-// first host cannot be found (never a quiet world of one).
+// _NTASKS, _STEP_TASKS_PER_NODE and _NODEID; MASTER_ADDR the step's first host and MASTER_PORT
+// (where rank 0 hosts the store) derived from the job and step ids, unless the job exported
+// them; GENESIS_STORE_TOKEN and GENESIS_RUN_ID derived from the ids. nullopt for one task, under a
+// launcher, or outside SLURM; InvalidArgument when the first host cannot be found (never a quiet
+// world of one).
 std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
     const EnvLookup& env);
 
