@@ -54,7 +54,7 @@ for workload in ${WORKLOADS:-gpt mlp}; do
     one=$(rate 1 "$workload-1-$round" "${args[@]}" ${EXTRA:-})
     apart=$(independent "$workload-apart-$round" "${args[@]}" ${EXTRA:-})
     ratio=$(python3 -c "print(f'{$apart / $one:.2f}')")
-    ratios[independent]+="$ratio "
+    ratios[apart]+="$ratio "
     printf '%-4s %-5s 1 rank %8s tok/s, %s jobs %9s tok/s: %sx (the ceiling)\n' "$workload" \
       "apart" "$one" "$nproc" "$apart" "$ratio"
     for backend in $backends; do
@@ -66,8 +66,8 @@ for workload in ${WORKLOADS:-gpt mlp}; do
         "$nproc" "$many" "$ratio"
     done
   done
-  for backend in independent $backends; do
-    printf '%-4s %-5s median of %s: %sx\n' "$workload" "${backend:0:5}" "${ROUNDS:-1}" \
+  for backend in apart $backends; do
+    printf '%-4s %-5s median of %s: %sx\n' "$workload" "$backend" "${ROUNDS:-1}" \
       "$(python3 -c "import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))" ${ratios[$backend]})"
   done
   unset -n args

@@ -51,6 +51,18 @@ std::vector<std::string> ppo(const TempDir& dir, const std::filesystem::path& in
               more);
 }
 
+// The policy of run `run` exports to Hugging Face's GPT-2 (hf names), its critic left out.
+void check_exports_without_critic(const TempDir& dir, const std::string& run) {
+  const CliResult exported =
+      run_genesis({"ckpt", "export", (dir.path() / run).string(), "-o",
+                   (dir.path() / (run + ".safetensors")).string()},
+                  kOneThread);
+  INFO(exported.out << exported.err);
+  CHECK(exported.exit_code == 0);
+  CHECK(exported.out.find("hf names") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.path() / (run + ".safetensors")));
+}
+
 TEST_CASE("ppo's GAE: discounted rewards ahead less the value within each completion",
           "[ppo]") {
   // Two rows of 4 positions: a completion at positions 1-3, and one at 0-1.
@@ -149,15 +161,7 @@ TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-ro
   CHECK(m[4]["objective/kl"].get<double>() != 0);
   // The critic learns the returns: its loss falls over one rollout's two epochs.
   CHECK(m[2]["loss/value"].get<double>() < m[0]["loss/value"].get<double>());
-  // The policy exports to Hugging Face's GPT-2 without its critic.
-  const CliResult exported =
-      run_genesis({"ckpt", "export", (dir.path() / "whole").string(), "-o",
-                   (dir.path() / "policy.safetensors").string()},
-                  kOneThread);
-  INFO(exported.out << exported.err);
-  CHECK(exported.exit_code == 0);
-  CHECK(exported.out.find("hf names") != std::string::npos);
-  CHECK(std::filesystem::exists(dir.path() / "policy.safetensors"));
+  check_exports_without_critic(dir, "whole");
   // Resumed from step 3, inside the first rollout: the rollout is in the checkpoint.
   const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
   const CliResult rest =
@@ -284,14 +288,7 @@ TEST_CASE("ppo.critic = model starts as the reward model and trains alike on 1 a
     }
   // The critic learns: its loss falls over the rollout's updates.
   CHECK(runs["one"][2]["loss/value"].get<double>() < runs["one"][0]["loss/value"].get<double>());
-  // The policy exports to Hugging Face's GPT-2 without its critic.
-  const CliResult exported =
-      run_genesis({"ckpt", "export", (dir.path() / "zero3").string(), "-o",
-                   (dir.path() / "policy.safetensors").string()},
-                  kOneThread);
-  INFO(exported.out << exported.err);
-  CHECK(exported.exit_code == 0);
-  CHECK(exported.out.find("hf names") != std::string::npos);
+  check_exports_without_critic(dir, "zero3");
 }
 
 TEST_CASE("ppo refuses what cannot work, before writing anything", "[ppo][train]") {

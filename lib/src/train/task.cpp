@@ -260,6 +260,14 @@ Task make_ppo(const Config& config, Generator& init) {
   task.objective = std::make_unique<PpoObjective>(std::move(rows.prompts), config.ppo,
                                                   config.reward, config.seed, m.block_size);
   task.make_reference = frozen_reference(config);
+  if (shape.critic_model && !m.init_from.empty()) {
+    // It starts as the reward model, as TRL's value model does, or else as the policy (its
+    // value head fresh).
+    const bool rm = !config.reward.model.empty();
+    task.init_parts.push_back({.prefix = "critic.",
+                               .path = rm ? config.reward.model : m.init_from,
+                               .key = rm ? "reward.model" : "model.init_from"});
+  }
   task.tokens_per_example = m.block_size;
   task.description = describe_gpt(m) + (shape.critic_model ? ", ppo with a critic model"
                                                              : ", ppo with a critic head");

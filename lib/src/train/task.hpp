@@ -12,6 +12,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/data/dataset.hpp"
 #include "genesis/nn/module.hpp"
+#include "init_weights.hpp"
 #include "objective.hpp"
 
 namespace genesis::train {
@@ -25,6 +26,9 @@ struct Task {
   // from model.init_from and hands to objective->set_reference; empty: none. Called outside the
   // deferred-init scope, so the policy's sharding never sees it.
   std::function<std::shared_ptr<nn::Module>()> make_reference;
+  // Parts of the model that model.init_from does not give (a PPO critic model's "critic."), each
+  // read from its own source when the run starts from model.init_from.
+  std::vector<InitPart> init_parts;
   std::int64_t tokens_per_example = 1;  // sequence length for language models
   double flops_per_token = 0;           // training FLOPs per token (forward + backward)
   std::string description;              // one line for the start-up banner

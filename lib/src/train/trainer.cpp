@@ -197,19 +197,12 @@ Task task_on(const Config& config, Device device, parallel::DeferredInit* deferr
   return task;
 }
 
-// model.init_from, read and checked against the model before anything of the run is written. A
-// PPO critic model starts as the reward model, as TRL's value model does, or else as the policy
-// (its value head fresh).
-std::unique_ptr<InitWeights> open_init_weights(const Config& c, nn::Module& model) {
-  if (c.model.init_from.empty()) return nullptr;
-  std::vector<InitPart> parts;
-  if (c.training.algorithm == Algorithm::ppo && c.ppo.critic == CriticKind::model) {
-    const bool rm = !c.reward.model.empty();
-    parts.push_back({.prefix = "critic.",
-                     .path = rm ? c.reward.model : c.model.init_from,
-                     .key = rm ? "reward.model" : "model.init_from"});
-  }
-  return std::make_unique<InitWeights>(c.model.init_from, model, "model.init_from", parts);
+// model.init_from (and the task's parts from their own sources), read and checked against the
+// model before anything of the run is written.
+std::unique_ptr<InitWeights> open_init_weights(const ModelConfig& m, const Task& task) {
+  if (m.init_from.empty()) return nullptr;
+  return std::make_unique<InitWeights>(m.init_from, *task.model, "model.init_from",
+                                       task.init_parts);
 }
 
 // The task's frozen reference (DPO's), built outside deferred init, held under the run's
@@ -256,7 +249,7 @@ Run::Run(const Config& c)
       job(c.distributed, device),
       deferred(deferred_init(c.distributed, job, device)),
       task(task_on(c, device, deferred.get())),
-      init(open_init_weights(c, *task.model)),
+      init(open_init_weights(c.model, task)),
       plan(plan_for(c.training, c.distributed, *task.model, task.make_reference != nullptr,
                     job.world_size(), device)),
       strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
