@@ -1,7 +1,8 @@
 // The shm process group (genesis/dist/process_group_shm.hpp): every op and dtype of the four
 // benchmarked collectives exact on 3 thread ranks, the list forms, gather, scatter, reduce and
-// barrier, send/recv (a ring that sends before it receives, wrong tags), and as users run it: bench-allreduce --backend shm
-// on 2 launched ranks, and a 2-rank training run under ddp and every ZeRO stage equal to gloo's.
+// barrier, a collective the caller waits for run on its thread, send/recv (a ring that sends
+// before it receives, wrong tags), and as users run it: bench-allreduce --backend shm on 2
+// launched ranks, and a 2-rank training run under ddp and every ZeRO stage equal to gloo's.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -95,6 +96,39 @@ TEST_CASE("shm group: list forms, gather, scatter, reduce and barrier", "[shm][d
     CHECK(rs[r] == std::vector<float>{sum, sum});
   }
   CHECK(reduced[0] == std::vector<float>{6, 6});
+}
+
+// DDP's last bucket and the two-level group's inner steps are waited for at once: with nothing
+// queued ahead they run on the caller's thread, so the Work is done when submit returns.
+TEST_CASE("shm group: a large collective the caller waits for runs on its thread, exact",
+          "[shm][dist]") {
+  constexpr int kSize = 2;
+  constexpr std::int64_t kNumel = 40000;  // 160 KB: above the small-message path
+  std::vector<std::vector<bool>> done_at_once(kSize);
+  std::vector<std::vector<float>> sums(kSize);
+  testing::run_ranks(kSize, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto group = make_shm_group(rank, kSize, store);
+    const auto r = static_cast<std::size_t>(rank);
+    Tensor shared = group->zeros_shared(kNumel, DType::f32);
+    Tensor own = Tensor::full({kNumel}, rank + 1.0);
+    shared.copy_(own);
+    for (Tensor* t : {&shared, &own}) {
+      auto work = group->all_reduce(*t, {.caller_waits = true});
+      done_at_once[r].push_back(work->is_completed());
+      work->wait();
+      sums[r].push_back(t->to_vector()[kNumel - 1]);
+    }
+    Tensor part = Tensor::zeros({kNumel / kSize});
+    auto work = group->reduce_scatter_tensor(part, own, {.caller_waits = true});
+    done_at_once[r].push_back(work->is_completed());
+    work->wait();
+    sums[r].push_back(part.to_vector()[0]);
+  });
+  for (std::size_t r = 0; r < kSize; ++r) {
+    INFO("rank " << r);
+    CHECK(done_at_once[r] == std::vector<bool>{true, true, true});
+    CHECK(sums[r] == std::vector<float>{3, 3, 6});
+  }
 }
 
 TEST_CASE("shm group: send and recv, a ring that sends before it receives", "[shm][dist]") {

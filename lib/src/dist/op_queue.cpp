@@ -31,8 +31,10 @@ std::shared_ptr<Work> OpQueue::submit(const std::string& op, std::function<void(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
       lock.lock();
       running_ = false;
+      // Wake the thread only for ops queued meanwhile: a needless wake costs this core a switch.
+      const bool wake = !queue_.empty() || stopping_;
       lock.unlock();
-      queued_.notify_one();
+      if (wake) queued_.notify_one();
       return work;
     }
     queue_.push_back([this, work, body = std::move(body)] { execute(*work, body); });

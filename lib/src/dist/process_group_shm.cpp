@@ -63,14 +63,16 @@ struct ProcessGroupShm::Impl {
   }
 
   // Queues `body` behind every earlier op, to run with `timeout` (0: the group's). An op of at
-  // most `bytes` small enough runs on the caller's thread when the queue is idle.
+  // most `bytes` small enough, or one the caller waits for at once, runs on the caller's thread
+  // when the queue is idle.
   std::shared_ptr<Work> submit(const std::string& op, Milliseconds timeout,
-                               std::function<void()> body, std::size_t bytes = SIZE_MAX) {
+                               std::function<void()> body, std::size_t bytes = SIZE_MAX,
+                               bool caller_waits = false) {
     const Milliseconds resolved = timeout.count() > 0 ? timeout : options.timeout;
     return ops->submit(op, [this, resolved, body = std::move(body)] {
       comm->set_timeout(resolved);
       body();
-    }, bytes <= kCallerThreadBytes);
+    }, caller_waits || bytes <= kCallerThreadBytes);
   }
 
   // Below this an op costs less than waking the communication thread and being woken by it.
@@ -164,11 +166,11 @@ std::shared_ptr<Work> ProcessGroupShm::all_reduce(Tensor& tensor, AllReduceOptio
                            impl_->comm->all_reduce_in_place(
                                at.copies, static_cast<std::size_t>(tensor.numel()),
                                tensor.dtype(), op, at.where);
-                         });
+                         }, SIZE_MAX, options.caller_waits);
   return impl_->submit("all_reduce", options.timeout, [this, tensor, op = options.op] {
     impl_->comm->all_reduce(bytes_of(tensor), static_cast<std::size_t>(tensor.numel()),
                             tensor.dtype(), op);
-  }, detail::nbytes(tensor));
+  }, detail::nbytes(tensor), options.caller_waits);
 }
 
 std::shared_ptr<Work> ProcessGroupShm::broadcast(Tensor& tensor, BroadcastOptions options) {
@@ -192,10 +194,10 @@ std::shared_ptr<Work> ProcessGroupShm::all_gather_tensor(Tensor& output, const T
                          [this, output, input, at = std::move(*from)] {
                            impl_->comm->all_gather_in_place(at.inputs, bytes_of(output),
                                                             detail::nbytes(input), at.where);
-                         });
+                         }, SIZE_MAX, options.caller_waits);
   return impl_->submit("all_gather_tensor", options.timeout, [this, output, input] {
     impl_->comm->all_gather(bytes_of(input), bytes_of(output), detail::nbytes(input));
-  }, detail::nbytes(output));
+  }, detail::nbytes(output), options.caller_waits);
 }
 
 std::shared_ptr<Work> ProcessGroupShm::all_gather(std::vector<Tensor>& outputs,
@@ -227,13 +229,13 @@ std::shared_ptr<Work> ProcessGroupShm::reduce_scatter_tensor(Tensor& output, con
                                at.copies, bytes_of(output),
                                static_cast<std::size_t>(output.numel()), output.dtype(), op,
                                at.where);
-                         });
+                         }, SIZE_MAX, options.caller_waits);
   return impl_->submit("reduce_scatter_tensor", options.timeout,
                        [this, output, input, op = options.op] {
                          impl_->comm->reduce_scatter(bytes_of(input), bytes_of(output),
                                                      static_cast<std::size_t>(output.numel()),
                                                      output.dtype(), op);
-                       }, detail::nbytes(input));
+                       }, detail::nbytes(input), options.caller_waits);
 }
 
 std::shared_ptr<Work> ProcessGroupShm::reduce_scatter(Tensor& output,

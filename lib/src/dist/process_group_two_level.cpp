@@ -41,18 +41,19 @@ struct ProcessGroupTwoLevel::Impl {
     Tensor ordered = Tensor::empty({n * size}, input.dtype());
     reorder(input.view({n * size}), ordered, n, false);
     Tensor mine = Tensor::empty({n * slice->size()}, input.dtype());
-    local->reduce_scatter_tensor(mine, ordered, {.op = op, .timeout = t})->wait();
+    local->reduce_scatter_tensor(mine, ordered, {.op = op, .timeout = t, .caller_waits = true})
+        ->wait();
     Tensor out = output.view({n});
-    slice->reduce_scatter_tensor(out, mine, {.op = op, .timeout = t})->wait();
+    slice->reduce_scatter_tensor(out, mine, {.op = op, .timeout = t, .caller_waits = true})->wait();
   }
 
   // output (size * n) gets every rank's input (numel n) at chunk rank.
   void all_gather(Tensor output, const Tensor& input, Milliseconds t) const {
     const std::int64_t n = input.numel();
     Tensor mine = Tensor::empty({n * slice->size()}, input.dtype());
-    slice->all_gather_tensor(mine, input.view({n}), {.timeout = t})->wait();
+    slice->all_gather_tensor(mine, input.view({n}), {.timeout = t, .caller_waits = true})->wait();
     Tensor ordered = Tensor::empty({n * size}, input.dtype());
-    local->all_gather_tensor(ordered, mine, {.timeout = t})->wait();
+    local->all_gather_tensor(ordered, mine, {.timeout = t, .caller_waits = true})->wait();
     Tensor out = output.view({n * size});
     reorder(ordered, out, n, true);
   }
@@ -62,9 +63,10 @@ struct ProcessGroupTwoLevel::Impl {
     const std::int64_t chunk = flat_tensor.numel() / local->size();
     const std::int64_t first = chunk * local->rank();
     Tensor mine = flat_tensor.slice(0, first, first + chunk);
-    local->reduce_scatter_tensor(mine, flat_tensor, {.op = op, .timeout = timeout})->wait();
-    slice->all_reduce(mine, {.op = op, .timeout = timeout})->wait();
-    local->all_gather_tensor(flat_tensor, mine, {.timeout = timeout})->wait();
+    const ReduceScatterOptions scatter{.op = op, .timeout = timeout, .caller_waits = true};
+    local->reduce_scatter_tensor(mine, flat_tensor, scatter)->wait();
+    slice->all_reduce(mine, {.op = op, .timeout = timeout, .caller_waits = true})->wait();
+    local->all_gather_tensor(flat_tensor, mine, {.timeout = timeout, .caller_waits = true})->wait();
   }
 };
 
@@ -115,7 +117,7 @@ std::shared_ptr<Work> ProcessGroupTwoLevel::all_reduce(Tensor& tensor, AllReduce
     copy.slice(0, 0, n).copy_(flat);
     impl_->all_reduce(copy, options.op, options.timeout);
     flat.copy_(copy.slice(0, 0, n));
-  });
+  }, options.caller_waits);
 }
 
 std::shared_ptr<Work> ProcessGroupTwoLevel::broadcast(Tensor& tensor, BroadcastOptions options) {
@@ -143,7 +145,7 @@ std::shared_ptr<Work> ProcessGroupTwoLevel::all_gather_tensor(Tensor& output, co
   detail::check_numel(output, input.numel() * size(), "all_gather_tensor", "output");
   return impl_->ops.submit("all_gather_tensor", [this, output, input, options] {
     impl_->all_gather(output, input, options.timeout);
-  });
+  }, options.caller_waits);
 }
 
 std::shared_ptr<Work> ProcessGroupTwoLevel::reduce_scatter(Tensor& output,
@@ -166,7 +168,7 @@ std::shared_ptr<Work> ProcessGroupTwoLevel::reduce_scatter_tensor(Tensor& output
   detail::check_numel(input, output.numel() * size(), "reduce_scatter_tensor", "input");
   return impl_->ops.submit("reduce_scatter_tensor", [this, output, input, options] {
     impl_->reduce_scatter(output, input, options.op, options.timeout);
-  });
+  }, options.caller_waits);
 }
 
 std::shared_ptr<Work> ProcessGroupTwoLevel::reduce(Tensor& tensor, ReduceOptions options) {

@@ -1,7 +1,6 @@
 // The checks of the machine itself: what genesis was built with, CPU cores and memory (with a
 // container's cgroup limit when it is lower), /dev/shm, SLURM, and the order run_local_checks
 // puts every check in. Only warnings come from here: none of this stops a job from starting.
-#include <sched.h>
 #include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include "doctor_util.hpp"
 #include "genesis/core/format.hpp"
 #include "genesis/core/build_info.hpp"
+#include "genesis/core/cpus.hpp"
 #include "genesis/dist/process_group_shm.hpp"
 #include "genesis/doctor/doctor.hpp"
 
@@ -80,10 +80,7 @@ CheckResult check_build() {
 
 CheckResult check_cpu() {
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                                  : static_cast<int>(online);
+  const int usable = usable_cores();
   const std::string meminfo = detail::read_small_file("/proc/meminfo");
   unsigned long long total = meminfo_bytes(meminfo, "MemTotal");
   unsigned long long available = meminfo_bytes(meminfo, "MemAvailable");

@@ -5,8 +5,6 @@
 // tell the two launchers apart.
 #include "genesis/launch/worker_env.hpp"
 
-#include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -60,14 +58,6 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
   if (!user_set_omp)
     env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1, cores / local_world)));
   return env;
-}
-
-int usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? static_cast<int>(online) : 1;
 }
 
 std::string random_hex(int bytes) {

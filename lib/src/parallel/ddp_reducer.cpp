@@ -93,7 +93,9 @@ std::shared_ptr<dist::Work> Reducer::launch(std::size_t bucket) {
   b.trace.grads_ready_at_launch = engine_->grads_ready();
   b.trace.launched = std::chrono::steady_clock::now();
   const auto op = options_.average ? dist::ReduceOp::AVG : dist::ReduceOp::SUM;
-  return group_->all_reduce(b.flat, {.op = op});
+  // The last bucket fills as backward ends, which then waits for it: no reason to hand it to
+  // the group's thread and back.
+  return group_->all_reduce(b.flat, {.op = op, .caller_waits = bucket + 1 == buckets_.size()});
 }
 
 void Reducer::finish() {

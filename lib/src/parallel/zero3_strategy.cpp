@@ -234,8 +234,10 @@ std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {
   r.reduced = Tensor::empty({flat.shard_numel}, flat.flat.dtype(), flat.flat.device());
   trace_.push_back({Zero3Event::Kind::reduce_scatter, units_[u]->name(), false});
   // The full gradient goes once reduced (bucket_reduced), so the collective may reduce in it.
-  return shard_group_->reduce_scatter_tensor(r.reduced, r.grad,
-                                             {.op = dist::ReduceOp::AVG, .input_is_scratch = true});
+  return shard_group_->reduce_scatter_tensor(
+      r.reduced, r.grad,
+      {.op = dist::ReduceOp::AVG, .input_is_scratch = true,
+       .caller_waits = bucket + 1 == reduce_order_.size()});
 }
 
 void FullyShardedStrategy::bucket_reduced(std::size_t bucket) {

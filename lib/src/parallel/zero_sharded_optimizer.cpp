@@ -221,7 +221,8 @@ std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket) {
     b.reduced = Tensor::empty({b.flat.shard_numel}, b.flat.flat.dtype(), b.flat.flat.device());
   b.shard_grad_zero = false;
   return group_->reduce_scatter_tensor(direct ? b.shard_grad : b.reduced, b.grad,
-                                       {.op = dist::ReduceOp::AVG, .input_is_scratch = true});
+                                       {.op = dist::ReduceOp::AVG, .input_is_scratch = true,
+                                        .caller_waits = bucket + 1 == buckets_.size()});
 }
 
 void ZeroStage12::bucket_reduced(std::size_t bucket) {
@@ -255,9 +256,11 @@ void ZeroStage12::step(double lr) {
   step_shards(*optimizer_, lr, host_shards_, shard_params());
   // Every rank's updated shard into every rank's full parameters, in place: the shard is the
   // all-gather's own chunk of the flat buffer, so no copy of it is made.
+  // Waited for at once: the last bucket's, when nothing is queued ahead, runs on this thread.
   std::vector<std::shared_ptr<dist::Work>> gathers;
   for (Bucket& b : buckets_)
-    gathers.push_back(group_->all_gather_tensor(b.flat.flat, b.shard_param));
+    gathers.push_back(group_->all_gather_tensor(
+        b.flat.flat, b.shard_param, {.caller_waits = &b == &buckets_.back()}));
   for (auto& work : gathers) work->wait();
   zero_grad();
 }

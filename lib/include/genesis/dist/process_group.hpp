@@ -19,9 +19,14 @@ namespace genesis::dist {
 // A timeout of zero in any options struct means "the group's default timeout".
 inline constexpr Milliseconds kGroupTimeout{0};
 
+// caller_waits, in the options below: the caller waits for the Work at once (the last gradient
+// bucket at the end of backward, a collective inside another). A backend that runs its ops on a
+// thread of its own may then run this one on the caller's thread when nothing is queued ahead of
+// it, saving two thread hand-offs; the Work is the same either way.
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::SUM;
   Milliseconds timeout = kGroupTimeout;
+  bool caller_waits = false;
 };
 struct BroadcastOptions {
   int root = 0;  // the rank whose tensor every rank receives
@@ -29,6 +34,7 @@ struct BroadcastOptions {
 };
 struct AllGatherOptions {
   Milliseconds timeout = kGroupTimeout;
+  bool caller_waits = false;
 };
 struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::SUM;
@@ -36,6 +42,7 @@ struct ReduceScatterOptions {
   // The caller drops the input once the collective is done, so a backend that reduces the whole
   // input (Gloo's reduce-scatter is an all-reduce) may do it in place instead of in a copy.
   bool input_is_scratch = false;
+  bool caller_waits = false;
 };
 struct ReduceOptions {
   ReduceOp op = ReduceOp::SUM;

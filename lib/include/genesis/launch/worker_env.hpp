@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "genesis/core/cpus.hpp"
 #include "genesis/launch/launch_options.hpp"
 
 namespace genesis::launch {
@@ -36,8 +37,7 @@ struct JobIdentity {
 EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int local_rank,
                    int cores, bool user_set_omp);
 
-// The CPUs this process may run on (its affinity mask), at least 1.
-int usable_cores();
+using genesis::usable_cores;  // core/cpus.hpp
 
 // Hex string from the OS's random source: run ids and store tokens.
 std::string random_hex(int bytes);

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "genesis/core/cpus.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis::dist::shm {
@@ -22,7 +23,14 @@ namespace genesis::dist::shm {
 namespace {
 
 constexpr std::size_t kLine = 64;  // a cache line: no two ranks' counters share one
-constexpr int kSpins = 2000;       // polls before sleeping on the futex
+// How long a wait polls before it sleeps on the futex. With a CPU for every rank, polling takes
+// nothing another rank needs, and the peer of a training step arrives some hundred microseconds
+// late (ranks drift apart by that much in a step): met by polling, not by a futex round trip,
+// which on a virtual machine also wakes a halted vCPU. With more ranks than CPUs the poller
+// holds the CPU the awaited rank needs: poll briefly.
+constexpr auto kPollWithCores = std::chrono::microseconds(500);
+constexpr auto kPollShared = std::chrono::microseconds(20);
+constexpr int kPollsPerClockRead = 64;
 constexpr std::size_t kSmallBytes = 64 << 10;  // messages up to this take the one-sync path
 constexpr std::size_t kPieceBytes = 256 << 10;  // a large all-reduce's step: fits in L2
 constexpr auto kSleepSlice = std::chrono::milliseconds(50);  // liveness checks while asleep
@@ -202,7 +210,8 @@ Communicator::Communicator(const std::string& name, int rank, int world,
     : rank_(rank),
       world_(world),
       buffer_bytes_((buffer_bytes + kLine - 1) / kLine * kLine),
-      timeout_(timeout) {
+      timeout_(timeout),
+      poll_(world <= usable_cores() ? kPollWithCores : kPollShared) {
   static_assert(sizeof(Line) <= kLine);
   GENESIS_CHECK(world >= 1 && rank >= 0 && rank < world &&
                     buffer_bytes >= 16 * static_cast<std::size_t>(world),
@@ -251,10 +260,13 @@ void Communicator::arrive() {
 
 void Communicator::wait_for(int peer, std::uint32_t count) {
   Line& theirs = line(peer);
-  for (int i = 0; i < kSpins; ++i) {
-    if (reached(theirs.arrivals.load(std::memory_order_acquire), count)) return;
-    cpu_relax();
-  }
+  const auto poll_until = std::chrono::steady_clock::now() + poll_;
+  do {
+    for (int i = 0; i < kPollsPerClockRead; ++i) {
+      if (reached(theirs.arrivals.load(std::memory_order_acquire), count)) return;
+      cpu_relax();
+    }
+  } while (std::chrono::steady_clock::now() < poll_until);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
