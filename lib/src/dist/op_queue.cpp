@@ -26,41 +26,49 @@ std::shared_ptr<Work> OpQueue::submit(const std::string& op, std::function<void(
       lock.unlock();
       // The caller is blocked on communication as it would be in wait().
       const auto began = std::chrono::steady_clock::now();
-      execute(*work, body);
+      const std::exception_ptr error = execute(*work, body);
       add_thread_comm_wait(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
-      lock.lock();
-      running_ = false;
-      // Wake the thread only for ops queued meanwhile: a needless wake costs this core a switch.
-      const bool wake = !queue_.empty() || stopping_;
-      lock.unlock();
-      if (wake) queued_.notify_one();
+      finish(*work, error);
       return work;
     }
-    queue_.push_back([this, work, body = std::move(body)] { execute(*work, body); });
+    queue_.push_back({work, std::move(body)});
   }
   queued_.notify_one();
   return work;
 }
 
-void OpQueue::execute(Work& work, const std::function<void()>& body) {
-  if (!broken_.empty()) {
-    work.mark_completed(std::make_exception_ptr(
-        CommError(work.description() + ": the group failed earlier: " + broken_)));
-    return;
-  }
+std::exception_ptr OpQueue::execute(const Work& work, const std::function<void()>& body) {
+  if (!broken_.empty())
+    return std::make_exception_ptr(
+        CommError(work.description() + ": the group failed earlier: " + broken_));
   try {
     body();
-    work.mark_completed();
+    return nullptr;
   } catch (const std::exception& e) {
     broken_ = e.what();
-    work.mark_completed(std::make_exception_ptr(CommError(work.description() + ": " + e.what())));
+    return std::make_exception_ptr(CommError(work.description() + ": " + e.what()));
   }
+}
+
+// The queue is idle again before the Work completes: the op a waiter submits next, the moment
+// its wait returns, may then run on its own thread instead of queueing behind an op that is done.
+void OpQueue::finish(Work& work, std::exception_ptr error) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+    // The thread needs waking only for ops queued meanwhile (or to stop): a needless wake costs
+    // this core a switch.
+    wake = !queue_.empty() || stopping_;
+  }
+  if (wake) queued_.notify_all();
+  work.mark_completed(error);
 }
 
 void OpQueue::run() {
   for (;;) {
-    std::function<void()> next;
+    Queued next;
     {
       std::unique_lock lock(mutex_);
       queued_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !running_); });
@@ -73,12 +81,8 @@ void OpQueue::run() {
       if (stopping_) broken_ = broken_.empty() ? "the group was destroyed" : broken_;
       running_ = true;
     }
-    next();
-    {
-      std::lock_guard lock(mutex_);
-      running_ = false;
-    }
-    queued_.notify_all();
+    const std::exception_ptr error = execute(*next.work, next.body);
+    finish(*next.work, error);
   }
 }
 

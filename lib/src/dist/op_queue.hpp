@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -32,13 +33,21 @@ class OpQueue {
                                bool here = false);
 
  private:
+  struct Queued {
+    std::shared_ptr<Work> work;
+    std::function<void()> body;
+  };
+
   void run();
-  void execute(Work& work, const std::function<void()>& body);
+  // Runs body unless the queue broke earlier; the error its Work completes with, if any.
+  std::exception_ptr execute(const Work& work, const std::function<void()>& body);
+  // Marks the queue idle, then completes work.
+  void finish(Work& work, std::exception_ptr error);
 
   std::string who_;
   std::mutex mutex_;
   std::condition_variable queued_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Queued> queue_;
   bool stopping_ = false;
   bool running_ = false;  // an op runs, on the thread or a caller's
   std::string broken_;    // touched only by whoever runs an op
