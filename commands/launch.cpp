@@ -16,6 +16,7 @@
 #include "genesis/launch/launch_options.hpp"
 #include "genesis/launch/slurm.hpp"
 #include "genesis/launch/supervisor.hpp"
+#include "genesis/core/cpus.hpp"
 #include "genesis/launch/worker_env.hpp"
 #include "genesis/tensor/device.hpp"
 
@@ -327,12 +328,12 @@ std::vector<std::string> worker_command(const LaunchFlags& flags) {
 // --nproc-per-node: a count or one of torchrun's words. As with --gpus, a GPU that is present but
 // broken is an error, not a quiet fallback to one rank per CPU.
 int resolve_nproc(const std::string& text) {
-  if (text == "cpu") return launch::usable_cores();
+  if (text == "cpu") return usable_cores();
   if (text == "auto" || text == "gpu") {
     require_gpu_not_broken("genesis launch --nproc-per-node " + text);
     const GpuStatus& gpus = cuda_status();
     if (gpus.state == GpuState::usable) return gpus.count;
-    if (text == "auto") return launch::usable_cores();
+    if (text == "auto") return usable_cores();
     throw InvalidArgument("--nproc-per-node gpu: no GPU found (" + gpus.reason +
                           "); auto or cpu starts one rank per CPU");
   }

@@ -14,6 +14,7 @@
 #include "commands/cli_app.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/launch/launch_options.hpp"
+#include "genesis/core/cpus.hpp"
 #include "genesis/launch/worker_env.hpp"
 #include "genesis/tensor/device.hpp"
 #include "support/cli_run.hpp"
@@ -148,7 +149,7 @@ TEST_CASE("underscore flags mean what the dashed ones do", "[launch][torchrun]")
 }
 
 TEST_CASE("launch --nproc-per-node takes torchrun's auto, gpu and cpu", "[launch][torchrun]") {
-  const int cores = genesis::launch::usable_cores();
+  const int cores = genesis::usable_cores();
   const auto cpu = dry_run({"--nproc-per-node", "cpu", "--", "true"});
   CHECK(static_cast<int>(cpu.size()) == cores);
   CHECK(cpu.front().env.at("WORLD_SIZE") == std::to_string(cores));

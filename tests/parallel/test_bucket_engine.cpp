@@ -27,6 +27,7 @@ namespace {
 // helper thread completes them after 200 ms (a collective still on the wire).
 struct RecordingPolicy : BucketPolicy {
   std::vector<std::size_t> launched, reduced;
+  std::vector<bool> waited;  // launch's waited_at_once, bucket by bucket
   std::vector<std::int64_t> ready_at_launch;
   std::vector<std::shared_ptr<dist::Work>> works;
   std::vector<std::thread> finishers;
@@ -47,8 +48,9 @@ struct RecordingPolicy : BucketPolicy {
   }
   void take_gradient(std::size_t, bool) override {}
   void missing_gradients(const std::vector<std::size_t>&) override {}
-  std::shared_ptr<dist::Work> launch(std::size_t bucket) override {
+  std::shared_ptr<dist::Work> launch(std::size_t bucket, bool waited_at_once) override {
     launched.push_back(bucket);
+    waited.push_back(waited_at_once);
     ready_at_launch.push_back(engine->grads_ready());
     auto work = std::make_shared<dist::Work>("bucket " + std::to_string(bucket));
     if (slow)
@@ -115,6 +117,8 @@ TEST_CASE("every rank launches its buckets in the same order whatever order grad
   for (int r = 0; r < kRanks; ++r) {
     INFO("rank " << r);
     CHECK(policies[r].launched == std::vector<std::size_t>{0, 1, 2, 3});
+    // Only the last bucket is waited for as soon as it launches.
+    CHECK(policies[r].waited == std::vector<bool>{false, false, false, true});
     CHECK(policies[r].reduced == std::vector<std::size_t>{0, 1, 2, 3});
     CHECK(policies[r].finished);
   }

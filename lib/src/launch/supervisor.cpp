@@ -33,6 +33,7 @@
 #include "genesis/launch/job_identity.hpp"
 #include "genesis/launch/output_relay.hpp"
 #include "genesis/launch/slurm.hpp"
+#include "genesis/core/cpus.hpp"
 #include "genesis/launch/worker_env.hpp"
 #include "genesis/rendezvous/tcp_store.hpp"
 #include "job_monitor.hpp"

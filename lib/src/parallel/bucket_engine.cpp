@@ -120,7 +120,7 @@ void BucketEngine::launch_ready() {
     wait_for_room();
     const std::size_t b = next_launch_++;
     buckets_[b].launched = std::chrono::steady_clock::now();
-    buckets_[b].work = policy_.launch(b);
+    buckets_[b].work = policy_.launch(b, b + 1 == buckets_.size());
   }
 }
 

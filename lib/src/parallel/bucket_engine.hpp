@@ -66,8 +66,10 @@ class BucketPolicy {
   virtual void missing_gradients(const std::vector<std::size_t>& variables) = 0;
   // Bucket's gradients are all in (any order: before its turn to launch comes).
   virtual void bucket_complete(std::size_t /*bucket*/) {}
-  // Bucket's turn: starts its collective and returns it.
-  virtual std::shared_ptr<dist::Work> launch(std::size_t bucket) = 0;
+  // Bucket's turn: starts its collective and returns it. `waited_at_once`: the last bucket, which
+  // fills as backward ends and is then waited for (dist's caller_waits: the group may run it on
+  // this thread).
+  virtual std::shared_ptr<dist::Work> launch(std::size_t bucket, bool waited_at_once) = 0;
   // Bucket's collective finished (called in launch order: during backward once it is done, at
   // the latest at its end).
   virtual void bucket_reduced(std::size_t /*bucket*/) {}

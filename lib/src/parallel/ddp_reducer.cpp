@@ -88,14 +88,12 @@ void Reducer::missing_gradients(const std::vector<std::size_t>& variables) {
       "contribute to the loss");
 }
 
-std::shared_ptr<dist::Work> Reducer::launch(std::size_t bucket) {
+std::shared_ptr<dist::Work> Reducer::launch(std::size_t bucket, bool waited_at_once) {
   Bucket& b = buckets_[bucket];
   b.trace.grads_ready_at_launch = engine_->grads_ready();
   b.trace.launched = std::chrono::steady_clock::now();
   const auto op = options_.average ? dist::ReduceOp::AVG : dist::ReduceOp::SUM;
-  // The last bucket fills as backward ends, which then waits for it: no reason to hand it to
-  // the group's thread and back.
-  return group_->all_reduce(b.flat, {.op = op, .caller_waits = bucket + 1 == buckets_.size()});
+  return group_->all_reduce(b.flat, {.op = op, .caller_waits = waited_at_once});
 }
 
 void Reducer::finish() {

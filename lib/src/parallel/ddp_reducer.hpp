@@ -31,7 +31,7 @@ struct DistributedDataParallel::Reducer : detail::BucketPolicy {
 
   void take_gradient(std::size_t variable, bool armed) override;
   void missing_gradients(const std::vector<std::size_t>& variables) override;
-  std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
+  std::shared_ptr<dist::Work> launch(std::size_t bucket, bool waited_at_once) override;
   void finish() override;
 
  private:

@@ -227,7 +227,8 @@ void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
   units_[u]->flat().take_gradients(gradient_buffer(u).grad);
 }
 
-std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {
+std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket,
+                                                         bool waited_at_once) {
   const std::size_t u = reduce_order_[bucket];
   const FlatParams& flat = units_[u]->flat();
   Reduction& r = reductions_[u];
@@ -237,7 +238,7 @@ std::shared_ptr<dist::Work> FullyShardedStrategy::launch(std::size_t bucket) {
   return shard_group_->reduce_scatter_tensor(
       r.reduced, r.grad,
       {.op = dist::ReduceOp::AVG, .input_is_scratch = true,
-       .caller_waits = bucket + 1 == reduce_order_.size()});
+       .caller_waits = waited_at_once});
 }
 
 void FullyShardedStrategy::bucket_reduced(std::size_t bucket) {

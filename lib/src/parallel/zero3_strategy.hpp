@@ -74,7 +74,7 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   void take_gradient(std::size_t slot, bool armed) override;
   void missing_gradients(const std::vector<std::size_t>& slots) override;
   void bucket_complete(std::size_t bucket) override;
-  std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
+  std::shared_ptr<dist::Work> launch(std::size_t bucket, bool waited_at_once) override;
   void bucket_reduced(std::size_t bucket) override;
   void finish() override;
   void settle() noexcept override;

@@ -52,7 +52,7 @@ class ZeroStage12 : public Strategy, BucketPolicy {
   void take_gradient(std::size_t variable, bool armed) override;
   void missing_gradients(const std::vector<std::size_t>& variables) override;
   void bucket_complete(std::size_t bucket) override;
-  std::shared_ptr<dist::Work> launch(std::size_t bucket) override;
+  std::shared_ptr<dist::Work> launch(std::size_t bucket, bool waited_at_once) override;
   void bucket_reduced(std::size_t bucket) override;
   // Stage 2: two bucket buffers at a time, one filling while one reduces.
   std::size_t max_in_flight() const override { return stage_ == 2 ? 2 : SIZE_MAX; }
@@ -214,7 +214,7 @@ void ZeroStage12::missing_gradients(const std::vector<std::size_t>& /*variables*
 // The full gradient is scratch once reduced (stage 2 drops it, stage 1 zeroes it after the step),
 // so the collective may reduce in it. Stage 1 reduces in place into the buffer's own shard; stage 2
 // straight into the shard gradient while that is zero, else beside it for the sum.
-std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket) {
+std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket, bool waited_at_once) {
   Bucket& b = buckets_[bucket];
   const bool direct = stage_ == 1 || b.shard_grad_zero;
   if (!direct)
@@ -222,7 +222,7 @@ std::shared_ptr<dist::Work> ZeroStage12::launch(std::size_t bucket) {
   b.shard_grad_zero = false;
   return group_->reduce_scatter_tensor(direct ? b.shard_grad : b.reduced, b.grad,
                                        {.op = dist::ReduceOp::AVG, .input_is_scratch = true,
-                                        .caller_waits = bucket + 1 == buckets_.size()});
+                                        .caller_waits = waited_at_once});
 }
 
 void ZeroStage12::bucket_reduced(std::size_t bucket) {

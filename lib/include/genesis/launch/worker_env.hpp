@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "genesis/core/cpus.hpp"
 #include "genesis/launch/launch_options.hpp"
 
 namespace genesis::launch {
@@ -37,7 +36,6 @@ struct JobIdentity {
 EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int local_rank,
                    int cores, bool user_set_omp);
 
-using genesis::usable_cores;  // core/cpus.hpp
 
 // Hex string from the OS's random source: run ids and store tokens.
 std::string random_hex(int bytes);

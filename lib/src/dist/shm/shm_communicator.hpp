@@ -6,10 +6,11 @@
 // bits); the next step uses the other half, so no second arrival is needed before a half is
 // reused. A small all-reduce is one step in which every rank reduces the whole message itself.
 // Waiting polls, then sleeps on a futex on the peer's arrival count: up to 500 us while every
-// rank has a CPU of its own, else briefly, so a waiting rank does not burn a core its peer needs; a peer that never arrives fails the wait at the
-// timeout, and one whose process is gone fails it at once, naming the rank. An all-reduce of data
-// that every rank's process maps (a buffer made by ProcessGroup::zeros_shared) skips the staging
-// buffers: rank r reduces slice r of every copy where it lies. Not here: the process-group
+// rank has a CPU of its own, else briefly, so a waiting rank does not burn a core its peer
+// needs; a peer that never arrives fails the wait at the timeout, and one whose process is gone
+// fails it at once, naming the rank. An all-reduce of data that every rank's process maps (a
+// buffer made by ProcessGroup::zeros_shared) skips the staging buffers: rank r reduces slice r of
+// every copy where it lies. Not here: the process-group
 // interface, rendezvous through the store, the shared buffers' segments (process_group_shm).
 #pragma once
 
