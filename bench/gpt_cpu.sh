@@ -2,7 +2,9 @@
 # CPU training throughput of the GPT model, genesis vs PyTorch eager, side by side in one run.
 # genesis's figure is the tokens_per_s that `genesis train` writes to summary.json (training
 # time only); PyTorch's comes from bench/torch_gpt_cpu.py on the same shape, optimizer, batch and
-# thread count, and is skipped (with a note) when python3-torch is not installed.
+# thread count, and is skipped (with a note) when python3-torch is not installed. Debian's torch
+# calls the same OpenBLAS; it runs on the kernel set genesis ran on (summary.json's blas_kernels),
+# since an old OpenBLAS left to itself may pick SSE3 kernels on a new CPU (README, Threads).
 #
 #   bench/gpt_cpu.sh [BUILD_DIR]      # env: STEPS (30), THREADS (all cores), N_LAYER, N_EMBD, ...
 set -euo pipefail
@@ -22,10 +24,15 @@ OMP_NUM_THREADS=$threads "$build/bin/genesis" --log-level warn train --preset gp
   --set training.per_device_train_batch_size=$batch --set training.optimizer=adamw \
   --set training.max_steps=$steps --set training.logging_steps=$steps \
   --set training.eval_batches=1 --set data.num_samples=$((batch * (steps + 2) * 2)) > /dev/null
-genesis_tps=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['tokens_per_s']))" \
-  "$out/bench-gpt-cpu/summary.json")
+summary_field() {
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ''))" \
+    "$out/bench-gpt-cpu/summary.json" "$1"
+}
+genesis_tps=$(python3 -c "print(round(float('$(summary_field tokens_per_s)')))")
+kernels=$(summary_field blas_kernels)
 printf 'shape: n_layer %s n_embd %s n_head %s block %s batch %s vocab %s, f32, AdamW, %s threads\n' \
   "$n_layer" "$n_embd" "$n_head" "$block" "$batch" "$vocab" "$threads"
+printf 'OpenBLAS kernels: %s\n' "${kernels:-unknown}"
 printf 'genesis        %8s tokens/s\n' "$genesis_tps"
 
 py=""
@@ -39,7 +46,9 @@ if [ -z "$py" ]; then
   echo "pytorch        skipped: python3-torch is not installed (apt-get install python3-torch)"
   exit 0
 fi
-torch_json=$("$py" "$here/torch_gpt_cpu.py" --n-layer "$n_layer" --n-embd "$n_embd" --n-head "$n_head" \
+torch_env=()
+[ -n "${OPENBLAS_CORETYPE:-}" ] || [ -z "$kernels" ] || torch_env=("OPENBLAS_CORETYPE=$kernels")
+torch_json=$(env "${torch_env[@]}" "$py" "$here/torch_gpt_cpu.py" --n-layer "$n_layer" --n-embd "$n_embd" --n-head "$n_head" \
   --block-size "$block" --batch "$batch" --vocab "$vocab" --steps "$steps" --threads "$threads")
 torch_tps=$(echo "$torch_json" | "$py" -c "import json,sys; print(round(json.load(sys.stdin)['tokens_per_s']))")
 torch_version=$(echo "$torch_json" | "$py" -c "import json,sys; print(json.load(sys.stdin)['torch_version'])")

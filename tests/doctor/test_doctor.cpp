@@ -330,13 +330,54 @@ TEST_CASE("local checks come in report order and fail only through required chec
   std::vector<std::string> names;
   for (const auto& c : checks)
     if (!c.name.starts_with("cuda:") && !c.name.starts_with("nccl:")) names.push_back(c.name);
-  CHECK(names == std::vector<std::string>{"build", "cpu", "cuda", "nccl", "env", "master-addr",
-                                          "master-port", "shm", "slurm"});
+  CHECK(names == std::vector<std::string>{"build", "cpu", "blas", "cuda", "nccl", "env",
+                                          "master-addr", "master-port", "shm", "slurm"});
   for (const auto& c : checks)
     if (!c.required) CHECK(c.status != CheckStatus::fail);
 
   options.env = env_of({{"RANK", "3"}, {"WORLD_SIZE", "2"}});
   CHECK_FALSE(doctor::all_passed(doctor::run_local_checks(options)));
+}
+
+TEST_CASE("blas check: names the kernels, says when genesis picked again, warns on no AVX",
+          "[doctor][blas]") {
+  cpu::CpuFeatures avx512;
+  avx512.avx = avx512.avx2 = avx512.avx512 = true;
+  const CheckResult picked = doctor::check_blas({"OpenBLAS 0.3.21", "SkylakeX", "Prescott", false},
+                                                avx512);
+  CHECK(picked.status == CheckStatus::ok);
+  CHECK(picked.detail == "OpenBLAS 0.3.21, SkylakeX kernels (OpenBLAS picked Prescott, which use "
+                         "no AVX; genesis picked again for this CPU's AVX-512)");
+
+  const CheckResult chosen = doctor::check_blas({"OpenBLAS 0.3.21", "Prescott", "", true}, avx512);
+  CHECK(chosen.status == CheckStatus::warn);
+  CHECK(contains(chosen.detail, "Prescott kernels (OPENBLAS_CORETYPE): kernels without AVX"));
+  CHECK(contains(chosen.hint, "unset OPENBLAS_CORETYPE (genesis then picks SkylakeX)"));
+
+  const CheckResult stuck = doctor::check_blas({"OpenBLAS 0.3.21", "Nehalem", "", false}, avx512);
+  CHECK(stuck.status == CheckStatus::warn);
+  CHECK(contains(stuck.hint, "set OPENBLAS_CORETYPE=SkylakeX"));
+
+  const CheckResult old_cpu = doctor::check_blas({"OpenBLAS 0.3.21", "Nehalem", "", false}, {});
+  CHECK(old_cpu.status == CheckStatus::ok);
+  CHECK(old_cpu.detail == "OpenBLAS 0.3.21, Nehalem kernels");
+  CHECK(doctor::check_blas({"", "", "", false}, avx512).detail == "not OpenBLAS");
+}
+
+TEST_CASE("genesis doctor: OPENBLAS_CORETYPE is the user's pick, kept and named", "[doctor][cli]") {
+  auto r = run_genesis({"doctor", "--json"}, clean_env({{"OPENBLAS_CORETYPE", "Prescott"}}));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto doc = nlohmann::json::parse(r.out);
+  bool seen = false;
+  for (const auto& c : doc["checks"]) {
+    if (c["name"] != "blas") continue;
+    seen = true;
+    CHECK(contains(c["detail"], "Prescott kernels (OPENBLAS_CORETYPE)"));
+    // A CPU with AVX is told what it gives up; one without has nothing better to run.
+    CHECK(c["status"] == (cpu::kernels_for(cpu::cpu_features()).empty() ? "ok" : "warn"));
+  }
+  CHECK(seen);
 }
 
 TEST_CASE("report: aligned lines, hints under warn and FAIL, a tally, and JSON", "[doctor]") {
@@ -465,7 +506,8 @@ TEST_CASE("genesis doctor --json parses and lists the checks", "[doctor][cli]") 
     CHECK((c["status"] == "ok" || c["status"] == "warn"));
     names.push_back(c["name"]);
   }
-  for (const char* name : {"build", "cpu", "cuda", "nccl", "env", "master-port", "shm", "slurm"})
+  for (const char* name :
+       {"build", "cpu", "blas", "cuda", "nccl", "env", "master-port", "shm", "slurm"})
     CHECK(std::find(names.begin(), names.end(), name) != names.end());
 }
 

@@ -78,6 +78,41 @@ CheckResult check_build() {
   return r;
 }
 
+namespace {
+
+// The widest instruction set of `cpu` that OpenBLAS has kernels for, in words.
+std::string widest_features(const cpu::CpuFeatures& cpu) {
+  if (cpu.avx512_bf16) return "AVX-512 BF16";
+  if (cpu.avx512) return "AVX-512";
+  if (cpu.avx2) return "AVX2";
+  return cpu.avx ? "AVX" : "";
+}
+
+}  // namespace
+
+CheckResult check_blas(const cpu::BlasKernels& kernels, const cpu::CpuFeatures& cpu) {
+  if (kernels.library.empty()) return {"blas", CheckStatus::ok, "not OpenBLAS", "", false};
+  CheckResult r{"blas", CheckStatus::ok, kernels.library + ", " + kernels.core + " kernels", "",
+                false};
+  const std::string better = cpu::kernels_for(cpu);
+  if (!kernels.detected.empty()) {
+    r.detail += " (OpenBLAS picked " + kernels.detected + ", which use no AVX; genesis picked " +
+                "again for this CPU's " + widest_features(cpu) + ")";
+  } else if (kernels.user_chose) {
+    r.detail += " (OPENBLAS_CORETYPE)";
+  }
+  if (cpu::sse_only_kernels(kernels.core) && !better.empty()) {
+    r.status = CheckStatus::warn;
+    r.detail += ": kernels without AVX on a CPU with " + widest_features(cpu);
+    r.hint = kernels.user_chose
+                 ? "unset OPENBLAS_CORETYPE (genesis then picks " + better + "), or set it to " +
+                       better + ": CPU matmuls run several times faster"
+                 : "set OPENBLAS_CORETYPE=" + better + ", or install an OpenBLAS built for this "
+                   "CPU: CPU matmuls run several times faster";
+  }
+  return r;
+}
+
 CheckResult check_cpu() {
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   const int usable = usable_cores();
@@ -190,7 +225,8 @@ CheckResult check_slurm(const EnvLookup& env) {
 
 std::vector<CheckResult> run_local_checks(const DoctorOptions& options) {
   const EnvLookup lookup = options.env ? options.env : env::process_lookup();
-  std::vector<CheckResult> checks{check_build(), check_cpu()};
+  std::vector<CheckResult> checks{check_build(), check_cpu(),
+                                  check_blas(cpu::blas_kernels(), cpu::cpu_features())};
   for (auto& c : check_cuda()) checks.push_back(std::move(c));
   for (auto& c : check_nccl(job_position(lookup))) checks.push_back(std::move(c));
   checks.push_back(check_env_contract(lookup));

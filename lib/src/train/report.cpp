@@ -76,6 +76,7 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
     summary["peak_device_reserved_mb_per_rank"] = facts.peak_reserved_mb;
     summary["mfu"] = result.mfu ? json(*result.mfu) : json(nullptr);
   }
+  if (!facts.blas_kernels.empty()) summary["blas_kernels"] = facts.blas_kernels;
   if (!facts.world_size_changes.empty()) summary["world_size_changes"] = facts.world_size_changes;
   if (!facts.loss_scale.is_null()) summary["loss_scale"] = facts.loss_scale;
   if (!facts.time_breakdown.is_null()) summary["time_breakdown"] = facts.time_breakdown;

@@ -35,6 +35,7 @@ struct RunFacts {
   // tensors and held, in MiB.
   std::string device_name;
   std::vector<double> peak_device_mb, peak_reserved_mb;
+  std::string blas_kernels;  // CPU runs: the OpenBLAS kernel set the matmuls ran on
   nlohmann::json eval;                // the last evaluation's figures by name
   nlohmann::json train;               // the objective's figures on the last logged step, by name
   nlohmann::json world_size_changes;  // ResumePlan's; empty: none

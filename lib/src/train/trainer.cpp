@@ -24,6 +24,7 @@
 #include "genesis/optim/sgd.hpp"
 #include "genesis/parallel/deferred_init.hpp"
 #include "genesis/parallel/memory_plan.hpp"
+#include "genesis/tensor/blas_kernels.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
 #include "job.hpp"
@@ -367,6 +368,7 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
   facts.time_breakdown = done.time_breakdown;
   const std::optional<double> peak = peak_flops(run.device, t.mixed_precision);
   if (peak) result.mfu = result.tokens_per_s * run.task.flops_per_token / (*peak * world);
+  if (!run.device.is_cuda()) facts.blas_kernels = cpu::blas_kernels().core;
   if (run.device.is_cuda()) {  // f32 on the wire: exact to 2^24 MiB
     const cuda::MemoryStats m = cuda::memory_stats(run.device.index);
     facts.device_name = cuda_device_info(run.device.index).name;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "genesis/core/env.hpp"
+#include "genesis/tensor/blas_kernels.hpp"
 
 namespace genesis::doctor {
 
@@ -49,6 +50,9 @@ JobPosition job_position(const EnvLookup& env);
 // port_checks.cpp)
 CheckResult check_build();
 CheckResult check_cpu();
+// "blas": the BLAS and the kernel set it runs, and whether genesis picked it again (see
+// tensor/blas_kernels.hpp); a warn where kernels without AVX run on a CPU that has it.
+CheckResult check_blas(const cpu::BlasKernels& kernels, const cpu::CpuFeatures& cpu);
 // "cuda": the driver and device count, then one "cuda:N" row per device. No GPU, no driver or a
 // build without CUDA is a warn: training then runs on CPU with Gloo.
 std::vector<CheckResult> check_cuda();
