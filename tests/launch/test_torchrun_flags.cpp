@@ -16,6 +16,7 @@
 #include "genesis/launch/launch_options.hpp"
 #include "genesis/core/cpus.hpp"
 #include "genesis/launch/worker_env.hpp"
+#include "genesis/tensor/blas_kernels.hpp"
 #include "genesis/tensor/device.hpp"
 #include "support/cli_run.hpp"
 
@@ -292,6 +293,23 @@ TEST_CASE("what runs: a script under python3, -m, --no-python, a genesis command
   expect_usage({"--bogus_flag", "train.py"}, "unknown launch flag '--bogus_flag'");
 }
 
+TEST_CASE("workers start with the OpenBLAS kernels genesis picked, unless the user picked",
+          "[launch][torchrun][blas]") {
+  // The launcher runs on this machine with this test's environment: it picks as this process did.
+  const genesis::cpu::BlasKernels& here = genesis::cpu::blas_kernels();
+  INFO(here.library << ": " << here.core << " (OpenBLAS picked '" << here.detected << "')");
+  for (const auto& rank : dry_run({"--nproc", "2", "--", "true"})) {
+    if (here.detected.empty()) {
+      CHECK(rank.env.count("OPENBLAS_CORETYPE") == 0);
+    } else {
+      CHECK(rank.env.at("OPENBLAS_CORETYPE") == here.core);
+    }
+  }
+  RunOptions own = kClean;
+  own.env.emplace_back("OPENBLAS_CORETYPE", "Haswell");  // passed on as the user set it
+  CHECK(dry_run({"--", "true"}, own)[0].env.count("OPENBLAS_CORETYPE") == 0);
+}
+
 TEST_CASE("workers get torchrun's variables and no others", "[launch][torchrun]") {
   const auto ranks = dry_run({"--nproc", "2", "--", "true"});
   REQUIRE(ranks.size() == 2);
@@ -303,7 +321,8 @@ TEST_CASE("workers get torchrun's variables and no others", "[launch][torchrun]"
     }
     for (const auto& [name, value] : rank.env) {
       INFO(name);
-      CHECK((torchrun.count(name) == 1 || name.starts_with("GENESIS_") || name == "OMP_NUM_THREADS"));
+      CHECK((torchrun.count(name) == 1 || name.starts_with("GENESIS_") ||
+             name == "OMP_NUM_THREADS" || name == "OPENBLAS_CORETYPE"));
     }
   }
   CHECK(ranks[0].env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");

@@ -5,10 +5,11 @@
 // tell the two launchers apart.
 #include "genesis/launch/worker_env.hpp"
 
-
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+
+#include "genesis/tensor/blas_kernels.hpp"
 
 extern char** environ;
 
@@ -54,6 +55,11 @@ EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int loc
     // Every rank now sees one GPU as cuda:0, but a GPU of its own: auto may pick NCCL.
     env.emplace_back("GENESIS_ONE_GPU_PER_RANK", "1");
   }
+  // Where this launcher's OpenBLAS picked kernels without AVX and genesis picked again
+  // (tensor/blas_kernels.hpp), workers start with genesis's pick: a PyTorch script's OpenBLAS then
+  // runs those kernels too. A user's own OPENBLAS_CORETYPE means no second pick was made.
+  if (const cpu::BlasKernels& blas = cpu::blas_kernels(); !blas.detected.empty())
+    env.emplace_back("OPENBLAS_CORETYPE", blas.core);
   // Every rank starting one OpenMP thread per core oversubscribes the node local_world times.
   if (!user_set_omp)
     env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1, cores / local_world)));

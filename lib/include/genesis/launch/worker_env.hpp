@@ -33,6 +33,7 @@ struct JobIdentity {
 // The variables worker `local_rank` gets. OMP_NUM_THREADS is added (max(1, cores / local ranks))
 // only when `user_set_omp` is false; `cores` is the CPUs this process may use.
 // TORCH_NCCL_ASYNC_ERROR_HANDLING is the launcher's own value, else torchrun's default 1.
+// OPENBLAS_CORETYPE is added where genesis picked OpenBLAS's kernels again (blas_kernels.hpp).
 EnvVars worker_env(const LaunchOptions& options, const JobIdentity& job, int local_rank,
                    int cores, bool user_set_omp);
 
