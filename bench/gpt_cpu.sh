@@ -24,12 +24,8 @@ OMP_NUM_THREADS=$threads "$build/bin/genesis" --log-level warn train --preset gp
   --set training.per_device_train_batch_size=$batch --set training.optimizer=adamw \
   --set training.max_steps=$steps --set training.logging_steps=$steps \
   --set training.eval_batches=1 --set data.num_samples=$((batch * (steps + 2) * 2)) > /dev/null
-summary_field() {
-  python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], ''))" \
-    "$out/bench-gpt-cpu/summary.json" "$1"
-}
-genesis_tps=$(python3 -c "print(round(float('$(summary_field tokens_per_s)')))")
-kernels=$(summary_field blas_kernels)
+read -r genesis_tps kernels < <(python3 -c "import json,sys; s=json.load(open(sys.argv[1]))
+print(round(s['tokens_per_s']), s.get('blas_kernels', ''))" "$out/bench-gpt-cpu/summary.json")
 printf 'shape: n_layer %s n_embd %s n_head %s block %s batch %s vocab %s, f32, AdamW, %s threads\n' \
   "$n_layer" "$n_embd" "$n_head" "$block" "$batch" "$vocab" "$threads"
 printf 'OpenBLAS kernels: %s\n' "${kernels:-unknown}"

@@ -21,6 +21,8 @@ TEST_CASE("blas kernels: the widest set a CPU's features allow", "[blas]") {
   CHECK(cpu::kernels_for(f) == "SkylakeX");
   f.avx512_bf16 = true;
   CHECK(cpu::kernels_for(f) == "Cooperlake");
+  CHECK(cpu::widest_features(f) == "AVX-512 BF16");
+  CHECK(cpu::widest_features({}).empty());
 }
 
 TEST_CASE("blas kernels: which of OpenBLAS's names use no AVX", "[blas]") {

@@ -78,18 +78,6 @@ CheckResult check_build() {
   return r;
 }
 
-namespace {
-
-// The widest instruction set of `cpu` that OpenBLAS has kernels for, in words.
-std::string widest_features(const cpu::CpuFeatures& cpu) {
-  if (cpu.avx512_bf16) return "AVX-512 BF16";
-  if (cpu.avx512) return "AVX-512";
-  if (cpu.avx2) return "AVX2";
-  return cpu.avx ? "AVX" : "";
-}
-
-}  // namespace
-
 CheckResult check_blas(const cpu::BlasKernels& kernels, const cpu::CpuFeatures& cpu) {
   if (kernels.library.empty()) return {"blas", CheckStatus::ok, "not OpenBLAS", "", false};
   CheckResult r{"blas", CheckStatus::ok, kernels.library + ", " + kernels.core + " kernels", "",
@@ -97,13 +85,13 @@ CheckResult check_blas(const cpu::BlasKernels& kernels, const cpu::CpuFeatures& 
   const std::string better = cpu::kernels_for(cpu);
   if (!kernels.detected.empty()) {
     r.detail += " (OpenBLAS picked " + kernels.detected + ", which use no AVX; genesis picked " +
-                "again for this CPU's " + widest_features(cpu) + ")";
+                "again for this CPU's " + cpu::widest_features(cpu) + ")";
   } else if (kernels.user_chose) {
     r.detail += " (OPENBLAS_CORETYPE)";
   }
   if (cpu::sse_only_kernels(kernels.core) && !better.empty()) {
     r.status = CheckStatus::warn;
-    r.detail += ": kernels without AVX on a CPU with " + widest_features(cpu);
+    r.detail += ": kernels without AVX on a CPU with " + cpu::widest_features(cpu);
     r.hint = kernels.user_chose
                  ? "unset OPENBLAS_CORETYPE (genesis then picks " + better + "), or set it to " +
                        better + ": CPU matmuls run several times faster"

@@ -368,7 +368,6 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
   facts.time_breakdown = done.time_breakdown;
   const std::optional<double> peak = peak_flops(run.device, t.mixed_precision);
   if (peak) result.mfu = result.tokens_per_s * run.task.flops_per_token / (*peak * world);
-  if (!run.device.is_cuda()) facts.blas_kernels = cpu::blas_kernels().core;
   if (run.device.is_cuda()) {  // f32 on the wire: exact to 2^24 MiB
     const cuda::MemoryStats m = cuda::memory_stats(run.device.index);
     facts.device_name = cuda_device_info(run.device.index).name;
@@ -376,6 +375,8 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
     facts.peak_reserved_mb = run.job.gather(static_cast<double>(m.peak_reserved) / (1 << 20));
     result.peak_device_memory = static_cast<std::int64_t>(
         *std::max_element(facts.peak_device_mb.begin(), facts.peak_device_mb.end()) * (1 << 20));
+  } else {
+    facts.blas_kernels = cpu::blas_kernels().core;
   }
   if (!run.job.is_main()) return;
   write_summary(result, facts);

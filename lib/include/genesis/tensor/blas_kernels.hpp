@@ -22,6 +22,8 @@ CpuFeatures cpu_features();
 // The kernel set OpenBLAS 0.3.25 and later pick for a CPU they do not know, by its features:
 // "Cooperlake", "SkylakeX", "Haswell" or "Sandybridge"; "" where the CPU has no AVX.
 std::string kernels_for(const CpuFeatures& features);
+// The same level in words: "AVX-512 BF16", "AVX-512", "AVX2", "AVX" or "".
+std::string widest_features(const CpuFeatures& features);
 
 // Whether the OpenBLAS kernel set named `core` is not one of its x86-64 sets with AVX or more
 // (Prescott, Nehalem, Core2, ...).

@@ -19,6 +19,25 @@ namespace {
 
 using VoidFn = void (*)();
 
+// From the widest: the feature a level needs, the kernel set OpenBLAS runs there, its name.
+struct Level {
+  bool CpuFeatures::*has;
+  const char* kernels;
+  const char* name;
+};
+constexpr std::array<Level, 4> kLevels = {{
+    {&CpuFeatures::avx512_bf16, "Cooperlake", "AVX-512 BF16"},
+    {&CpuFeatures::avx512, "SkylakeX", "AVX-512"},
+    {&CpuFeatures::avx2, "Haswell", "AVX2"},
+    {&CpuFeatures::avx, "Sandybridge", "AVX"},
+}};
+
+const Level* widest(const CpuFeatures& features) {
+  for (const Level& level : kLevels)
+    if (features.*level.has) return &level;
+  return nullptr;
+}
+
 // Looks `name` up in the library that holds OpenBLAS, whether or not it is in the global scope.
 VoidFn openblas_function(const char* name) {
   Dl_info info{};
@@ -77,11 +96,13 @@ CpuFeatures cpu_features() {
 }
 
 std::string kernels_for(const CpuFeatures& features) {
-  if (features.avx512_bf16) return "Cooperlake";
-  if (features.avx512) return "SkylakeX";
-  if (features.avx2) return "Haswell";
-  if (features.avx) return "Sandybridge";
-  return "";
+  const Level* level = widest(features);
+  return level != nullptr ? level->kernels : "";
+}
+
+std::string widest_features(const CpuFeatures& features) {
+  const Level* level = widest(features);
+  return level != nullptr ? level->name : "";
 }
 
 bool sse_only_kernels(std::string_view core) {
