@@ -45,7 +45,7 @@ TEST_CASE("reward.command failures are errors that say what went wrong", "[rewar
                     Catch::Contains("answered \"high\" on line 2") &&
                         Catch::Contains("say \\\"hi\\\""));
   CHECK_THROWS_WITH(run_reward_command("head -n 1 > /dev/null; echo 1", kItems, 10),
-                    Catch::Contains("printed 1 numbers for 3 completions"));
+                    Catch::Contains("printed 1 number for 3 completions"));
   CHECK_THROWS_WITH(run_reward_command("awk '{print \"nan\"}'", kItems, 10),
                     Catch::Contains("not a finite number"));
   CHECK_THROWS_WITH(run_reward_command("no-such-scorer-xyz", kItems, 10),

@@ -116,7 +116,8 @@ std::vector<double> run_reward_command(const std::string& command,
     scores.push_back(value);
   }
   if (scores.size() != items.size())
-    throw Error(where + " printed " + std::to_string(scores.size()) + " numbers for " +
+    throw Error(where + " printed " + std::to_string(scores.size()) +
+                (scores.size() == 1 ? " number for " : " numbers for ") +
                 std::to_string(items.size()) + " completions (one per input line)" +
                 (o.err.empty() ? "" : "; its stderr: " + tail_of(o.err)));
   return scores;
