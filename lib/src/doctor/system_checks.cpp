@@ -82,16 +82,16 @@ CheckResult check_blas(const cpu::BlasKernels& kernels, const cpu::CpuFeatures& 
   if (kernels.library.empty()) return {"blas", CheckStatus::ok, "not OpenBLAS", "", false};
   CheckResult r{"blas", CheckStatus::ok, kernels.library + ", " + kernels.core + " kernels", "",
                 false};
-  const std::string better = cpu::kernels_for(cpu);
+  const std::string better = cpu::kernels_for(cpu), level = cpu::widest_features(cpu);
   if (!kernels.detected.empty()) {
     r.detail += " (OpenBLAS picked " + kernels.detected + ", which use no AVX; genesis picked " +
-                "again for this CPU's " + cpu::widest_features(cpu) + ")";
+                "again for this CPU's " + level + ")";
   } else if (kernels.user_chose) {
     r.detail += " (OPENBLAS_CORETYPE)";
   }
   if (cpu::sse_only_kernels(kernels.core) && !better.empty()) {
     r.status = CheckStatus::warn;
-    r.detail += ": kernels without AVX on a CPU with " + cpu::widest_features(cpu);
+    r.detail += ": kernels without AVX on a CPU with " + level;
     r.hint = kernels.user_chose
                  ? "unset OPENBLAS_CORETYPE (genesis then picks " + better + "), or set it to " +
                        better + ": CPU matmuls run several times faster"

@@ -64,9 +64,10 @@ BlasKernels pick_kernels() {
   k.user_chose = std::getenv("OPENBLAS_CORETYPE") != nullptr;
   if (k.user_chose || !sse_only_kernels(k.core)) return k;
   const std::string better = kernels_for(cpu_features());
+  if (better.empty()) return k;  // no AVX: nothing wider to run
   const VoidFn forget = openblas_function("gotoblas_dynamic_quit");
   const VoidFn pick = openblas_function("gotoblas_dynamic_init");
-  if (better.empty() || forget == nullptr || pick == nullptr) return k;  // built for one CPU
+  if (forget == nullptr || pick == nullptr) return k;  // built for one CPU
   setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
   forget();
   pick();
