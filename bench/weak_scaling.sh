@@ -5,7 +5,10 @@
 # of bench/gpt_cpu.sh and the mlp preset; each backend given (default: auto and gloo). Each round
 # also runs N independent 1-rank jobs at once: their summed tokens/s over one alone is what this
 # machine's cores give N processes that never talk (below N where they share caches, memory
-# bandwidth or a busy host), the ceiling the N-rank job is measured against.
+# bandwidth or a busy host), the ceiling the N-rank job is measured against. Those jobs log every
+# step, and "lockstep" is what they would have given had each step lasted as long as the slowest
+# job's same step: the ceiling of ranks that wait for each other every step and spend nothing on
+# communication, below "apart" where a machine's step times jitter.
 #
 #   bench/weak_scaling.sh [BUILD_DIR]      # env: NPROC (2), STEPS (40), BACKENDS ("auto gloo"),
 #                                          # ROUNDS (1), WORKLOADS ("gpt mlp"), EXTRA (more --set)
@@ -26,22 +29,22 @@ rate() {
   local ranks=$1 name=$2; shift 2
   OMP_NUM_THREADS=1 "$build/bin/genesis" --log-level warn launch --nproc "$ranks" train "$@" \
     --set name="$name" --set training.output_dir="\"$out\"" --set training.max_steps="$steps" \
-    --set training.logging_steps="$steps" --set training.eval_steps=0 \
+    --set training.logging_steps="${log_every:-$steps}" --set training.eval_steps=0 \
     --set training.eval_batches=1 > /dev/null
   python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print(round(s['tokens_per_s']))" \
     "$out/$name/summary.json"
 }
 
-# tokens/s of N independent 1-rank jobs running at once, summed.
+# tokens/s of N independent 1-rank jobs running at once, summed, and in lockstep (see above).
 independent() {
   local name=$1; shift
   local pids=() i
   for i in $(seq "$nproc"); do
-    rate 1 "$name-$i" "$@" > "$out/$name-$i.rate" &
+    log_every=1 rate 1 "$name-$i" "$@" > "$out/$name-$i.rate" &
     pids+=($!)
   done
   wait "${pids[@]}"
-  python3 -c "import sys; print(sum(int(open(f).read()) for f in sys.argv[1:]))" "$out/$name-"*.rate
+  python3 "$here/lockstep.py" "$out/$name"
 }
 
 # ROUNDS rounds, each running 1 rank, N independent ranks and N ranks per backend back to back,
@@ -52,11 +55,15 @@ for workload in ${WORKLOADS:-gpt mlp}; do
   declare -A ratios=()
   for round in $(seq "${ROUNDS:-1}"); do
     one=$(rate 1 "$workload-1-$round" "${args[@]}" ${EXTRA:-})
-    apart=$(independent "$workload-apart-$round" "${args[@]}" ${EXTRA:-})
+    read -r apart lockstep < <(independent "$workload-apart-$round" "${args[@]}" ${EXTRA:-})
     ratio=$(python3 -c "print(f'{$apart / $one:.2f}')")
     ratios[apart]+="$ratio "
     printf '%-4s %-5s 1 rank %8s tok/s, %s jobs %9s tok/s: %sx (the ceiling)\n' "$workload" \
       "apart" "$one" "$nproc" "$apart" "$ratio"
+    ratio=$(python3 -c "print(f'{$lockstep / $one:.2f}')")
+    ratios[lockstep]+="$ratio "
+    printf '%-4s %-8s %s jobs waiting for the slowest each step %9s tok/s: %sx\n' "$workload" \
+      "lockstep" "$nproc" "$lockstep" "$ratio"
     for backend in $backends; do
       many=$(rate "$nproc" "$workload-$nproc-$backend-$round" "${args[@]}" ${EXTRA:-} \
         --set distributed.backend="\"$backend\"")
@@ -66,7 +73,7 @@ for workload in ${WORKLOADS:-gpt mlp}; do
         "$nproc" "$many" "$ratio"
     done
   done
-  for backend in apart $backends; do
+  for backend in apart lockstep $backends; do
     printf '%-4s %-5s median of %s: %sx\n' "$workload" "$backend" "${ROUNDS:-1}" \
       "$(python3 -c "import statistics,sys; print(statistics.median(map(float, sys.argv[1:])))" ${ratios[$backend]})"
   done
