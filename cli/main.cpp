@@ -33,8 +33,12 @@ int report(const std::string& message, const std::exception& e, int exit_code,
   std::string line = message;
   for (char& c : line)
     if (c == '\n') c = ' ';
-  std::cerr << "genesis: " << (style.color ? "\033[1;31merror:\033[0m " : "error: ") << line << "\n";
-  if (style.debug) std::cerr << "genesis: exception type: " << type_name_of(e) << "\n";
+  // One write: under `genesis launch` a rank that fails as its peers do can be stopped by the
+  // launcher mid-report, and a report cut after "genesis: " says nothing.
+  const char* label = style.color ? "\033[1;31merror:\033[0m " : "error: ";
+  std::string text = "genesis: " + std::string(label) + line + "\n";
+  if (style.debug) text += "genesis: exception type: " + type_name_of(e) + "\n";
+  std::cerr << text << std::flush;
   return exit_code;
 }
 

@@ -185,6 +185,24 @@ TEST_CASE("a stopped rank gets SIGCONT with SIGTERM and is not left to the grace
   CHECK(contains(r.err, "SIGTERM"));  // rank 0's row: stopped by SIGTERM, not SIGKILL
 }
 
+TEST_CASE("the summary shows the last lines every rank printed alike once", "[launch]") {
+  // Ranks 0 and 1 reject the same bad setting; rank 2's last words are its own. Each has
+  // printed before the first exits (and the launcher stops the rest).
+  const std::string program =
+      "if [ $RANK = 2 ]; then echo 'something else' >&2; else "
+      "echo 'genesis: error: training.train_batch_size 64 does not split over 3' >&2; fi; "
+      "sleep 0.5; exit 2";
+  auto r = run_genesis({"launch", "--nproc", "3", "--", "sh", "-c", program});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  const std::string summary = r.err.substr(r.err.find("RANK  LOCAL"));
+  std::map<std::string, int> counts;
+  for (const auto& line : lines_of(summary)) ++counts[line];
+  CHECK(counts["      | genesis: error: training.train_batch_size 64 does not split over 3"] == 1);
+  CHECK(counts["      | something else"] == 1);
+  CHECK(counts["      | (the same last lines as rank 0)"] == 1);  // rank 1's row
+}
+
 TEST_CASE("the summary names the rank that hung, not the one that timed out", "[launch]") {
   // Rank 0 reports a collective timeout in the words of genesis's process groups.
   const std::string program =
