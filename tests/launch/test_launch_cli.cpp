@@ -186,13 +186,14 @@ TEST_CASE("a stopped rank gets SIGCONT with SIGTERM and is not left to the grace
 }
 
 TEST_CASE("the summary shows the last lines every rank printed alike once", "[launch]") {
-  // Ranks 0 and 1 reject the same bad setting; rank 2's last words are its own. Each has
-  // printed before the first exits (and the launcher stops the rest).
+  // Ranks 0 and 1 reject the same bad setting; rank 2's last words are its own. No rank exits
+  // (and has the launcher stop the rest) before all three have printed.
   const std::string program =
       "if [ $RANK = 2 ]; then echo 'something else' >&2; else "
       "echo 'genesis: error: training.train_batch_size 64 does not split over 3' >&2; fi; "
-      "sleep 0.5; exit 2";
-  auto r = run_genesis({"launch", "--nproc", "3", "--", "sh", "-c", program});
+      "touch printed_$RANK; while [ $(ls printed_* | wc -l) -lt 3 ]; do sleep 0.05; done; exit 2";
+  TempDir dir;
+  auto r = run_genesis({"launch", "--nproc", "3", "--", "sh", "-c", program}, {{}, dir.path()});
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 2);
   const std::string summary = r.err.substr(r.err.find("RANK  LOCAL"));
