@@ -22,7 +22,7 @@ def step_times(metrics):
 def main(prefix):
     rates = [float(open(f).read()) for f in sorted(glob.glob(prefix + "-*.rate"))]
     jobs = [step_times(f) for f in sorted(glob.glob(prefix + "-*/metrics.jsonl"))]
-    steps = min(len(t) for t in jobs)
+    steps = min((len(t) for t in jobs), default=0)
     if not rates or len(jobs) != len(rates) or steps == 0:
         sys.exit(f"lockstep.py: no per-step metrics under {prefix}-*")
     mean = sum(sum(t[k] for t in jobs) / len(jobs) for k in range(steps))

@@ -186,10 +186,10 @@ TEST_CASE("a stopped rank gets SIGCONT with SIGTERM and is not left to the grace
 }
 
 TEST_CASE("the summary shows the last lines every rank printed alike once", "[launch]") {
-  // Ranks 0 and 1 reject the same bad setting; rank 2's last words are its own. No rank exits
+  // Ranks 0 and 2 reject the same bad setting; rank 1's last words are its own. No rank exits
   // (and has the launcher stop the rest) before all three have printed.
   const std::string program =
-      "if [ $RANK = 2 ]; then echo 'something else' >&2; else "
+      "if [ $RANK = 1 ]; then echo 'something else' >&2; else "
       "echo 'genesis: error: training.train_batch_size 64 does not split over 3' >&2; fi; "
       "touch printed_$RANK; while [ $(ls printed_* | wc -l) -lt 3 ]; do sleep 0.05; done; exit 2";
   TempDir dir;
@@ -201,7 +201,7 @@ TEST_CASE("the summary shows the last lines every rank printed alike once", "[la
   for (const auto& line : lines_of(summary)) ++counts[line];
   CHECK(counts["      | genesis: error: training.train_batch_size 64 does not split over 3"] == 1);
   CHECK(counts["      | something else"] == 1);
-  CHECK(counts["      | (the same last lines as rank 0)"] == 1);  // rank 1's row
+  CHECK(counts["      | (the same last lines as rank 0)"] == 1);  // rank 2's row
 }
 
 TEST_CASE("the summary names the rank that hung, not the one that timed out", "[launch]") {

@@ -422,17 +422,20 @@ void print_summary(const LaunchOptions& options, const std::vector<Worker>& work
       << "HOST" << "EXIT\n";
   // A mistake every rank makes (a bad config) ends every rank's output with the same lines:
   // they are shown once, under the first rank that printed them.
-  const Worker* shown = nullptr;
+  std::vector<const Worker*> shown;
   for (const Worker& w : workers) {
     const auto& s = w.process->exit_status();
     err << "  " << std::left << std::setw(6) << w.rank << std::setw(7) << w.local_rank
         << std::setw(20) << host << (s ? s->describe() : "?") << "\n";
-    if (shown != nullptr && !w.tail.empty() && w.tail == shown->tail) {
-      err << "      | (the same last lines as rank " << shown->rank << ")\n";
+    if (w.tail.empty()) continue;
+    const auto same = std::find_if(shown.begin(), shown.end(),
+                                   [&](const Worker* earlier) { return earlier->tail == w.tail; });
+    if (same != shown.end()) {
+      err << "      | (the same last lines as rank " << (*same)->rank << ")\n";
       continue;
     }
     for (const auto& line : w.tail) err << "      | " << line << "\n";
-    if (!w.tail.empty()) shown = &w;
+    shown.push_back(&w);
   }
   err << std::flush;
 }
