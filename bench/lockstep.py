@@ -25,10 +25,11 @@ def main(prefix):
     steps = min((len(t) for t in jobs), default=0)
     if not rates or len(jobs) != len(rates) or steps == 0:
         sys.exit(f"lockstep.py: no per-step metrics under {prefix}-*")
-    mean = sum(sum(t[k] for t in jobs) / len(jobs) for k in range(steps))
-    slowest = sum(max(t[k] for t in jobs) for k in range(steps))
+    # Seconds for the steps as the jobs ran them (on average) and as the slowest of each sets.
+    apart = sum(sum(t[k] for t in jobs) / len(jobs) for k in range(steps))
+    lockstep = sum(max(t[k] for t in jobs) for k in range(steps))
     summed = sum(rates)
-    print(round(summed), round(summed * mean / slowest))
+    print(round(summed), round(summed * apart / lockstep))
 
 
 if __name__ == "__main__":
