@@ -178,8 +178,8 @@ std::vector<ConfigKey> distributed_keys() {
     {"distributed.strategy", "auto | ddp | zero1 | zero2 | zero3 | hsdp (auto: by memory)",
      [](Config& c) -> Field { return &c.distributed.strategy; }},
     {"distributed.backend",
-     "auto | gloo | nccl | shm (auto: nccl on CUDA, gloo on CPU; shm: CPU ranks of one host "
-     "through shared memory)",
+     "auto | gloo | nccl | shm (auto: nccl on a GPU; on the CPU shared memory within a host and "
+     "gloo across hosts; shm: CPU ranks of one host through shared memory)",
      [](Config& c) -> Field { return &c.distributed.backend; }},
     {"distributed.bucket_cap_mb", "gradient bucket size in MiB, for every strategy (ddp's all-reduce, zero1/zero2's reduce-scatter)",
      [](Config& c) -> Field { return &c.distributed.bucket_cap_mb; }, Rule::positive},

@@ -1,5 +1,5 @@
 // check_cuda and check_nccl of a build without CUDA (lib/src/doctor/cuda/ is not compiled then):
-// both warn, because such a build still trains everywhere, on CPU with Gloo.
+// both warn, because such a build still trains everywhere, on the CPU.
 #include "genesis/doctor/doctor.hpp"
 
 #ifndef GENESIS_WITH_CUDA
@@ -15,7 +15,7 @@ const char* const kRebuildHint =
 
 std::vector<CheckResult> check_cuda() {
   return {{"cuda", CheckStatus::warn,
-           "no CUDA device: training runs on CPU with Gloo (built without CUDA)", kRebuildHint,
+           "no CUDA device: training runs on the CPU (built without CUDA)", kRebuildHint,
            false}};
 }
 

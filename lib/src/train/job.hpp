@@ -15,8 +15,9 @@ namespace genesis::train {
 
 class Job {
  public:
-  // `device` is where the rank's tensors live: it decides the backend (auto: nccl on a GPU,
-  // gloo on the CPU) and refuses a backend that cannot reduce tensors there.
+  // `device` is where the rank's tensors live: it decides the backend (auto: nccl on a GPU;
+  // on the CPU shared memory within a host, gloo across hosts) and refuses a backend that cannot
+  // reduce tensors there.
   Job(const DistributedConfig& config, Device device);
   ~Job();  // tears down the default group if this Job created it
   Job(const Job&) = delete;

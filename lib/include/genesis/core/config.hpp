@@ -184,7 +184,7 @@ struct TrainingConfig {
 
 struct DistributedConfig {
   StrategyKind strategy = StrategyKind::automatic;
-  BackendKind backend = BackendKind::automatic;  // auto: nccl on a GPU, gloo on the CPU
+  BackendKind backend = BackendKind::automatic;  // auto: nccl on a GPU, shm+gloo on the CPU
   double bucket_cap_mb = 25;      // DDP gradient bucket size
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;

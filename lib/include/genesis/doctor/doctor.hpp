@@ -54,7 +54,7 @@ CheckResult check_cpu();
 // tensor/blas_kernels.hpp); a warn where kernels without AVX run on a CPU that has it.
 CheckResult check_blas(const cpu::BlasKernels& kernels, const cpu::CpuFeatures& cpu);
 // "cuda": the driver and device count, then one "cuda:N" row per device. No GPU, no driver or a
-// build without CUDA is a warn: training then runs on CPU with Gloo.
+// build without CUDA is a warn: training then runs on the CPU.
 std::vector<CheckResult> check_cuda();
 // "nccl": the library's version, then one "nccl:N" row per GPU running a one-rank all_reduce
 // (under a launcher only on this rank's GPU, local rank % GPUs, so ranks do not all initialise

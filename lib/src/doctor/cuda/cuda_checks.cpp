@@ -1,7 +1,7 @@
 // The GPU checks of a CUDA build: driver and runtime versions, each device's name, memory and
 // compute capability, NCCL's version, and a one-rank NCCL all_reduce on every GPU (a broken
 // driver/NCCL pairing shows up here, not in the middle of a job). A machine without a GPU or
-// driver is a warn, not an error: the same build then trains on CPU with Gloo. A GPU that is
+// driver is a warn, not an error: the same build then trains on the CPU. A GPU that is
 // there but unusable (an old driver, no permission) is a failure.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -124,7 +124,7 @@ std::vector<CheckResult> check_cuda() {
                                               cuda_version_text(runtime)
                                         : versions + "; " + status.reason;
     return {{"cuda", CheckStatus::warn,
-             "no CUDA device: training runs on CPU with Gloo (" + why + ")",
+             "no CUDA device: training runs on the CPU (" + why + ")",
              driver == 0 ? "for GPU training install the NVIDIA driver (nvidia-smi must list the "
                            "GPUs); in docker, run with --gpus all"
                          : "for GPU training check nvidia-smi and CUDA_VISIBLE_DEVICES",
