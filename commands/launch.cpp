@@ -280,6 +280,25 @@ std::string genesis_command_names(const CLI::App& launch_app) {
   return names;
 }
 
+// The global flags the user gave (`genesis --log-level warn launch ... train`), for the ranks that
+// run a genesis command: they are meant for the whole job, not the launcher alone. A flag the
+// rank's own words already give is theirs to set.
+std::vector<std::string> given_global_flags(const CLI::App& launch_app,
+                                            const std::vector<std::string>& words) {
+  std::vector<std::string> flags;
+  const CLI::App* root = launch_app.get_parent();
+  if (root == nullptr) return flags;
+  for (const std::string name : {"--log-level", "--color"}) {
+    const CLI::Option* option = root->get_option_no_throw(name);
+    if (option == nullptr || option->count() == 0) continue;
+    const bool own = std::any_of(words.begin(), words.end(), [&](const std::string& w) {
+      return w == name || w.starts_with(name + "=");
+    });
+    if (!own) flags.insert(flags.end(), {name, option->results().back()});
+  }
+  return flags;
+}
+
 // What each worker runs. After `--` the program runs as given. Otherwise the first word decides,
 // as torchrun's training_script does: with -m a module and with --no-python a program; else a
 // genesis command runs this binary, and a *.py script runs under python3 (torchrun: the
@@ -312,6 +331,8 @@ std::vector<std::string> worker_command(const LaunchFlags& flags) {
   if (after_dashes || flags.no_python) return words;
   const std::string& first = words.front();
   if (is_genesis_command(*flags.app, first)) {
+    const std::vector<std::string> global = given_global_flags(*flags.app, words);
+    words.insert(words.begin(), global.begin(), global.end());
     words.insert(words.begin(), self_executable());
     return words;
   }

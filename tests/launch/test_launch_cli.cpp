@@ -129,6 +129,35 @@ TEST_CASE("launch runs a genesis subcommand with this binary", "[launch]") {
   CHECK(contains(r.out, "[rank 1] mlp\n"));
 }
 
+TEST_CASE("genesis's --log-level and --color reach the ranks that run a genesis command",
+          "[launch]") {
+  const std::string self = fs::canonical(GENESIS_TEST_BIN).string();
+  // Before launch, or among its flags; a rank's own flag is left to it; a program is not genesis.
+  auto before = run_genesis({"--log-level", "warn", "--color", "never", "launch", "--nproc", "2",
+                             "--dry-run", "train", "--preset", "mlp"}, kNoOmp);
+  REQUIRE(before.exit_code == 0);
+  CHECK(contains(before.out,
+                 "rank 1 (local rank 1, node 0): " + self +
+                     " --log-level warn --color never train --preset mlp\n"));
+  auto among = run_genesis({"launch", "--log-level", "error", "--nproc", "2", "--dry-run", "train",
+                            "--log-level", "debug"}, kNoOmp);
+  REQUIRE(among.exit_code == 0);
+  CHECK(contains(among.out, "rank 0 (local rank 0, node 0): " + self + " train --log-level debug\n"));
+  auto program = run_genesis({"--log-level", "warn", "launch", "--dry-run", "--", "true"}, kNoOmp);
+  CHECK(contains(program.out, "rank 0 (local rank 0, node 0): true\n"));
+
+  // And a real job is as quiet as asked: no rank logs its steps at info.
+  TempDir dir;
+  auto quiet = run_genesis({"--log-level", "warn", "launch", "--nproc", "2", "train", "--preset",
+                            "mlp", "-o", dir.path().string(), "--set", "training.max_steps=3",
+                            "--set", "training.logging_steps=1"},
+                           kNoOmp);
+  INFO(quiet.out << quiet.err);
+  REQUIRE(quiet.exit_code == 0);
+  CHECK_FALSE(contains(quiet.out + quiet.err, " info "));
+  CHECK(fs::exists(dir.path() / "mlp" / "summary.json"));
+}
+
 TEST_CASE("relayed output keeps whole lines from concurrent ranks", "[launch]") {
   // Each rank writes 3000 lines of 300 copies of its rank digit; awk's block-buffered writes
   // split lines across pipe reads, so any mid-line interleaving would show as a mixed line.
