@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -30,6 +31,10 @@ struct ReportStyle {
 
 int report(const std::string& message, const std::exception& e, int exit_code,
            const ReportStyle& style) {
+  // From here this process only exits, with its own code. Under `genesis launch` the peers of a
+  // rank that fails as they do are sent SIGTERM when the first of them exits; the launcher's
+  // summary should then show this code, not the signal.
+  std::signal(SIGTERM, SIG_IGN);
   std::string line = message;
   for (char& c : line)
     if (c == '\n') c = ' ';

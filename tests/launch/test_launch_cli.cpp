@@ -142,7 +142,8 @@ TEST_CASE("genesis's --log-level and --color reach the ranks that run a genesis 
   auto among = run_genesis({"launch", "--log-level", "error", "--nproc", "2", "--dry-run", "train",
                             "--log-level", "debug"}, kNoOmp);
   REQUIRE(among.exit_code == 0);
-  CHECK(contains(among.out, "rank 0 (local rank 0, node 0): " + self + " train --log-level debug\n"));
+  CHECK(contains(among.out,
+                 "rank 0 (local rank 0, node 0): " + self + " train --log-level debug\n"));
   auto program = run_genesis({"--log-level", "warn", "launch", "--dry-run", "--", "true"}, kNoOmp);
   CHECK(contains(program.out, "rank 0 (local rank 0, node 0): true\n"));
 
