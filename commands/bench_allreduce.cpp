@@ -149,6 +149,9 @@ int run_bench(const BenchFlags& flags, const RunContext& context) {
     context.out << "# Avg bus bandwidth    : " << (rows.empty() ? 0.0 : bus_sum / rows.size())
                 << "\n";
     if (!flags.json.empty()) write_json(flags.json, o, group->size(), group->backend_name(), rows);
+    if (group->size() == 1)  // as nccl-tests on one GPU: the table alone reads as a broken link
+      std::cerr << "bench-allreduce: 1 rank, so nothing crossed between processes (bus bandwidth "
+                   "0); `genesis launch --nproc 2 bench-allreduce` measures communication\n";
   }
   if (wrong > 0) {
     if (leader) std::cerr << "bench-allreduce: " << wrong << " elements were wrong\n";

@@ -108,6 +108,17 @@ TEST_CASE("bench-allreduce on 2 launched ranks prints checked rows", "[bench_all
     CHECK(m[4].str() == "0");
   }
   CHECK(sizes == std::vector<std::uint64_t>{1024, 2048, 4096, 8192, 16384, 32768, 65536});
+  CHECK(r.err.find("nothing crossed") == std::string::npos);
+}
+
+TEST_CASE("bench-allreduce on one rank says how to measure communication", "[bench_allreduce]") {
+  auto r = run_genesis({"bench-allreduce", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("# all_reduce: 1 ranks") != std::string::npos);
+  const std::string note = "1 rank, so nothing crossed between processes (bus bandwidth 0); "
+                           "`genesis launch --nproc 2 bench-allreduce` measures communication";
+  CHECK(r.err.find(note) != std::string::npos);
 }
 
 TEST_CASE("bench-allreduce --min-busbw gate and bad flags", "[bench_allreduce]") {
