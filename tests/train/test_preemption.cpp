@@ -1,7 +1,7 @@
 // A scheduler's signal stops a run without losing it: SIGTERM to `genesis launch` (passed on to
-// every rank) or SIGUSR1 to a lone `genesis train` makes training save a checkpoint at the next
-// step boundary and exit with the signal's status within the grace period, and `--resume auto`
-// continues from that checkpoint to the end.
+// every rank), or SIGUSR1 or Ctrl-C to a lone `genesis train`, makes training save a checkpoint
+// at the next step boundary and exit with the signal's status within the grace period, and
+// `--resume auto` continues from that checkpoint to the end.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -64,6 +64,38 @@ TEST_CASE("SIGTERM to genesis launch saves a checkpoint at a step boundary and r
   CHECK(resumed.exit_code == 0);
   CHECK_THAT(resumed.out, Catch::Contains("(step " + std::to_string(step) + ")"));
   CHECK(latest_step(run) == 60);
+}
+
+TEST_CASE("Ctrl-C to a lone genesis train saves as a scheduler's signal does",
+          "[train][preemption]") {
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  // A shell's background job would ignore SIGINT, as a terminal's Ctrl-C does not.
+  const CliResult stopped = interrupt(std::string("env --default-signal=INT '") +
+                                          GENESIS_TEST_BIN + "' " + train_args(dir.path()),
+                                      run, "INT");
+  INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
+  CHECK_THAT(stopped.out, Catch::Contains("exit=130"));  // 128 + SIGINT
+  CHECK_THAT(stopped.err, Catch::Contains("received SIGINT: stopped after step"));
+  const int step = latest_step(run);
+  CHECK(step >= 3);
+  CHECK(step < 60);
+}
+
+TEST_CASE("Ctrl-C to genesis launch is passed on and the ranks save before they stop",
+          "[train][preemption]") {
+  TempDir dir;
+  const fs::path run = dir.path() / "run";
+  const CliResult stopped =
+      interrupt(std::string("env --default-signal=INT '") + GENESIS_TEST_BIN +
+                    "' launch --nproc 2 " + train_args(dir.path()),
+                run, "INT");
+  INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
+  CHECK_THAT(stopped.out, Catch::Contains("exit=130"));
+  CHECK_THAT(stopped.err, Catch::Contains("received SIGINT: stopped after step"));
+  const int step = latest_step(run);
+  CHECK(step >= 3);
+  CHECK(step < 60);
 }
 
 TEST_CASE("SIGUSR1 to a lone genesis train saves and exits with its status", "[train][preemption]") {

@@ -4,14 +4,18 @@
 
 #include <signal.h>
 
+#include <iterator>
 #include <vector>
 
 namespace genesis::train {
 namespace {
 
 volatile sig_atomic_t g_signal = 0;
-constexpr int kSignals[] = {SIGTERM, SIGUSR1, SIGUSR2};
-struct sigaction g_previous[3];
+// SIGINT is Ctrl-C, at a lone `genesis train` or passed on by `genesis launch`: the run saves as
+// for a scheduler, and a second Ctrl-C stops it at once.
+constexpr int kSignals[] = {SIGTERM, SIGUSR1, SIGUSR2, SIGINT};
+constexpr int kCount = static_cast<int>(std::size(kSignals));
+struct sigaction g_previous[kCount];
 
 void remember(int signal) { g_signal = signal; }
 
@@ -22,22 +26,28 @@ PreemptionWatch::PreemptionWatch() {
   struct sigaction action {};
   action.sa_handler = remember;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;  // a signal must not fail the read or write it interrupts
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &action, &g_previous[i]);
+  for (int i = 0; i < kCount; ++i) {
+    sigaction(kSignals[i], nullptr, &g_previous[i]);
+    // A shell's background job ignores Ctrl-C, and keeps ignoring it here.
+    if (kSignals[i] == SIGINT && g_previous[i].sa_handler == SIG_IGN) continue;
+    // SA_RESTART: a signal must not fail the read or write it interrupts.
+    action.sa_flags = SA_RESTART | (kSignals[i] == SIGINT ? SA_RESETHAND : 0);
+    sigaction(kSignals[i], &action, nullptr);
+  }
 }
 
 PreemptionWatch::~PreemptionWatch() {
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+  for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
 }
 
 int PreemptionWatch::agreed_signal(const Job& job, std::int64_t step) const {
   if (job.world_size() == 1) return g_signal;
   if (step % kAgreeEvery != 0) return 0;
   // Ranks may see the signal a step apart: whichever any rank saw stands for all of them.
-  std::vector<double> seen(3, 0.0);
-  for (int i = 0; i < 3; ++i) seen[i] = g_signal == kSignals[i] ? 1.0 : 0.0;
+  std::vector<double> seen(kCount, 0.0);
+  for (int i = 0; i < kCount; ++i) seen[i] = g_signal == kSignals[i] ? 1.0 : 0.0;
   job.sum(seen);
-  for (int i = 2; i >= 0; --i)
+  for (int i = kCount - 1; i >= 0; --i)
     if (seen[i] > 0) return kSignals[i];
   return 0;
 }
@@ -47,6 +57,7 @@ const char* preemption_signal_name(int signal) {
     case SIGTERM: return "SIGTERM";
     case SIGUSR1: return "SIGUSR1";
     case SIGUSR2: return "SIGUSR2";
+    case SIGINT: return "SIGINT";
     default: return "a signal";
   }
 }

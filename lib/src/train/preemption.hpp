@@ -13,7 +13,8 @@ namespace genesis::train {
 
 class PreemptionWatch {
  public:
-  // Catches SIGTERM, SIGUSR1 and SIGUSR2 for its lifetime (the previous handlers come back).
+  // Catches SIGTERM, SIGUSR1, SIGUSR2 and the first SIGINT (Ctrl-C; not when it was ignored)
+  // for its lifetime (the previous handlers come back).
   PreemptionWatch();
   ~PreemptionWatch();
   PreemptionWatch(const PreemptionWatch&) = delete;
@@ -27,7 +28,7 @@ class PreemptionWatch {
   static constexpr std::int64_t kAgreeEvery = 10;
 };
 
-// "SIGTERM", "SIGUSR1", "SIGUSR2".
+// "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT".
 const char* preemption_signal_name(int signal);
 
 }  // namespace genesis::train
