@@ -414,6 +414,28 @@ TEST_CASE("genesis ckpt export --format hf: a numpy GPT-2 forward on it matches 
   CHECK(worst < 1e-4);
 }
 
+TEST_CASE("genesis ckpt export into a directory writes model.safetensors and config.json there",
+          "[ckpt-cli]") {
+  Run run;
+  const fs::path made = run.tmp.path() / "made";
+  fs::create_directories(made);
+  const fs::path slash = run.tmp.path() / "new";  // given as "new/": created
+  for (const std::string& given : {made.string(), slash.string() + "/"}) {
+    INFO(given);
+    const auto r = run_genesis({"ckpt", "export", run.dir.string(), "-o", given});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const fs::path dir = given == made.string() ? made : slash;
+    CHECK(r.out.rfind("wrote " + (dir / "model.safetensors").string(), 0) == 0);
+    CHECK(fs::is_regular_file(dir / "model.safetensors"));
+    CHECK(json::parse(read_text(dir / "config.json"))["model_type"] == "gpt2");
+    CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 2);
+  }
+  const auto again = run_genesis({"ckpt", "export", run.dir.string(), "-o", made.string()});
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("model.safetensors' already exists: pass --force") != std::string::npos);
+}
+
 TEST_CASE("genesis ckpt reshard 2 -> 3 -> 1 keeps every logical tensor and the global batch", "[ckpt-cli]") {
   Run run;
   const fs::path x3 = run.tmp.path() / "x3", x1 = run.tmp.path() / "x1";

@@ -58,6 +58,13 @@ void check_target(const fs::path& path, bool force) {
                 "'" + path.string() + "' already exists: pass --force to replace it");
 }
 
+// A directory (one that exists, or a path ending in '/') gets model.safetensors inside it: the
+// file transformers' from_pretrained(DIR) reads, with config.json beside it.
+fs::path output_file(const fs::path& given) {
+  if (!given.has_filename() || fs::is_directory(given)) return given / "model.safetensors";
+  return given;
+}
+
 void rename_into_place(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
@@ -170,8 +177,8 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
                   "head (model.head = \"value\"): export it with --format genesis");
   }
 
-  result.file = options.file;
-  if (result.format == ExportFormat::hf) result.config_file = options.file.parent_path() / "config.json";
+  result.file = output_file(options.file);
+  if (result.format == ExportFormat::hf) result.config_file = result.file.parent_path() / "config.json";
   check_target(result.file, options.force);
   if (result.config_file) check_target(*result.config_file, options.force);
 
@@ -180,7 +187,7 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
   for (const auto& [name, t] : tensors) result.elements += t.numel();
   result.tensors = tensors.size();
 
-  const fs::path dir = options.file.parent_path().empty() ? fs::path(".") : options.file.parent_path();
+  const fs::path dir = result.file.parent_path().empty() ? fs::path(".") : result.file.parent_path();
   fs::create_directories(dir);
   const fs::path tmp = temporary_name(result.file);
   const fs::path tmp_config = result.config_file ? temporary_name(*result.config_file) : fs::path();

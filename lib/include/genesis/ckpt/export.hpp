@@ -24,7 +24,8 @@ ExportFormat parse_export_format(const std::string& name);  // "auto" | "genesis
 std::string export_format_name(ExportFormat format);
 
 struct ExportOptions {
-  std::filesystem::path file;  // the .safetensors to write; hf adds config.json beside it
+  std::filesystem::path file;  // the .safetensors to write, or a directory for its
+                               // model.safetensors; hf adds config.json beside it
   ExportFormat format = ExportFormat::automatic;
   bool force = false;  // replace existing files; without it an existing file is an error
 };
