@@ -57,6 +57,7 @@ void add_ckpt_flags(CLI::App& app, CkptFlags& f) {
   f.ls->add_option("RUN_DIR", f.path, "The run directory, or its checkpoints/ directory")
       ->required()
       ->type_name("DIR");
+  f.ls->alias("list");  // as docker and kubectl accept both
   f.ls->add_flag("--json", f.json, "Print the listing as one JSON object");
 
   f.info = add_ckpt_subcommand(app, "info", "Show a checkpoint's facts, files and every tensor's sharding");

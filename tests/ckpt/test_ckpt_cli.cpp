@@ -105,8 +105,9 @@ TEST_CASE("genesis ckpt ls lists committed checkpoints, the latest, and ignored 
   }
   CHECK(lines[4] == "ignored: .tmp-step-60 (an interrupted save; never loaded, removed at the next save)");
 
-  // The checkpoints/ directory itself means the same run.
+  // The checkpoints/ directory itself means the same run; `list` is `ls`.
   CHECK(run_genesis({"ckpt", "ls", (run.dir / "checkpoints").string()}).out == r.out);
+  CHECK(run_genesis({"ckpt", "list", run.dir.string()}).out == r.out);
 
   const auto j = run_genesis({"ckpt", "ls", run.dir.string(), "--json"});
   REQUIRE(j.exit_code == 0);
