@@ -371,6 +371,17 @@ TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was"
   // Saved by 2 ranks x 8 (a global batch of 16): 3 ranks cannot keep it (1 rank resumes with
   // accumulation 2, see test_resume_world.cpp).
   refused(3, source, 2, "cannot resume a 2-rank checkpoint on 3 ranks keeping its global batch of 16");
+
+  // The run itself, resumed in place with fewer steps than it has done: nothing to train, and no
+  // summary of figures that were never measured.
+  std::vector<std::string> fewer = sets;
+  fewer.insert(fewer.end(), {"training.max_steps=3", "training.resume_from_checkpoint=auto"});
+  const CliResult past = run_genesis(launched(2, train_args(out_a, "run", "mlp", fewer)), quiet_env());
+  INFO(past.out << past.err);
+  CHECK(past.exit_code == 2);
+  CHECK(past.err.find("is at step 4, past training.max_steps = 3: nothing to train; raise "
+                      "training.max_steps to continue the run") != std::string::npos);
+  CHECK(snapshot(out_a) == before);
 }
 
 TEST_CASE("resume: a fresh start never deletes an earlier run's checkpoints unasked", "[resume]") {

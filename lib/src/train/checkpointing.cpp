@@ -375,6 +375,12 @@ RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Stra
     return start;
   }
   const fs::path& dir = *start.resumed_from;
+  // Past the last step there is nothing to train, and no evaluation of the last step to report.
+  const std::int64_t saved_at = ckpt::read_manifest(dir).step;
+  GENESIS_CHECK(saved_at <= config.training.max_steps, ConfigError,
+                "checkpoint '" + dir.string() + "' is at step " + std::to_string(saved_at) +
+                    ", past training.max_steps = " + std::to_string(config.training.max_steps) +
+                    ": nothing to train; raise training.max_steps to continue the run");
   start.elastic = plan_resume(dir, config.training, run_dir, job);
   start.config.training.gradient_accumulation_steps = start.elastic.gradient_accumulation_steps;
   start.resumed = load_checkpoint(start.elastic.load_dir, start.config, strategy, model, job);
