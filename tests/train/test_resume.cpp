@@ -376,7 +376,8 @@ TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was"
   // summary of figures that were never measured.
   std::vector<std::string> fewer = sets;
   fewer.insert(fewer.end(), {"training.max_steps=3", "training.resume_from_checkpoint=auto"});
-  const CliResult past = run_genesis(launched(2, train_args(out_a, "run", "mlp", fewer)), quiet_env());
+  const CliResult past =
+      run_genesis(launched(2, train_args(out_a, "run", "mlp", fewer)), quiet_env());
   INFO(past.out << past.err);
   CHECK(past.exit_code == 2);
   CHECK(past.err.find("is at step 4, past training.max_steps = 3: nothing to train; raise "
