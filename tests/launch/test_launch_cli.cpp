@@ -17,6 +17,7 @@
 #include <set>
 
 #include "support/cli_run.hpp"
+#include "support/local_slurm.hpp"
 
 namespace fs = std::filesystem;
 using genesis::testing::lines_of;
@@ -393,6 +394,21 @@ TEST_CASE("emit-sbatch writes a runnable script", "[launch]") {
                      "echo \"$GENESIS_STORE_TOKEN\""},
       {{{"GENESIS_STORE_TOKEN", std::nullopt}}, {}});
   CHECK(token.out.size() == 33);  // 32 hex digits and the newline
+}
+
+TEST_CASE("node 0 says which nodes have not joined and where they must connect", "[launch]") {
+  // A job of 2 nodes whose node 1 never starts: its ranks would wait silently up to --timeout.
+  const std::string port = std::to_string(genesis::testing::LocalSlurm::free_port_pair());
+  auto r = run_genesis({"launch", "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port",
+                        port, "--heartbeat-timeout", "2", "--", "sleep", "4"},
+                       kNoOmp);
+  INFO("stderr: " << r.err);
+  const std::string store = "127.0.0.1:" + std::to_string(std::stoi(port) + 1);
+  CHECK_THAT(r.err, Catch::Contains("genesis launch: waiting for node 1 of 2: no launcher of "
+                                    "theirs has reached the job's store at " + store +
+                                    "; start `genesis launch --nnodes 2 --node-rank N "
+                                    "--master-addr 127.0.0.1 --master-port " + port +
+                                    " ...` there"));
 }
 
 TEST_CASE("every node of a job derives the same run id and store token", "[launch]") {

@@ -200,6 +200,7 @@ void JobMonitor::watch_membership(Session& session) {
 bool JobMonitor::others_finished(Session& session) {
   rendezvous::TCPStore& store = *session.store;
   bool all = true;
+  std::vector<int> unheard;
   for (int node = 1; node < options_.nnodes; ++node) {
     const std::string n = std::to_string(node);
     Peer& peer = session.peers[node];
@@ -207,6 +208,7 @@ bool JobMonitor::others_finished(Session& session) {
     all = false;
     const std::int64_t beats = store.add(prefix_ + "beat/" + n, 0);
     if (beats != peer.beats) peer = {beats, Clock::now(), false};
+    if (beats == 0) unheard.push_back(node);
     if (beats == 0 || Clock::now() - peer.changed <= timeout_) continue;
     peer.lost = true;
     const std::string host = store.check({prefix_ + "host/" + n})
@@ -219,7 +221,14 @@ bool JobMonitor::others_finished(Session& session) {
       store.set(prefix_ + "failed", "0\n" + cause);
     fail_remote(cause);
   }
+  std::lock_guard lock(mutex_);
+  unheard_ = std::move(unheard);
   return all;
+}
+
+std::vector<int> JobMonitor::unheard_nodes() const {
+  std::lock_guard lock(mutex_);
+  return unheard_;
 }
 
 }  // namespace genesis::launch

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "genesis/launch/launch_options.hpp"
 #include "genesis/launch/worker_env.hpp"
@@ -39,6 +40,8 @@ class JobMonitor {
   std::optional<std::string> remote_failure() const;
   // Which nodes came back ("node 1 (host-b)") when the attempt is to restart to take them in.
   std::optional<std::string> regroup() const;
+  // Node 0: the nodes not heard from yet (no launcher of theirs has reached the store).
+  std::vector<int> unheard_nodes() const;
   // The attempt is over here (`ok`: every local rank succeeded). Waits, at most about the
   // heartbeat timeout, until this node's news is out and, on node 0, every node is done.
   void finish(bool ok);
@@ -67,6 +70,7 @@ class JobMonitor {
   std::optional<std::string> local_failure_;
   std::optional<std::string> remote_failure_;
   std::optional<std::string> regroup_;
+  std::vector<int> unheard_;  // node 0's last look
   std::chrono::steady_clock::time_point last_contact_{};
   std::thread thread_;  // last: it starts in the constructor and reads every member above
 };

@@ -78,6 +78,7 @@ constexpr auto kDrainTime = std::chrono::milliseconds(500);
 
 // Ranks stopped because another one failed need no time to save: they get at most this long.
 constexpr double kFailureGraceSeconds = 10;
+constexpr double kUnheardNoteSeconds = 10;  // first word of a node that has not joined
 
 // The signals handlers saw; a handler may only touch a sig_atomic_t, so these flags are global.
 volatile sig_atomic_t g_received_signal = 0;  // SIGINT/SIGTERM: stop the job
@@ -286,7 +287,15 @@ class AttemptWatch {
  public:
   AttemptWatch(const AttemptPlan& plan, const JobIdentity& job, const LaunchStreams& streams,
                std::vector<Worker>& workers)
-      : options_(plan.layout), streams_(streams), workers_(workers) {
+      : options_(plan.layout),
+        streams_(streams),
+        workers_(workers),
+        store_where_(options_.master_addr + ":" + std::to_string(job.store_port)),
+        master_port_(job.master_port),
+        next_unheard_note_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(std::min(
+                                                  kUnheardNoteSeconds,
+                                                  options_.heartbeat_timeout_s)))) {
     if (plan.spans_hosts) monitor_.emplace(options_, job, plan.take_in_up_to);
   }
 
@@ -303,6 +312,7 @@ class AttemptWatch {
       take_signals();
       reap_exits();
       hear_other_nodes();
+      note_unheard_nodes();
       if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
         for (auto& w : workers_) w.process->signal_group(SIGKILL);
         killed_ = true;
@@ -377,9 +387,31 @@ class AttemptWatch {
     }
   }
 
+  // Node 0: a node whose launcher never reached the job's store leaves every rank waiting in its
+  // rendezvous, up to --timeout, with nothing on the screen; say which, and where to connect.
+  void note_unheard_nodes() {
+    if (!monitor_ || options_.node_rank != 0 || result_.ending() ||
+        Clock::now() < next_unheard_note_)
+      return;
+    const std::vector<int> unheard = monitor_->unheard_nodes();
+    if (unheard.empty()) return;
+    std::string nodes;
+    for (int n : unheard) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
+    streams_.err << "genesis launch: waiting for node" << (unheard.size() > 1 ? "s " : " ")
+                 << nodes << " of " << options_.nnodes << ": no launcher of theirs has reached "
+                 << "the job's store at " << store_where_ << "; start `genesis launch --nnodes "
+                 << options_.nnodes << " --node-rank N --master-addr " << options_.master_addr
+                 << " --master-port " << master_port_ << " ...` there\n"
+                 << std::flush;
+    next_unheard_note_ = Clock::now() + std::chrono::seconds(60);
+  }
+
   const LaunchOptions& options_;
   const LaunchStreams& streams_;
   std::vector<Worker>& workers_;
+  const std::string store_where_;
+  const int master_port_;
+  Clock::time_point next_unheard_note_;  // when to say again which nodes are missing
   const double failure_grace_s_ = std::min(options_.grace_period_s, kFailureGraceSeconds);
   std::optional<JobMonitor> monitor_;  // the other nodes' launchers, across hosts
   AttemptResult result_;
