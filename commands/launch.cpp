@@ -204,12 +204,15 @@ void add_plan_only_flags(CLI::App& app, LaunchFlags& flags) {
       ->type_name("FILE");
 }
 
+// The root's flags that hold for the whole job (see given_global_flags).
+constexpr const char* kGlobalFlags[] = {"--log-level", "--color"};
+
 // Unknown words end the launch flags (below), so the global flags cannot fall through to the
 // root as they do for other commands; these copies hand their value to the root's option.
 void add_global_flag_copies(CLI::App& app) {
   CLI::App* root = app.get_parent();
   if (root == nullptr) return;
-  for (const char* name : {"--log-level", "--color"}) {
+  for (const char* name : kGlobalFlags) {
     CLI::Option* global = root->get_option_no_throw(name);
     if (global == nullptr) continue;
     app.add_option_function<std::string>(
@@ -288,7 +291,7 @@ std::vector<std::string> given_global_flags(const CLI::App& launch_app,
   std::vector<std::string> flags;
   const CLI::App* root = launch_app.get_parent();
   if (root == nullptr) return flags;
-  for (const std::string name : {"--log-level", "--color"}) {
+  for (const std::string name : kGlobalFlags) {
     const CLI::Option* option = root->get_option_no_throw(name);
     if (option == nullptr || option->count() == 0) continue;
     const bool own = std::any_of(words.begin(), words.end(), [&](const std::string& w) {

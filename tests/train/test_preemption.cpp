@@ -42,6 +42,18 @@ int latest_step(const fs::path& run) {
   return std::regex_search(name, m, std::regex(R"(step-(\d+))")) ? std::stoi(m[1]) : -1;
 }
 
+// The interrupted run exited with `exit` ("exit=N"), said `said`, and saved a checkpoint
+// mid-run; returns that checkpoint's step.
+int check_stopped_with_checkpoint(const CliResult& stopped, const fs::path& run,
+                                  const std::string& exit, const std::string& said) {
+  CHECK_THAT(stopped.out, Catch::Contains(exit));
+  CHECK_THAT(stopped.err, Catch::Contains(said));
+  const int step = latest_step(run);
+  CHECK(step >= 3);
+  CHECK(step < 60);
+  return step;
+}
+
 }  // namespace
 
 TEST_CASE("SIGTERM to genesis launch saves a checkpoint at a step boundary and resume continues",
@@ -51,11 +63,9 @@ TEST_CASE("SIGTERM to genesis launch saves a checkpoint at a step boundary and r
   const std::string launch = std::string("'") + GENESIS_TEST_BIN + "' launch --nproc 2 ";
   const CliResult stopped = interrupt(launch + train_args(dir.path()), run, "TERM");
   INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
-  CHECK_THAT(stopped.out, Catch::Contains("exit=143"));  // 128 + SIGTERM, within the grace period
-  CHECK_THAT(stopped.err, Catch::Contains("received SIGTERM: stopped after step"));
-  const int step = latest_step(run);
-  CHECK(step >= 3);
-  CHECK(step < 60);
+  // 128 + SIGTERM, within the grace period
+  const int step = check_stopped_with_checkpoint(stopped, run, "exit=143",
+                                                 "received SIGTERM: stopped after step");
   CHECK_FALSE(fs::exists(run / "summary.json"));  // the run is not finished
 
   const CliResult resumed = run_process(
@@ -75,11 +85,8 @@ TEST_CASE("Ctrl-C to a lone genesis train saves as a scheduler's signal does",
                                           GENESIS_TEST_BIN + "' " + train_args(dir.path()),
                                       run, "INT");
   INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
-  CHECK_THAT(stopped.out, Catch::Contains("exit=130"));  // 128 + SIGINT
-  CHECK_THAT(stopped.err, Catch::Contains("received SIGINT: stopped after step"));
-  const int step = latest_step(run);
-  CHECK(step >= 3);
-  CHECK(step < 60);
+  // 128 + SIGINT
+  check_stopped_with_checkpoint(stopped, run, "exit=130", "received SIGINT: stopped after step");
 }
 
 TEST_CASE("Ctrl-C to genesis launch is passed on and the ranks save before they stop",
@@ -91,11 +98,7 @@ TEST_CASE("Ctrl-C to genesis launch is passed on and the ranks save before they 
                     "' launch --nproc 2 " + train_args(dir.path()),
                 run, "INT");
   INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
-  CHECK_THAT(stopped.out, Catch::Contains("exit=130"));
-  CHECK_THAT(stopped.err, Catch::Contains("received SIGINT: stopped after step"));
-  const int step = latest_step(run);
-  CHECK(step >= 3);
-  CHECK(step < 60);
+  check_stopped_with_checkpoint(stopped, run, "exit=130", "received SIGINT: stopped after step");
 }
 
 TEST_CASE("SIGUSR1 to a lone genesis train saves and exits with its status", "[train][preemption]") {
@@ -104,9 +107,5 @@ TEST_CASE("SIGUSR1 to a lone genesis train saves and exits with its status", "[t
   const CliResult stopped =
       interrupt(std::string("'") + GENESIS_TEST_BIN + "' " + train_args(dir.path()), run, "USR1");
   INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
-  CHECK_THAT(stopped.out, Catch::Contains("exit=138"));  // 128 + SIGUSR1
-  CHECK_THAT(stopped.err, Catch::Contains("received SIGUSR1"));
-  const int step = latest_step(run);
-  CHECK(step >= 3);
-  CHECK(step < 60);
+  check_stopped_with_checkpoint(stopped, run, "exit=138", "received SIGUSR1");  // 128 + SIGUSR1
 }

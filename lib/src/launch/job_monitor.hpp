@@ -42,6 +42,8 @@ class JobMonitor {
   std::optional<std::string> regroup() const;
   // Node 0: the nodes not heard from yet (no launcher of theirs has reached the store).
   std::vector<int> unheard_nodes() const;
+  // "host:port" of the job's store, which node 0 serves.
+  const std::string& store_where() const { return store_where_; }
   // The attempt is over here (`ok`: every local rank succeeded). Waits, at most about the
   // heartbeat timeout, until this node's news is out and, on node 0, every node is done.
   void finish(bool ok);

@@ -80,6 +80,11 @@ constexpr auto kDrainTime = std::chrono::milliseconds(500);
 constexpr double kFailureGraceSeconds = 10;
 constexpr double kUnheardNoteSeconds = 10;  // first word of a node that has not joined
 
+Clock::time_point seconds_from_now(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 // The signals handlers saw; a handler may only touch a sig_atomic_t, so these flags are global.
 volatile sig_atomic_t g_received_signal = 0;  // SIGINT/SIGTERM: stop the job
 volatile sig_atomic_t g_forward_signal = 0;   // SIGUSR1/SIGUSR2: pass on, keep going
@@ -290,12 +295,9 @@ class AttemptWatch {
       : options_(plan.layout),
         streams_(streams),
         workers_(workers),
-        store_where_(options_.master_addr + ":" + std::to_string(job.store_port)),
         master_port_(job.master_port),
-        next_unheard_note_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(std::min(
-                                                  kUnheardNoteSeconds,
-                                                  options_.heartbeat_timeout_s)))) {
+        next_unheard_note_(
+            seconds_from_now(std::min(kUnheardNoteSeconds, options_.heartbeat_timeout_s))) {
     if (plan.spans_hosts) monitor_.emplace(options_, job, plan.take_in_up_to);
   }
 
@@ -335,8 +337,7 @@ class AttemptWatch {
       // A stopped rank (SIGSTOP, Ctrl-Z) would hold the signal until the grace period is over.
       w.process->signal_group(SIGCONT);
     }
-    if (!kill_at_) kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                 std::chrono::duration<double>(grace_s));
+    if (!kill_at_) kill_at_ = seconds_from_now(grace_s);
   }
 
   // SIGINT/SIGTERM stop the job; SIGUSR1/SIGUSR2 are passed on to every worker.
@@ -399,9 +400,10 @@ class AttemptWatch {
     for (int n : unheard) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
     streams_.err << "genesis launch: waiting for node" << (unheard.size() > 1 ? "s " : " ")
                  << nodes << " of " << options_.nnodes << ": no launcher of theirs has reached "
-                 << "the job's store at " << store_where_ << "; start `genesis launch --nnodes "
-                 << options_.nnodes << " --node-rank N --master-addr " << options_.master_addr
-                 << " --master-port " << master_port_ << " ...` there\n"
+                 << "the job's store at " << monitor_->store_where()
+                 << "; start `genesis launch --nnodes " << options_.nnodes
+                 << " --node-rank N --master-addr " << options_.master_addr << " --master-port "
+                 << master_port_ << " ...` there\n"
                  << std::flush;
     next_unheard_note_ = Clock::now() + std::chrono::seconds(60);
   }
@@ -409,7 +411,6 @@ class AttemptWatch {
   const LaunchOptions& options_;
   const LaunchStreams& streams_;
   std::vector<Worker>& workers_;
-  const std::string store_where_;
   const int master_port_;
   Clock::time_point next_unheard_note_;  // when to say again which nodes are missing
   const double failure_grace_s_ = std::min(options_.grace_period_s, kFailureGraceSeconds);

@@ -259,6 +259,11 @@ std::int64_t accumulation_keeping(std::int64_t global, int saved_world, std::int
 json plan_on_rank0(const fs::path& dir, const TrainingConfig& t, const fs::path& run_dir, int world) {
   const ckpt::Checkpoint checkpoint(dir);
   const ckpt::Manifest& m = checkpoint.manifest();
+  // Past the last step there is nothing to train, and no evaluation of the last step to report.
+  GENESIS_CHECK(m.step <= t.max_steps, ConfigError,
+                "checkpoint '" + dir.string() + "' is at step " + std::to_string(m.step) +
+                    ", past training.max_steps = " + std::to_string(t.max_steps) +
+                    ": nothing to train; raise training.max_steps to continue the run");
   json changes = m.info.value("world_size_changes", json::array());
   std::int64_t accum = t.gradient_accumulation_steps;
   std::string notice;
@@ -375,12 +380,6 @@ RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Stra
     return start;
   }
   const fs::path& dir = *start.resumed_from;
-  // Past the last step there is nothing to train, and no evaluation of the last step to report.
-  const std::int64_t saved_at = ckpt::read_manifest(dir).step;
-  GENESIS_CHECK(saved_at <= config.training.max_steps, ConfigError,
-                "checkpoint '" + dir.string() + "' is at step " + std::to_string(saved_at) +
-                    ", past training.max_steps = " + std::to_string(config.training.max_steps) +
-                    ": nothing to train; raise training.max_steps to continue the run");
   start.elastic = plan_resume(dir, config.training, run_dir, job);
   start.config.training.gradient_accumulation_steps = start.elastic.gradient_accumulation_steps;
   start.resumed = load_checkpoint(start.elastic.load_dir, start.config, strategy, model, job);
