@@ -10,6 +10,7 @@
 using namespace genesis;
 using genesis::testing::lines_of;
 using genesis::testing::run_genesis;
+using genesis::testing::run_process;
 
 namespace {
 
@@ -53,6 +54,18 @@ TEST_CASE("genesis --version names the build", "[cli]") {
   CHECK(lines[2] == "Gloo: " + info.gloo);
   CHECK(lines[3] == "BLAS: " + info.blas);
   CHECK(commands::version_text() + "\n" == result.out);
+}
+
+TEST_CASE("genesis --version names the commit checked out at the build, not at configure",
+          "[cli]") {
+  // Without git or outside a clone the hash is "unknown"; in a clone it must be HEAD's, which a
+  // build after a pull or a commit reads again.
+  auto git = run_process({"git", "-C", GENESIS_TEST_SOURCE_DIR, "rev-parse", "--short", "HEAD"});
+  if (git.exit_code != 0) {
+    CHECK(build_info().git_hash == "unknown");
+    return;
+  }
+  CHECK(build_info().git_hash + "\n" == git.out);
 }
 
 TEST_CASE("every command and every flag has help text", "[cli]") {
