@@ -275,6 +275,32 @@ TEST_CASE("SIGTERM to the launcher stops every worker", "[launch]") {
   }
 }
 
+TEST_CASE("Ctrl-C twice to the launcher kills the workers without waiting out the grace period",
+          "[launch]") {
+  // The workers ignore SIGINT and SIGTERM: only the SIGKILL stops them, 60 s after the first
+  // Ctrl-C unless the second one brings it forward.
+  TempDir dir;
+  const std::string script =
+      "env --default-signal=INT \"$0\" launch --nproc 2 --grace-period 60 -- sh -c "
+      "\"trap '' INT TERM; echo \\$\\$ > pid_\\$RANK; sleep 60\" & L=$!; "
+      "while [ ! -s pid_0 ] || [ ! -s pid_1 ]; do sleep 0.05; done; "
+      "kill -INT $L; sleep 0.5; kill -INT $L; wait $L; echo code=$?";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_process({"sh", "-c", script, GENESIS_TEST_BIN}, {{}, dir.path()});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("stderr: " << r.err);
+  CHECK(contains(r.out, "code=130"));
+  CHECK(seconds < 10);
+  CHECK(contains(r.err, "received SIGINT, stopping all workers (they have 60 s, --grace-period, "
+                        "to save and exit; send it again to kill them now)"));
+  CHECK(contains(r.err, "received SIGINT again, killing all workers"));
+  for (int rank : {0, 1}) {
+    const pid_t pid = std::stoi(read_text(dir.path() / ("pid_" + std::to_string(rank))));
+    CHECK(live_processes_in_group(pid) == 0);
+  }
+}
+
 TEST_CASE("workers die with a launcher killed by SIGKILL", "[launch]") {
   TempDir dir;
   const std::string script = "\"$0\" launch -- sh -c 'echo $$ > pid_0; exec sleep 60' & L=$!; "

@@ -87,6 +87,10 @@ TEST_CASE("Ctrl-C to a lone genesis train saves as a scheduler's signal does",
   INFO("stdout:\n" << stopped.out << "\nstderr:\n" << stopped.err);
   // 128 + SIGINT
   check_stopped_with_checkpoint(stopped, run, "exit=130", "received SIGINT: stopped after step");
+  // Said at once, before the step ends; a long step would otherwise leave the terminal silent.
+  CHECK_THAT(stopped.err, Catch::Contains("genesis train: received SIGINT: saving a checkpoint "
+                                          "when this step ends, then stopping (Ctrl-C again "
+                                          "stops at once, unsaved)"));
 }
 
 TEST_CASE("Ctrl-C to genesis launch is passed on and the ranks save before they stop",

@@ -87,9 +87,13 @@ Clock::time_point seconds_from_now(double seconds) {
 
 // The signals handlers saw; a handler may only touch a sig_atomic_t, so these flags are global.
 volatile sig_atomic_t g_received_signal = 0;  // SIGINT/SIGTERM: stop the job
+volatile sig_atomic_t g_received_count = 0;   // how many: a second one kills the workers at once
 volatile sig_atomic_t g_forward_signal = 0;   // SIGUSR1/SIGUSR2: pass on, keep going
 
-void record_signal(int signal) { g_received_signal = signal; }
+void record_signal(int signal) {
+  g_received_signal = signal;
+  if (g_received_count < 2) g_received_count = g_received_count + 1;
+}
 void record_forward(int signal) { g_forward_signal = signal; }
 
 // Installs SIGINT/SIGTERM handlers and SIGUSR1/SIGUSR2 ones (a scheduler's warning before it
@@ -99,6 +103,7 @@ class SignalCapture {
  public:
   SignalCapture() {
     g_received_signal = 0;
+    g_received_count = 0;
     g_forward_signal = 0;
     struct sigaction action {};
     action.sa_handler = record_signal;
@@ -345,8 +350,15 @@ class AttemptWatch {
     if (g_received_signal != 0 && result_.interrupt_signal == 0) {
       result_.interrupt_signal = g_received_signal;
       streams_.err << "genesis launch: received " << signal_name(result_.interrupt_signal)
-                   << ", stopping all workers\n" << std::flush;
+                   << ", stopping all workers (they have " << options_.grace_period_s
+                   << " s, --grace-period, to save and exit; send it again to kill them now)\n"
+                   << std::flush;
       tear_down(result_.interrupt_signal, options_.grace_period_s);
+    } else if (g_received_count >= 2 && !killed_ && kill_at_ && *kill_at_ > Clock::now()) {
+      // Ctrl-C twice: the person at the terminal will not wait out the grace period.
+      streams_.err << "genesis launch: received " << signal_name(g_received_signal)
+                   << " again, killing all workers\n" << std::flush;
+      kill_at_ = Clock::now();
     }
     if (g_forward_signal != 0) {
       const int signal = g_forward_signal;

@@ -3,6 +3,9 @@
 #include "preemption.hpp"
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <iterator>
 #include <vector>
@@ -17,12 +20,42 @@ constexpr int kSignals[] = {SIGTERM, SIGUSR1, SIGUSR2, SIGINT};
 constexpr int kCount = static_cast<int>(std::size(kSignals));
 struct sigaction g_previous[kCount];
 
-void remember(int signal) { g_signal = signal; }
+volatile sig_atomic_t g_announce = 0;  // 1: say so at once; 2: and begin on a fresh line
+
+// What the handler says; it may only call async-signal-safe functions, so the text is fixed.
+const char* announcement(int signal) {
+  switch (signal) {
+    case SIGINT:
+      return "genesis train: received SIGINT: saving a checkpoint when this step ends, then "
+             "stopping (Ctrl-C again stops at once, unsaved)\n";
+    case SIGTERM:
+      return "genesis train: received SIGTERM: saving a checkpoint when this step ends, then "
+             "stopping\n";
+    case SIGUSR1:
+      return "genesis train: received SIGUSR1: saving a checkpoint when this step ends, then "
+             "stopping\n";
+    default:
+      return "genesis train: received SIGUSR2: saving a checkpoint when this step ends, then "
+             "stopping\n";
+  }
+}
+
+void announce(int signal) {
+  if (g_announce == 2) (void)!write(STDERR_FILENO, "\n", 1);  // past a progress bar's line
+  const char* text = announcement(signal);
+  (void)!write(STDERR_FILENO, text, std::strlen(text));
+}
+
+void remember(int signal) {
+  if (g_announce != 0 && g_signal == 0) announce(signal);
+  g_signal = signal;
+}
 
 }  // namespace
 
-PreemptionWatch::PreemptionWatch() {
+PreemptionWatch::PreemptionWatch(bool announce) {
   g_signal = 0;
+  g_announce = !announce ? 0 : isatty(STDERR_FILENO) ? 2 : 1;
   struct sigaction action {};
   action.sa_handler = remember;
   sigemptyset(&action.sa_mask);

@@ -14,8 +14,10 @@ namespace genesis::train {
 class PreemptionWatch {
  public:
   // Catches SIGTERM, SIGUSR1, SIGUSR2 and the first SIGINT (Ctrl-C; not when it was ignored)
-  // for its lifetime (the previous handlers come back).
-  PreemptionWatch();
+  // for its lifetime (the previous handlers come back). With `announce` (a lone run: in a job
+  // the launcher speaks) the handler says at once what will happen, since a long step may keep
+  // the person who pressed Ctrl-C waiting.
+  explicit PreemptionWatch(bool announce);
   ~PreemptionWatch();
   PreemptionWatch(const PreemptionWatch&) = delete;
   PreemptionWatch& operator=(const PreemptionWatch&) = delete;

@@ -74,7 +74,7 @@ LoopResult TrainingLoop::run() {
   // A run resumed from its final checkpoint has nothing left to train or evaluate; the loop
   // evaluates its last step, so only a run of 0 steps evaluates after it.
   bool evaluated_at_end = first_step_ > c.max_steps;
-  const PreemptionWatch preemption;
+  const PreemptionWatch preemption(p_.job.world_size() == 1);
   {
     amp::AutocastGuard autocast(precision_.autocast);  // as the training forwards run
     p_.task.objective->prepare({.ctx = context(),
