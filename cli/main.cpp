@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <typeinfo>
 
 #include "commands/cli_app.hpp"
+#include "commands/unknown_flag.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
 
@@ -103,6 +105,14 @@ int main(int argc, char** argv) {
       for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
       const std::string kind = at == &cli.app() ? "command" : at->get_name() + " command";
       return report("unknown " + kind + " '" + extras.front() + "' (commands: " + names + ")", e, 2, style);
+    }
+    const auto flag = std::find_if(extras.begin(), extras.end(), [](const std::string& w) {
+      return w.size() > 1 && w[0] == '-' && w != "--";
+    });
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && flag != extras.end()) {
+      const std::vector<std::string> args(argv + 1, argv + argc);
+      const std::string path = command_path(cli.app());
+      return report(genesis::commands::unknown_flag_message(*at, path, *flag, args), e, 2, style);
     }
     return report(std::string(e.what()) + " (see " + command_path(cli.app()) + " --help)", e, 2, style);
   } catch (const genesis::Error& e) {

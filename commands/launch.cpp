@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "commands/command_table.hpp"
+#include "commands/unknown_flag.hpp"
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/launch/launch_options.hpp"
@@ -309,8 +310,7 @@ std::vector<std::string> given_global_flags(const CLI::App& launch_app,
 std::vector<std::string> worker_command(const LaunchFlags& flags) {
   std::vector<std::string> rest = flags.app->remaining();
   if (!rest.empty() && rest.front() != "--" && rest.front().starts_with("-"))
-    throw InvalidArgument("unknown launch flag '" + rest.front() +
-                          "' (see genesis launch --help)");
+    throw InvalidArgument(unknown_flag_message(*flags.app, "genesis launch", rest.front(), rest));
   if (flags.module && flags.no_python)
     throw InvalidArgument("-m/--module and --no-python cannot be used together: -m runs "
                           "python3 -m MODULE, --no-python runs the program without python3");

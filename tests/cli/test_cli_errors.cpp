@@ -83,6 +83,33 @@ TEST_CASE("unknown flags, commands and values are usage errors", "[cli]") {
                  "must be one of no, fp16, bf16"));
 }
 
+TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
+  // A typo of the command's own option.
+  CHECK(usage_error({"launch", "--nprocs", "2", "train"}) ==
+        "genesis: error: unknown option '--nprocs' of genesis launch: did you mean '--nproc'? "
+        "(see genesis launch --help)");
+  CHECK(contains(usage_error({"ckpt", "ls", "--jsn", "runs"}),
+                 "unknown option '--jsn' of genesis ckpt ls: did you mean '--json'?"));
+  // HF Trainer's and TRL's flags are genesis's config keys, with the value given.
+  CHECK(usage_error({"train", "--preset", "sft", "--learning_rate", "1e-4"}) ==
+        "genesis: error: unknown option '--learning_rate' of genesis train; settings are config "
+        "keys, given with --set: --set training.learning_rate=1e-4 (see genesis train --help)");
+  CHECK(contains(usage_error({"train", "--max-steps=100"}), "--set training.max_steps=100"));
+  CHECK(contains(usage_error({"train", "--beta", "0.1"}),
+                 "one of --set dpo.beta=0.1, --set grpo.beta=0.1"));
+  CHECK(contains(usage_error({"train", "--lr", "3e-4"}), "--set training.learning_rate=3e-4"));
+  CHECK(contains(usage_error({"train", "--bf16"}), "--set training.mixed_precision=bf16"));
+  CHECK(contains(usage_error({"train", "--maxsteps", "3"}), "--set training.max_steps=3"));
+  // A launcher's flag given to the command it launches.
+  CHECK(contains(usage_error({"train", "--preset", "sft", "--nproc", "2"}),
+                 "unknown option '--nproc' of genesis train: it is a flag of genesis launch, "
+                 "given before the command: genesis launch --nproc 2 train ..."));
+  // Nothing close: no guess.
+  CHECK(usage_error({"train", "--frobnicate"}) ==
+        "genesis: error: unknown option '--frobnicate' of genesis train "
+        "(see genesis train --help)");
+}
+
 TEST_CASE("a debug log level also names the exception type", "[cli]") {
   auto result = run_genesis({"--log-level", "debug", "train", "--preset", "nope"}, kClean);
   CHECK(result.exit_code == 2);

@@ -484,7 +484,7 @@ TEST_CASE("bad launch input exits 2 with one line", "[launch]") {
   expect_usage({"launch", "--nnodes", "3:2", "--", "true"}, "MIN must be 1..MAX");
   expect_usage({"launch", "--nnodes", "two", "--", "true"}, "--nnodes 'two' is not N or MIN:MAX");
   expect_usage({"launch", "--nproc", "2"}, "nothing to launch");
-  expect_usage({"launch", "--bogus", "--", "true"}, "unknown launch flag '--bogus'");
+  expect_usage({"launch", "--bogus", "--", "true"}, "unknown option '--bogus' of genesis launch");
   expect_usage({"launch", "--local-ranks-filter", "0,a", "--", "true"}, "'a'");
   expect_usage({"launch", "--log-level", "loud", "--", "true"}, "--log-level: loud not in");
 }

@@ -290,7 +290,7 @@ TEST_CASE("what runs: a script under python3, -m, --no-python, a genesis command
   expect_usage({"-m"}, "-m/--module: no module given");
   expect_usage({"--nproc", "2", "trian", "--preset", "mlp"}, "'trian' is not a genesis command");
   expect_usage({"./prog"}, "--no-python ./prog");
-  expect_usage({"--bogus_flag", "train.py"}, "unknown launch flag '--bogus_flag'");
+  expect_usage({"--bogus_flag", "train.py"}, "unknown option '--bogus_flag' of genesis launch");
 }
 
 TEST_CASE("workers start with the OpenBLAS kernels genesis picked, unless the user picked",

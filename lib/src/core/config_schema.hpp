@@ -69,6 +69,7 @@ using Origins = std::map<std::string, Location, std::less<>>;
 // matching the model kind); messages name where the offending key was last set.
 void validate_config(const Config& config, const Origins& origins);
 
+std::string_view last_part(std::string_view name);  // "training.max_steps" -> "max_steps"
 // The candidate closest to `word` by edit distance, when it is close enough to be a likely typo.
 std::optional<std::string> closest_match(std::string_view word,
                                          const std::vector<std::string>& candidates);

@@ -25,12 +25,12 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
+}  // namespace
+
 std::string_view last_part(std::string_view name) {
   auto dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
 }
-
-}  // namespace
 
 std::optional<std::string> closest_match(std::string_view word,
                                          const std::vector<std::string>& candidates) {
@@ -55,3 +55,26 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 }
 
 }  // namespace genesis::config_detail
+
+namespace genesis {
+
+std::vector<std::string> config_keys_named(std::string_view name, bool typos) {
+  using config_detail::key_names;
+  std::vector<std::string> parts;
+  for (const auto& key : key_names()) parts.emplace_back(config_detail::last_part(key));
+  std::string part(name);
+  if (std::find(parts.begin(), parts.end(), part) == parts.end())
+    // A short word is a different word, not a typo: "lr" is not ppo.lam.
+    part = typos && name.size() >= 5 ? config_detail::closest_match(name, parts).value_or("") : "";
+  std::vector<std::string> keys;
+  for (const auto& key : key_names())
+    if (!part.empty() && config_detail::last_part(key) == part) keys.push_back(key);
+  return keys;
+}
+
+std::optional<std::string> closest_name(std::string_view word,
+                                        const std::vector<std::string>& candidates) {
+  return config_detail::closest_match(word, candidates);
+}
+
+}  // namespace genesis

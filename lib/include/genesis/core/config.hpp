@@ -320,6 +320,16 @@ Config parse_config_toml(const std::string& text, const std::string& source);
 // text reproduces the same Config.
 std::string config_to_toml(const Config& config);
 
+// The config keys ("section.key") whose last part is `name`: "learning_rate" names
+// training.learning_rate, "beta" both dpo.beta and grpo.beta; with `typos` and none named so,
+// those whose last part is within a likely typo of it ("maxsteps": training.max_steps). For a
+// flag genesis does not take, as HF Trainer and TRL take `--learning_rate 1e-4` where genesis
+// takes --set.
+std::vector<std::string> config_keys_named(std::string_view name, bool typos);
+// The candidate closest to `word` by edit distance, when it is close enough to be a likely typo.
+std::optional<std::string> closest_name(std::string_view word,
+                                        const std::vector<std::string>& candidates);
+
 // training.profile_steps: "A-B" (1 <= A <= B) or "A" (A-A); "" is nullopt. ConfigError says
 // what is wrong with any other text.
 struct StepRange {
