@@ -13,6 +13,7 @@
 
 #include "commands/cli_app.hpp"
 #include "commands/unknown_flag.hpp"
+#include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/core/log.hpp"
 
@@ -102,9 +103,17 @@ int main(int argc, char** argv) {
     const auto extras = cli.app().remaining(true);  // an unmatched word falls through to the root
     if (!commands.empty() && !extras.empty() && !extras.front().starts_with("-")) {
       std::string names;
-      for (const CLI::App* c : commands) names += (names.empty() ? "" : ", ") + c->get_name();
+      std::vector<std::string> candidates;
+      for (const CLI::App* c : commands) {
+        names += (names.empty() ? "" : ", ") + c->get_name();
+        candidates.push_back(c->get_name());
+      }
       const std::string kind = at == &cli.app() ? "command" : at->get_name() + " command";
-      return report("unknown " + kind + " '" + extras.front() + "' (commands: " + names + ")", e, 2, style);
+      const auto match = genesis::closest_name(extras.front(), candidates);
+      const std::string guess = match ? "did you mean '" + *match + "'? " : "";
+      return report("unknown " + kind + " '" + extras.front() + "' (" + guess + "commands: " +
+                        names + ")",
+                    e, 2, style);
     }
     const auto flag = std::find_if(extras.begin(), extras.end(), [](const std::string& w) {
       return w.size() > 1 && w[0] == '-' && w != "--";

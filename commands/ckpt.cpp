@@ -62,6 +62,7 @@ void add_ckpt_flags(CLI::App& app, CkptFlags& f) {
 
   f.info = add_ckpt_subcommand(app, "info", "Show a checkpoint's facts, files and every tensor's sharding");
   add_ckpt_argument(*f.info, f.path);
+  f.info->alias("inspect");  // docker's word, and what `genesis ckpt --help` says it does
   f.info->add_flag("--json", f.json, "Print the facts and the tensor index as one JSON object");
 
   f.verify = add_ckpt_subcommand(app, "verify", "Read every file of a checkpoint and check every checksum");

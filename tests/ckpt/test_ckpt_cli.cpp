@@ -177,6 +177,7 @@ TEST_CASE("genesis ckpt info shows the facts, the files and every tensor's shard
   const auto r = run_genesis({"ckpt", "info", run.dir.string()});  // the run: its latest
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
+  CHECK(run_genesis({"ckpt", "inspect", run.dir.string()}).out == r.out);  // an alias
   const auto lines = lines_of(r.out);
   auto line_of = [&](const std::string& head) {
     for (const auto& l : lines)

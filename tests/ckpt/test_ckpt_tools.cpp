@@ -200,7 +200,7 @@ std::string complete(const std::string& words) {
 TEST_CASE("genesis ckpt is a command with nested commands: help, usage errors, completion", "[ckpt-cli]") {
   const auto help = run_genesis({"ckpt", "--help"});
   CHECK(help.exit_code == 0);
-  for (const char* sub : {"ls, list", "info", "verify", "export", "reshard", "diff"})
+  for (const char* sub : {"ls, list", "info, inspect", "verify", "export", "reshard", "diff"})
     CHECK_THAT(help.out, Contains(std::string("  ") + sub + " "));
   commands::CliApp cli;
   const auto nested = cli.app().get_subcommand("ckpt")->get_subcommands([](const CLI::App*) { return true; });

@@ -104,6 +104,10 @@ TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
   CHECK(contains(usage_error({"train", "--preset", "sft", "--nproc", "2"}),
                  "unknown option '--nproc' of genesis train: it is a flag of genesis launch, "
                  "given before the command: genesis launch --nproc 2 train ..."));
+  // A misspelt command.
+  CHECK(usage_error({"tarin", "--preset", "sft"}) ==
+        "genesis: error: unknown command 'tarin' (did you mean 'train'? commands: doctor, launch, "
+        "train, ckpt, report, bench-allreduce)");
   // Nothing close: no guess.
   CHECK(usage_error({"train", "--frobnicate"}) ==
         "genesis: error: unknown option '--frobnicate' of genesis train "
