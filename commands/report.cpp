@@ -4,6 +4,8 @@
 // names the file and line, and the output is written whole or not at all.
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "commands/command_table.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/report/html_report.hpp"
@@ -42,12 +44,25 @@ void add_report_flags(CLI::App& app, ReportFlags& f) {
       ->type_name("KEY");
 }
 
+// Every run given; one that has logged no step yet (just started, or stopped before its first
+// log line, as `genesis report runs/*` meets them) is left out with a warning while others remain.
+std::vector<report::RunHistory> read_runs(const std::vector<std::string>& dirs) {
+  std::vector<report::RunHistory> logged, empty;
+  for (const std::string& dir : dirs) {
+    report::RunHistory run = report::read_run_history(dir);
+    (run.records > 0 ? logged : empty).push_back(std::move(run));
+  }
+  if (logged.empty()) report::check_logged(empty.front());
+  for (const auto& run : empty)
+    spdlog::warn("left out {}: it has logged no step yet", run.dir.string());
+  return logged;
+}
+
 int run_report(const ReportFlags& f, const RunContext& context) {
   const bool svg = f.format == "svg";
   GENESIS_CHECK(svg || f.metric.empty(), InvalidArgument,
                 "--metric chooses the chart of --format svg; the HTML report draws every metric");
-  std::vector<report::RunHistory> runs;
-  for (const std::string& dir : f.runs) runs.push_back(report::read_run_history(dir));
+  std::vector<report::RunHistory> runs = read_runs(f.runs);
   const std::string path = !f.output.empty() ? f.output : svg ? "report.svg" : "report.html";
   const char* noun = runs.size() == 1 ? " run" : " runs";
   if (svg) {

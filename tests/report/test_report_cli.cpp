@@ -125,6 +125,7 @@ TEST_CASE("genesis report names the file and line of a bad metrics.jsonl", "[rep
   };
   check_refused({run("empty", "")}, "empty/metrics.jsonl' holds no record");
   check_refused({run("blank", "\n\n")}, "blank/metrics.jsonl' holds no record");
+  check_refused({run("empty", ""), run("blank", "\n\n")}, "empty/metrics.jsonl' holds no record");
   check_refused({run("garbled", "{\"step\": 1, \"loss\": 2}\n{\"step\": 2, \"loss\" 1}\n")},
                 "garbled/metrics.jsonl' line 2: not valid JSON");
   check_refused({run("stepless", "{\"loss\": 2}\n")}, "stepless/metrics.jsonl' line 1: no numeric \"step\"");
@@ -132,6 +133,22 @@ TEST_CASE("genesis report names the file and line of a bad metrics.jsonl", "[rep
   const std::string bad_summary = run("bad_summary", "{\"step\": 1, \"loss\": 2}\n");
   std::ofstream(fs::path(bad_summary) / "summary.json") << "{\"steps\": ";
   check_refused({bad_summary}, "bad_summary/summary.json' is not a JSON object");
+}
+
+TEST_CASE("genesis report leaves out a run that has logged nothing while others remain",
+          "[report]") {
+  // `genesis report runs/*` with one run just started (or stopped before its first log line).
+  TempDir tmp;
+  const auto good = testing::write_synthetic_run(tmp.path(), "good", 50);
+  fs::create_directories(tmp.path() / "starting");
+  std::ofstream(tmp.path() / "starting" / "metrics.jsonl") << "";
+  const auto r = run_genesis({"report", good.string(), (tmp.path() / "starting").string()},
+                             {{}, tmp.path()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("wrote report.html: 1 run, ") != std::string::npos);
+  CHECK(r.err.find("left out " + (tmp.path() / "starting").string() +
+                   ": it has logged no step yet") != std::string::npos);
 }
 
 TEST_CASE("genesis report skips the unfinished last line of a running job", "[report]") {

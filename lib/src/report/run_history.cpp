@@ -47,7 +47,7 @@ void read_metrics(const fs::path& path, RunHistory& run) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();
-  std::size_t records = 0, line_no = 0;
+  std::size_t line_no = 0;
   for (std::size_t start = 0; start < text.size();) {
     const std::size_t end = std::min(text.find('\n', start), text.size());
     const std::string line = text.substr(start, end - start);
@@ -60,10 +60,8 @@ void read_metrics(const fs::path& path, RunHistory& run) {
     if (record.is_discarded() && unterminated) break;  // being written by a running job
     GENESIS_CHECK(!record.is_discarded(), InvalidArgument, where + ": not valid JSON");
     add_record(record, where, run);
-    ++records;
+    ++run.records;
   }
-  GENESIS_CHECK(records > 0, InvalidArgument,
-                quoted(path) + " holds no record: the run has logged no step yet");
 }
 
 json read_summary(const fs::path& path) {
@@ -101,6 +99,12 @@ RunHistory read_run_history(const fs::path& dir) {
                  ? run.summary["name"].get<std::string>()
                  : name.string();
   return run;
+}
+
+void check_logged(const RunHistory& run) {
+  GENESIS_CHECK(run.records > 0, InvalidArgument,
+                quoted(run.dir / "metrics.jsonl") +
+                    " holds no record: the run has logged no step yet");
 }
 
 }  // namespace genesis::report

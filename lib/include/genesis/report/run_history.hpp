@@ -25,14 +25,17 @@ struct RunHistory {
   // is not a series itself. Non-numeric values (null for a NaN) are left out.
   std::map<std::string, std::vector<MetricPoint>> series;
   std::int64_t last_step = 0;
+  std::size_t records = 0;          // lines of metrics.jsonl read; 0: no step logged yet
   nlohmann::json summary;           // summary.json; null when the run wrote none (yet)
   std::string config_toml;          // the latest checkpoint's resolved config; empty: none
 };
 
 // Reads the run directory `dir`. InvalidArgument (exit 2) naming the file, and the line for
-// metrics.jsonl, when `dir` is no run directory, metrics.jsonl holds no record, a line is not a
-// JSON object with a numeric "step", or summary.json is malformed. An unterminated last line
-// that does not parse is a record being written by a running job: it is skipped.
+// metrics.jsonl, when `dir` is no run directory, a line is not a JSON object with a numeric
+// "step", or summary.json is malformed. An unterminated last line that does not parse is a
+// record being written by a running job: it is skipped.
 RunHistory read_run_history(const std::filesystem::path& dir);
+// InvalidArgument (exit 2) naming its metrics.jsonl when `run` has logged no step yet.
+void check_logged(const RunHistory& run);
 
 }  // namespace genesis::report

@@ -22,9 +22,9 @@ struct LineChart {
   std::string key;                   // what --metric names it by ("loss", "eval_loss")
   std::string title;
   std::string x_label = "step";
-  std::string note;                  // one line under the title (what the markers mean); optional
+  std::string note = {};             // one line under the title (what the markers mean); optional
   bool integer_x = false;            // x is a count (a rank): whole-number ticks, half a unit of margin
-  std::vector<Series> series;
+  std::vector<Series> series = {};
   int width = 560;
   int plot_height = 220;             // the plot area; the legend adds rows below it
 };
