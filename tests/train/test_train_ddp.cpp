@@ -172,6 +172,15 @@ TEST_CASE("train --dry-run prints every strategy's memory and auto's choice", "[
                             {{{"WORLD_SIZE", "4"}}, {}});
   CHECK(params.out.find("auto: zero3 (offload_param asks for zero3 or hsdp") != std::string::npos);
 
+  // A strategy the config names is the one marked; auto's choice is only what it would pick.
+  auto named = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
+                            "distributed.strategy=zero3"},
+                           {{{"WORLD_SIZE", "4"}}, {}});
+  INFO(named.out);
+  CHECK(named.out.find("* zero3") != std::string::npos);
+  CHECK(named.out.find("* ddp") == std::string::npos);
+  CHECK(named.out.find("auto would pick: ddp (") != std::string::npos);
+
   // Persistent parameters (here all of them) are whole on every rank besides their shard.
   auto persistent = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
                                  "distributed.param_persistence_threshold=1000000000"},

@@ -144,7 +144,7 @@ MemoryPlan plan_memory(const MemoryPlanInputs& in) {
   return plan;
 }
 
-void print_memory_plan(const MemoryPlan& plan, std::ostream& out) {
+void print_memory_plan(const MemoryPlan& plan, const std::string& used, std::ostream& out) {
   const auto& in = plan.inputs;
   char line[200];
   std::snprintf(line, sizeof line, "  per-rank model state (f32, %d %s; activations not counted):\n",
@@ -160,7 +160,7 @@ void print_memory_plan(const MemoryPlan& plan, std::ostream& out) {
                     e.name.c_str(), "-");
     } else {
       std::snprintf(line, sizeof line, "  %s %-8s %12s %12s %12s %12s %5.0fx%s\n",
-                    e.name == plan.chosen ? "*" : " ", e.name.c_str(),
+                    e.name == used ? "*" : " ", e.name.c_str(),
                     format_bytes(static_cast<double>(e.parameter_bytes)).c_str(),
                     format_bytes(static_cast<double>(e.gradient_bytes)).c_str(),
                     format_bytes(static_cast<double>(e.optimizer_bytes)).c_str(),
@@ -169,7 +169,8 @@ void print_memory_plan(const MemoryPlan& plan, std::ostream& out) {
     }
     out << line;
   }
-  out << "  auto: " << plan.chosen << " (" << plan.reason << ")\n";
+  out << (used == plan.chosen ? "  auto: " : "  auto would pick: ") << plan.chosen << " ("
+      << plan.reason << ")\n";
 }
 
 }  // namespace genesis::parallel

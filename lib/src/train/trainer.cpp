@@ -160,15 +160,16 @@ TrainResult dry_run(const Config& config, const TrainOptions& options) {
                world, device);
   if (options.out != nullptr) {
     const StrategyKind strategy = config.distributed.strategy;
+    const std::string used = strategy == StrategyKind::automatic
+                                 ? plan.chosen
+                                 : std::string(to_string(strategy));
     *options.out << "genesis train --dry-run: " << config.name << "\n"
                  << "  model      " << task.description << " (" << task.model->num_parameters()
                  << " parameters)\n"
                  << "  ranks      " << world << "\n"
-                 << "  strategy   "
-                 << (strategy == StrategyKind::automatic ? plan.chosen + " (auto)"
-                                                         : std::string(to_string(strategy)))
-                 << "\n";
-    parallel::print_memory_plan(plan, *options.out);
+                 << "  strategy   " << used
+                 << (strategy == StrategyKind::automatic ? " (auto)" : "") << "\n";
+    parallel::print_memory_plan(plan, used, *options.out);
     const auto last = last_run_memory(std::filesystem::path(config.training.output_dir) / config.name);
     if (last) *options.out << "  last run   " << *last << "\n";
   }

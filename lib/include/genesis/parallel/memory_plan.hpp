@@ -61,8 +61,9 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const MemoryPlanInputs& inputs);
 
 // The table `genesis train --dry-run` prints: one row per strategy with parameters, gradients,
-// optimizer state and total per rank, a mark on the choice, and the reason.
-void print_memory_plan(const MemoryPlan& plan, std::ostream& out);
+// optimizer state and total per rank, a mark on `used` (the strategy the run would train with:
+// auto's choice, or the one the config names), and auto's choice with its reason.
+void print_memory_plan(const MemoryPlan& plan, const std::string& used, std::ostream& out);
 
 
 }  // namespace genesis::parallel
