@@ -63,9 +63,26 @@ TEST_CASE("SFT JSONL reads both forms and names the line of a bad one", "[sft]")
   check_error("{\"prompt\": 1, \"response\": \"b\"}\n", ":1: \"prompt\" is not a string");
   check_error("{\"prompt\": \"a\", \"response\": \"\"}\n", ":1: the response is empty");
   check_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "must be the assistant's");
-  check_error("{\"text\": \"x\"}\n", "expected {\"prompt\"");
+  check_error("{\"text\": \"x\"}\n", ":1: {\"text\": ...} is language-modelling data");
+  check_error("{\"input\": \"x\"}\n", "expected {\"prompt\"");
+  check_error("{\"prompt\": \"a\", \"response\": \"b\", \"completion\": \"b\"}\n",
+              "both \"response\" and \"completion\"");
   check_error("\n\n", "holds no examples");
   CHECK_THROWS_WITH(data::read_sft_jsonl(dir.path() / "missing.jsonl"), Catch::Contains("cannot read"));
+}
+
+TEST_CASE("SFT JSONL reads TRL's prompt-completion forms", "[sft]") {
+  testing::TempDir dir;
+  const auto path = write_file(dir,
+      "{\"prompt\": \"reverse: ab\\n\", \"completion\": \"ba\"}\n"
+      "{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+      "\"completion\": [{\"role\": \"assistant\", \"content\": \"hello\"}]}\n");
+  const auto examples = data::read_sft_jsonl(path);
+  REQUIRE(examples.size() == 2);
+  CHECK(examples[0].prompt == "reverse: ab\n");
+  CHECK(examples[0].response == "ba");
+  CHECK(examples[1].prompt == "user: hi\nassistant: ");  // as the same chat in "messages"
+  CHECK(examples[1].response == "hello");
 }
 
 TEST_CASE("built-in tasks are deterministic, correct and keep held-out prompts out", "[sft]") {

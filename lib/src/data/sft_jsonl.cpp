@@ -27,16 +27,41 @@ SftExample from_messages(const json& messages, const std::string& where, const s
   return e;
 }
 
+namespace {
+
+// TRL's prompt-completion form: two strings, or (conversational) the prompt's messages and the
+// completion's, read as one chat.
+SftExample from_prompt_completion(const json& j, const std::string& where) {
+  GENESIS_CHECK(!j.contains("response"), ConfigError,
+                where + ": both \"response\" and \"completion\"; give one");
+  if (j.at("completion").is_array() && j.contains("prompt") && j.at("prompt").is_array()) {
+    json chat = j.at("prompt");
+    chat.insert(chat.end(), j.at("completion").begin(), j.at("completion").end());
+    return from_messages(chat, where, "prompt+completion");
+  }
+  return {string_field(j, "prompt", where), string_field(j, "completion", where)};
+}
+
+}  // namespace
+
 }  // namespace jsonl
 
 std::vector<SftExample> read_sft_jsonl(const std::filesystem::path& path) {
   std::vector<SftExample> examples;
   jsonl::for_each_object(path, "SFT data", [&](const jsonl::json& j, const std::string& where) {
+    GENESIS_CHECK(!(j.contains("text") && !j.contains("prompt") && !j.contains("messages")),
+                  ConfigError,
+                  where + ": {\"text\": ...} is language-modelling data; SFT trains on a "
+                  "response to a prompt: {\"prompt\", \"response\"}, {\"prompt\", "
+                  "\"completion\"} or {\"messages\": [...]}");
     if (j.contains("messages")) {
       examples.push_back(jsonl::from_messages(j.at("messages"), where));
+    } else if (j.contains("completion")) {
+      examples.push_back(jsonl::from_prompt_completion(j, where));
     } else {
       GENESIS_CHECK(j.contains("prompt") || j.contains("response"), ConfigError,
-                    where + ": expected {\"prompt\": ..., \"response\": ...} or {\"messages\": [...]}");
+                    where + ": expected {\"prompt\", \"response\"}, {\"prompt\", "
+                    "\"completion\"} or {\"messages\": [...]}");
       examples.push_back({jsonl::string_field(j, "prompt", where),
                           jsonl::string_field(j, "response", where)});
     }
