@@ -68,6 +68,7 @@ struct Fixture {
     task.model = std::make_shared<nn::MLP>(8, std::vector<std::int64_t>{16}, 3, init);
     auto [train, eval] = data::make_synthetic_classification(200, 8, 3, 0.2, 2);
     task.train = train;
+    task.eval_examples = static_cast<std::int64_t>(eval.size());
     task.objective = std::make_unique<CountingObjective>(eval);
     strategy = parallel::make_strategy(
         {.name = "ddp"}, task.model,

@@ -99,6 +99,26 @@ TEST_CASE("sft: the JSONL sample shipped with the presets trains", "[sft-train]"
   CHECK(read_json(dir.path() / "sft" / "summary.json")["eval_prompts"].get<int>() > 0);
 }
 
+TEST_CASE("sft: a file too small to hold any out is trained and not evaluated", "[sft-train]") {
+  // 2% of 3 examples rounds to none: no eval figures, rather than a loss and accuracy of 0.
+  testing::TempDir dir;
+  write_text(dir.path() / "small.jsonl",
+             "{\"prompt\": \"a\\n\", \"completion\": \"b\"}\n"
+             "{\"prompt\": \"c\\n\", \"completion\": \"d\"}\n"
+             "{\"prompt\": \"e\\n\", \"completion\": \"f\"}\n");
+  const auto r = train_sft(dir.path(), "small",
+                           {"data.source=jsonl:" + (dir.path() / "small.jsonl").string(),
+                            "training.max_steps=3"});
+  CHECK_THAT(r.out, Catch::Contains("3 train, 0 eval examples (data.eval_fraction holds none "
+                                    "out: no evaluation)"));
+  CHECK_THAT(r.out, Catch::Contains("done: 3 steps in "));
+  CHECK_THAT(r.out, !Catch::Contains("eval loss"));
+  const json summary = read_json(dir.path() / "small" / "summary.json");
+  for (const auto& [key, value] : summary.items()) CHECK_FALSE(key.starts_with("eval_"));
+  for (const json& line : read_lines(dir.path() / "small" / "metrics.jsonl"))
+    CHECK_FALSE(line.contains("eval_loss"));
+}
+
 TEST_CASE("sft: bad data is one line naming the problem, exit 2", "[sft-train]") {
   testing::TempDir dir;
   auto refused = [&](const std::string& file_text, const std::vector<std::string>& sets,

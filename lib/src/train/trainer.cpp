@@ -280,15 +280,19 @@ void print_banner(const Run& run, std::ostream& out) {
       << "  model      " << run.task.description << " (" << run.task.model->num_parameters()
       << " parameters)\n"
       << "  data       " << run.config.data.source << ": " << run.task.train.size() << " train, "
-      << run.task.eval_examples << " eval examples\n"
+      << run.task.eval_examples << " eval examples"
+      << (run.task.eval_examples == 0 ? " (data.eval_fraction holds none out: no evaluation)" : "")
+      << "\n"
       << "  batch      " << batch << " per device x " << world
       << (world == 1 ? " process x " : " processes x ") << run.accumulation()
       << " accumulation = " << batch * world * run.accumulation() << " examples per step\n"
       << "  optimizer  " << to_string(t.optimizer) << " lr " << t.learning_rate << " ("
       << to_string(t.lr_scheduler_type) << ", " << warmup_steps_of(t) << " warmup steps), "
       << t.max_steps << " steps\n"
-      << "  strategy   " << name << (automatic ? " (auto)" : "") << " over " << run.job.backend()
-      << ", " << world << (world == 1 ? " rank" : " ranks") << "\n"
+      << "  strategy   " << name << (automatic ? " (auto)" : "")
+      << (world == 1 ? ", 1 rank" : " over " + run.job.backend() + ", " + std::to_string(world) +
+                                        " ranks")
+      << "\n"
       << "  device     " << describe_device(run.device, omp_get_max_threads())
       << (world == 1 || run.device.is_cuda() ? "\n" : " per rank\n")
       << "  output     " << run.dir.string() << "\n";

@@ -256,6 +256,12 @@ std::vector<Metric> TrainingLoop::step_metrics(const StepFigures& figures, bool 
 }
 
 void TrainingLoop::evaluate(std::int64_t step) {
+  // Nothing held out (a small file's eval_fraction rounds to none): no figures, rather than a
+  // loss and accuracy of 0 that read as measured.
+  if (p_.task.eval_examples == 0) {
+    state_.eval = nlohmann::json::object();
+    return;
+  }
   Evaluation evaluation;
   {
     amp::AutocastGuard autocast(precision_.autocast);  // evaluated as it trains
