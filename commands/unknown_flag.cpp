@@ -26,6 +26,9 @@ constexpr Alias kAliases[] = {
     {"fp16", "mixed_precision", "fp16"},
 };
 
+// nccl-tests' flags for threads and GPUs in one process; genesis runs one rank per process.
+constexpr std::string_view kNcclTestsFlags[] = {"-g", "--ngpus", "-t", "--nthreads"};
+
 // Every spelling of the command's options, with their dashes: "--nproc", "-n".
 std::vector<std::string> option_names(const CLI::App& command) {
   std::vector<std::string> names;
@@ -91,7 +94,13 @@ std::string unknown_flag_message(const CLI::App& command, const std::string& pat
            flag + (value == "VALUE" ? "" : " " + value) + " " + command.get_name() +
            " ... (see genesis launch --help)";
   }
-  if (auto match = closest_name(flag, option_names(command)))
+  if (command.get_name() == "bench-allreduce" &&
+      std::find(std::begin(kNcclTestsFlags), std::end(kNcclTestsFlags), flag) !=
+          std::end(kNcclTestsFlags))
+    return message + ": nccl-tests' threads and GPUs per process are genesis's ranks, one per "
+           "process: genesis launch --gpus N bench-allreduce ... (or --nproc N on the CPU)";
+  // A one-letter flag is one keystroke from many others: no guess.
+  if (auto match = flag.size() > 2 ? closest_name(flag, option_names(command)) : std::nullopt)
     return message + ": did you mean '" + *match + "'?" + see;
   if (auto keys = train ? config_keys_named(name, true) : std::vector<std::string>{};
       !keys.empty())

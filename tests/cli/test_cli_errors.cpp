@@ -104,6 +104,14 @@ TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
   CHECK(contains(usage_error({"train", "--preset", "sft", "--nproc", "2"}),
                  "unknown option '--nproc' of genesis train: it is a flag of genesis launch, "
                  "given before the command: genesis launch --nproc 2 train ..."));
+  // nccl-tests' GPUs per process are ranks; a one-letter flag gets no guess.
+  CHECK(contains(usage_error({"bench-allreduce", "-b", "8", "-g", "1"}),
+                 "unknown option '-g' of genesis bench-allreduce: nccl-tests' threads and GPUs per "
+                 "process are genesis's ranks, one per process: genesis launch --gpus N "
+                 "bench-allreduce ..."));
+  CHECK(usage_error({"bench-allreduce", "-a", "1"}) ==
+        "genesis: error: unknown option '-a' of genesis bench-allreduce "
+        "(see genesis bench-allreduce --help)");
   // A misspelt command.
   CHECK(usage_error({"tarin", "--preset", "sft"}) ==
         "genesis: error: unknown command 'tarin' (did you mean 'train'? commands: doctor, launch, "
