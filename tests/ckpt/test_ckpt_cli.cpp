@@ -125,6 +125,15 @@ TEST_CASE("genesis ckpt ls lists committed checkpoints, the latest, and ignored 
 
   check_one_line_error(run_genesis({"ckpt", "ls", run.step40.string()}), 2, "genesis ckpt info");
   check_one_line_error(run_genesis({"ckpt", "ls", (run.dir / "nope").string()}), 1, "does not exist");
+  // A mistyped step is answered with the steps there are.
+  const fs::path mistyped = run.dir / "checkpoints" / "step-4";
+  check_one_line_error(run_genesis({"ckpt", "info", mistyped.string()}), 1,
+                       "'" + mistyped.string() + "' does not exist; " +
+                           (run.dir / "checkpoints").string() + " holds step-20, step-40");
+  // "latest" alone, as if it were the word for a run's newest checkpoint.
+  check_one_line_error(run_genesis({"ckpt", "info", "latest"}, {{}, run.dir}), 1,
+                       "'latest' does not exist (a run's newest checkpoint: give the run "
+                       "directory, or --resume auto)");
 }
 
 TEST_CASE("genesis ckpt ls shows what an interrupted delete left as incomplete until the next save",

@@ -358,6 +358,9 @@ TEST_CASE("resume: a wrong checkpoint is refused in one line and left as it was"
   fs::create_directories(dir.path() / "empty");
   refused(1, dir.path() / "empty", 1, (dir.path() / "empty").string());
   refused(1, source / "rank-00000.safetensors", 1, "is not a checkpoint");
+  // A mistyped step: the steps the run has are named.
+  refused(1, run_a / "checkpoints" / "step-3", 1,
+          "does not exist; " + (run_a / "checkpoints").string() + " holds step-2, step-4");
 
   // A manifest cut short.
   const fs::path truncated = dir.path() / "truncated";

@@ -65,8 +65,29 @@ std::optional<fs::path> read_latest(const fs::path& checkpoints_dir) {
   return checkpoints_dir / name;
 }
 
+namespace {
+
+// What to say after "'PATH' does not exist": the checkpoints beside it (a mistyped step), or,
+// for a bare "latest" or "last", the word that means a run's newest checkpoint.
+std::string missing_checkpoint_hint(const fs::path& path) {
+  const std::string name = path.filename().string();
+  if (path == "latest" || path == "last")
+    return " (a run's newest checkpoint: give the run directory, or --resume auto)";
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const auto found = list_checkpoints(dir);
+  if (step_of(name) < 0 || found.empty()) return "";
+  std::string names;
+  const std::size_t shown = std::min<std::size_t>(found.size(), 5);
+  for (std::size_t i = found.size() - shown; i < found.size(); ++i)
+    names += (names.empty() ? "" : ", ") + found[i].filename().string();
+  return "; " + dir.string() + " holds " + (found.size() > shown ? "... " : "") + names;
+}
+
+}  // namespace
+
 fs::path resolve_checkpoint(const fs::path& path) {
-  GENESIS_CHECK(fs::exists(path), IoError, "'" + path.string() + "' does not exist");
+  GENESIS_CHECK(fs::exists(path), IoError,
+                "'" + path.string() + "' does not exist" + missing_checkpoint_hint(path));
   if (fs::exists(path / kManifestName)) return path;
   // The `latest` file itself stands for the checkpoint it names (tab completion offers it).
   if (fs::is_regular_file(path) && path.filename() == "latest")
