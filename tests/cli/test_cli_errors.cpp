@@ -50,6 +50,11 @@ TEST_CASE("malformed TOML names the file and line", "[cli]") {
   std::string line = usage_error({"train", "--config", file.string(), "--print-config"});
   CHECK(contains(line, file.string() + ":2:"));
   CHECK(contains(line, "malformed TOML"));
+  CHECK_FALSE(contains(line, "JSON"));
+  // A DeepSpeed JSON file given as the TOML config.
+  auto ds = dir.write("ds_config.json", "{\n  \"zero_optimization\": {\"stage\": 2}\n}\n");
+  CHECK(contains(usage_error({"train", "--config", ds.string(), "--print-config"}),
+                 "(this is JSON: a DeepSpeed config goes to --deepspeed FILE)"));
 }
 
 TEST_CASE("an unknown key gets a suggestion", "[cli]") {

@@ -48,9 +48,13 @@ void apply_text(Config& config, const std::string& text, const std::string& file
   try {
     root = toml::parse(text, std::string_view(file));
   } catch (const toml::parse_error& e) {
+    // A DeepSpeed ds_config.json given where a TOML config goes.
+    const auto first = text.find_first_not_of(" \t\r\n");
+    const bool json = first != std::string::npos && text[first] == '{';
     throw ConfigError(file + ":" + std::to_string(e.source().begin.line) + ":" +
                       std::to_string(e.source().begin.column) +
-                      ": malformed TOML: " + std::string(e.description()));
+                      ": malformed TOML: " + std::string(e.description()) +
+                      (json ? " (this is JSON: a DeepSpeed config goes to --deepspeed FILE)" : ""));
   }
 
   std::vector<Entry> entries;
