@@ -125,6 +125,29 @@ TEST_CASE("genesis train runs end to end and logs plain lines off a terminal", "
   REQUIRE(std::filesystem::exists(dir.path() / "mlp" / "summary.json"));
 }
 
+TEST_CASE("genesis train on a terminal draws a bar from before the first step to the last",
+          "[train][cli]") {
+  // script(1) (util-linux, in every Debian) gives genesis a terminal; its typescript is what the
+  // person at it would see.
+  testing::TempDir dir;
+  const std::string command = std::string("'") + GENESIS_TEST_BIN + "' train --preset mlp -o '" +
+                              dir.path().string() + "' --set training.max_steps=20 --set "
+                              "data.num_samples=800 --set model.hidden_sizes=[16]";
+  auto r = testing::run_process(
+      {"script", "-qec", command, (dir.path() / "typescript").string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(dir.path() / "typescript");
+  std::stringstream screen;
+  screen << in.rdbuf();
+  // The empty bar first (a large model's first step on the CPU can take a minute), then full.
+  const auto empty = screen.str().find("[........................] 0/20 step 1 running");
+  const auto full = screen.str().find("[########################] 20/20 loss");
+  CHECK(empty != std::string::npos);
+  CHECK(full != std::string::npos);
+  CHECK(empty < full);
+}
+
 TEST_CASE("train as one rank of many without a launcher names what is missing", "[train][cli]") {
   testing::TempDir dir;
   testing::RunOptions options;

@@ -110,6 +110,8 @@ void MetricsRecorder::show_progress(std::int64_t step, const std::vector<Metric>
   bar_.update(step, metric_texts(metrics, true));
 }
 
+void MetricsRecorder::begin_bar() { bar_.begin(); }
+
 void MetricsRecorder::clear_bar() { bar_.clear(); }
 
 void MetricsRecorder::finish_bar() { bar_.finish(); }

@@ -47,6 +47,7 @@ class MetricsRecorder {
   void record_eval(std::int64_t step, const std::vector<Metric>& metrics);
   // The bar's figures after `step` (this rank's own, drawn on a terminal only).
   void show_progress(std::int64_t step, const std::vector<Metric>& metrics);
+  void begin_bar();  // the empty bar, before the first step (a terminal only)
   // Clears the bar so that a log line can be printed; the next show_progress redraws it.
   void clear_bar();
   void finish_bar();

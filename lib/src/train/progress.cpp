@@ -38,6 +38,15 @@ void ProgressBar::update(std::int64_t done, const std::string& metrics) {
   drawn_ = true;
 }
 
+void ProgressBar::begin() {
+  if (!enabled_ || first_ > total_) return;
+  std::fprintf(stderr, "\r\033[K[%s] %lld/%lld step %lld running", std::string(24, '.').c_str(),
+               static_cast<long long>(first_ - 1), static_cast<long long>(total_),
+               static_cast<long long>(first_));
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
 double ProgressBar::eta_seconds(std::int64_t done) const {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

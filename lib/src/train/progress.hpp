@@ -13,6 +13,9 @@ class ProgressBar {
  public:
   // Steps first..total are shown (first > 1 when a run resumes).
   ProgressBar(std::int64_t total, bool enabled, std::int64_t first = 1);
+  // Draws the empty bar before the first step, which on a large model on the CPU may take a
+  // minute: the terminal shows that training has begun rather than nothing after the banner.
+  void begin();
   // Redraws at most ~10 times a second, and always at the last step.
   void update(std::int64_t done, const std::string& metrics);
   // Clears the bar so a log line can be printed, then the next update redraws it.

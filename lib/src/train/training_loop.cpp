@@ -84,6 +84,7 @@ LoopResult TrainingLoop::run() {
                                 .batch_size = c.per_device_train_batch_size});
   }
   host_allocator::empty_cache();  // nothing freed while setting up (the full model) is asked again
+  p_.recorder.begin_bar();
   for (std::int64_t step = first_step_; step <= c.max_steps; ++step) {
     profiler_.begin_step(step);
     int signal = 0;
