@@ -52,7 +52,8 @@ Device training_device(DeviceKind setting) {
 }
 
 std::string describe_device(Device device, int threads) {
-  if (device.is_cpu()) return "cpu, " + std::to_string(threads) + " threads";
+  if (device.is_cpu())
+    return "cpu, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
   const CudaDeviceInfo info = cuda_device_info(device.index);
   char memory[32];
   std::snprintf(memory, sizeof memory, "%.1f GiB",
