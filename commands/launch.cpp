@@ -152,8 +152,8 @@ void add_restart_flags(CLI::App& app, LaunchFlags& flags) {
       ->capture_default_str();
   app.add_option(both_spellings("--grace-period"), o.grace_period_s,
                  "Seconds the workers get between SIGTERM and SIGKILL when the launcher is "
-                 "told to stop (a scheduler's SIGTERM: time to save a checkpoint); after a "
-                 "rank fails, the others get at most 10")
+                 "told to stop (a scheduler's SIGTERM: time to save a checkpoint; a second "
+                 "Ctrl-C kills them at once); after a rank fails, the others get at most 10")
       ->type_name("SECONDS")
       ->capture_default_str();
   app.add_option(both_spellings("--heartbeat-timeout"), o.heartbeat_timeout_s,
