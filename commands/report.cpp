@@ -25,8 +25,8 @@ struct ReportFlags {
 
 void add_report_flags(CLI::App& app, ReportFlags& f) {
   app.add_option("RUN", f.runs,
-                 "Run directories (runs/<name>, holding metrics.jsonl); several are overlaid in "
-                 "distinct colours")
+                 "Run directories (runs/<name>, holding metrics.jsonl), or a directory of them "
+                 "(runs/); several are overlaid in distinct colours")
       ->required()
       ->type_name("DIR");
   app.add_option("-o,--output", f.output,
@@ -48,10 +48,11 @@ void add_report_flags(CLI::App& app, ReportFlags& f) {
 // log line, as `genesis report runs/*` meets them) is left out with a warning while others remain.
 std::vector<report::RunHistory> read_runs(const std::vector<std::string>& dirs) {
   std::vector<report::RunHistory> logged, empty;
-  for (const std::string& dir : dirs) {
-    report::RunHistory run = report::read_run_history(dir);
-    (run.records > 0 ? logged : empty).push_back(std::move(run));
-  }
+  for (const std::string& given : dirs)
+    for (const auto& dir : report::expand_run_dirs(given)) {
+      report::RunHistory run = report::read_run_history(dir);
+      (run.records > 0 ? logged : empty).push_back(std::move(run));
+    }
   if (logged.empty()) report::check_logged(empty.front());
   for (const auto& run : empty)
     spdlog::warn("left out {}: it has logged no step yet", run.dir.string());

@@ -151,6 +151,21 @@ TEST_CASE("genesis report leaves out a run that has logged nothing while others 
                    ": it has logged no step yet") != std::string::npos);
 }
 
+TEST_CASE("genesis report of an output directory reports every run in it", "[report]") {
+  TempDir tmp;
+  const fs::path runs = tmp.path() / "runs";
+  testing::write_synthetic_run(runs, "b_zero2", 80);
+  testing::write_synthetic_run(runs, "a_ddp", 50);
+  fs::create_directories(runs / "notes");  // no run: passed over
+  const auto r = run_genesis({"report", runs.string()}, {{}, tmp.path()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("wrote report.html: 2 runs, ") != std::string::npos);
+  const std::string html = read_text(tmp.path() / "report.html");
+  CHECK(html.find(">a_ddp</text>") != std::string::npos);
+  CHECK(html.find(">b_zero2</text>") != std::string::npos);
+}
+
 TEST_CASE("genesis report skips the unfinished last line of a running job", "[report]") {
   TempDir tmp;
   fs::create_directories(tmp.path() / "running");

@@ -107,4 +107,15 @@ void check_logged(const RunHistory& run) {
                     " holds no record: the run has logged no step yet");
 }
 
+std::vector<fs::path> expand_run_dirs(const fs::path& dir) {
+  if (!fs::is_directory(dir) || fs::exists(dir / "metrics.jsonl")) return {dir};
+  std::vector<fs::path> runs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_directory() && fs::is_regular_file(entry.path() / "metrics.jsonl"))
+      runs.push_back(entry.path());
+  std::sort(runs.begin(), runs.end());
+  return runs.empty() ? std::vector<fs::path>{dir} : runs;
+}
+
 }  // namespace genesis::report

@@ -35,6 +35,9 @@ struct RunHistory {
 // "step", or summary.json is malformed. An unterminated last line that does not parse is a
 // record being written by a running job: it is skipped.
 RunHistory read_run_history(const std::filesystem::path& dir);
+// The run directories `dir` stands for: itself, or, when it is no run directory but holds some
+// (an output directory such as runs/), those, sorted by name.
+std::vector<std::filesystem::path> expand_run_dirs(const std::filesystem::path& dir);
 // InvalidArgument (exit 2) naming its metrics.jsonl when `run` has logged no step yet.
 void check_logged(const RunHistory& run);
 
