@@ -130,6 +130,12 @@ TEST_CASE("genesis ckpt ls lists committed checkpoints, the latest, and ignored 
   check_one_line_error(run_genesis({"ckpt", "info", mistyped.string()}), 1,
                        "'" + mistyped.string() + "' does not exist; " +
                            (run.dir / "checkpoints").string() + " holds step-20, step-40");
+  // The output directory holding the run: no checkpoints of its own, and the run named.
+  const auto parent = run_genesis({"ckpt", "ls", run.dir.parent_path().string()});
+  CHECK(parent.exit_code == 0);
+  CHECK(parent.out == "no checkpoints in " + run.dir.parent_path().string() +
+                          "\nruns in it with checkpoints (genesis ckpt ls RUN):\n  " +
+                          run.dir.string() + "\n");
   // "latest" alone, as if it were the word for a run's newest checkpoint.
   check_one_line_error(run_genesis({"ckpt", "info", "latest"}, {{}, run.dir}), 1,
                        "'latest' does not exist (a run's newest checkpoint: give the run "

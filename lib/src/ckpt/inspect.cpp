@@ -60,6 +60,17 @@ std::map<std::string, int> rank_of_files(const Manifest& m) {
   return ranks;
 }
 
+// The run directories directly inside `dir` whose checkpoints/ holds at least one checkpoint.
+std::vector<fs::path> runs_with_checkpoints(const fs::path& dir) {
+  std::vector<fs::path> runs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_directory() && !list_checkpoints(checkpoints_dir_of(entry.path())).empty())
+      runs.push_back(entry.path());
+  std::sort(runs.begin(), runs.end());
+  return runs;
+}
+
 }  // namespace
 
 RunListing list_run(const fs::path& path) {
@@ -109,6 +120,7 @@ RunListing list_run(const fs::path& path) {
   }
   std::sort(listing.rows.begin(), listing.rows.end(),
             [](const CheckpointRow& a, const CheckpointRow& b) { return a.step < b.step; });
+  if (listing.rows.empty()) listing.runs_within = runs_with_checkpoints(path);
   const auto committed_latest = [](const CheckpointRow& r) { return r.latest && !r.incomplete; };
   if (!listing.latest.empty() &&
       std::none_of(listing.rows.begin(), listing.rows.end(), committed_latest))
@@ -119,6 +131,10 @@ RunListing list_run(const fs::path& path) {
 void write_run_listing(std::ostream& out, const RunListing& listing) {
   if (listing.rows.empty()) {
     out << "no checkpoints in " << listing.checkpoints_dir.string() << "\n";
+    if (!listing.runs_within.empty()) {
+      out << "runs in it with checkpoints (genesis ckpt ls RUN):\n";
+      for (const fs::path& run : listing.runs_within) out << "  " << run.string() << "\n";
+    }
   } else {
     out << "checkpoints in " << listing.checkpoints_dir.string() << "\n";
     std::vector<std::vector<std::string>> rows = {
@@ -163,6 +179,10 @@ nlohmann::json run_listing_json(const RunListing& listing) {
               {"checkpoints", rows},
               {"ignored", listing.ignored}};
   if (!listing.latest_problem.empty()) out["warning"] = listing.latest_problem;
+  if (!listing.runs_within.empty()) {
+    out["runs_within"] = json::array();
+    for (const fs::path& run : listing.runs_within) out["runs_within"].push_back(run.string());
+  }
   return out;
 }
 

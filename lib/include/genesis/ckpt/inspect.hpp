@@ -37,6 +37,9 @@ struct RunListing {
   // .tmp-* and .del-* directories: saves that never committed, deletes cut short. Like the
   // incomplete rows, never loaded and removed by the next save (see ckpt::list_leftovers).
   std::vector<std::string> ignored;
+  // With no checkpoint here: the runs inside `path` that have some (it was an output directory
+  // such as runs/), for the listing to point at.
+  std::vector<std::filesystem::path> runs_within;
 };
 
 // `path` is a run directory or its checkpoints/ directory. A missing path is an IoError; a
