@@ -35,6 +35,10 @@ TEST_CASE("byte sizes and the size sweep", "[bench_allreduce]") {
   CHECK(size_sweep(1, 1ull << 62, 1ull << 61, 1).size() == 2);  // no overflow past max
   CHECK_THROWS_AS(size_sweep(8, 64, 1, 4), InvalidArgument);
   CHECK_THROWS_AS(size_sweep(64, 8, 2, 4), InvalidArgument);
+  // The messages name the flags a user gave.
+  CHECK_THROWS_WITH(size_sweep(8, 64, 1, 4), Catch::Contains("-f/--stepfactor must be at least 2"));
+  CHECK_THROWS_WITH(size_sweep(64, 8, 2, 4),
+                    Catch::Contains("-b/--minbytes 64 is larger than -e/--maxbytes 8 (bytes)"));
 }
 
 TEST_CASE("busbw factors follow nccl-tests", "[bench_allreduce]") {

@@ -35,10 +35,10 @@ std::uint64_t parse_byte_size(std::string_view text) {
 std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes,
                                       std::uint64_t step_factor, std::size_t element_size) {
   GENESIS_CHECK(step_factor >= 2, InvalidArgument,
-                "step factor must be at least 2 (got " + std::to_string(step_factor) + ")");
+                "-f/--stepfactor must be at least 2 (got " + std::to_string(step_factor) + ")");
   GENESIS_CHECK(min_bytes <= max_bytes, InvalidArgument,
-                "minbytes " + std::to_string(min_bytes) + " is larger than maxbytes " +
-                    std::to_string(max_bytes));
+                "-b/--minbytes " + std::to_string(min_bytes) + " is larger than -e/--maxbytes " +
+                    std::to_string(max_bytes) + " (bytes)");
   std::vector<std::uint64_t> sizes;
   for (std::uint64_t bytes = std::max<std::uint64_t>(min_bytes, 1); bytes <= max_bytes;) {
     const std::uint64_t whole = bytes / element_size * element_size;
@@ -201,9 +201,9 @@ BenchRow measure(ProcessGroup& group, const BenchOptions& options, std::uint64_t
 
 void validate_bench_options(const BenchOptions& options) {
   GENESIS_CHECK(options.iters >= 1, InvalidArgument,
-                "iters must be at least 1 (got " + std::to_string(options.iters) + ")");
+                "-n/--iters must be at least 1 (got " + std::to_string(options.iters) + ")");
   GENESIS_CHECK(options.warmup_iters >= 0, InvalidArgument,
-                "warmup iters must be at least 0 (got " + std::to_string(options.warmup_iters) +
+                "-w/--warmup_iters must be at least 0 (got " + std::to_string(options.warmup_iters) +
                     ")");
   GENESIS_CHECK(options.dtype != DType::boolean, InvalidArgument, "bool cannot be reduced");
   GENESIS_CHECK(options.op != ReduceOp::AVG || is_floating(options.dtype), InvalidArgument,
