@@ -59,6 +59,43 @@ std::string command_path(const CLI::App& app) {
   return path;
 }
 
+// "unknown command 'tarin' (did you mean 'train'? commands: ...)": CLI11 calls a misspelt
+// command (`genesis tarin`, `genesis ckpt lss`) an unexpected argument, or says one is required;
+// users think of it as an unknown command.
+std::string unknown_command_message(const CLI::App& root, const CLI::App& at,
+                                    const std::vector<const CLI::App*>& commands,
+                                    const std::string& word) {
+  std::string names;
+  std::vector<std::string> candidates;
+  for (const CLI::App* c : commands) {
+    names += (names.empty() ? "" : ", ") + c->get_name();
+    candidates.push_back(c->get_name());
+  }
+  const std::string kind = &at == &root ? "command" : at.get_name() + " command";
+  const auto match = genesis::closest_name(word, candidates);
+  const std::string guess = match ? "did you mean '" + *match + "'? " : "";
+  return "unknown " + kind + " '" + word + "' (" + guess + "commands: " + names + ")";
+}
+
+// The one line for a command line CLI11 refused: an unknown command, an unknown flag with what
+// the user meant (commands/unknown_flag.hpp), or CLI11's words and where the help is.
+std::string usage_message(const CLI::App& root, const CLI::ParseError& e,
+                          const std::vector<std::string>& args) {
+  const CLI::App* at = &root;
+  for (auto subs = at->get_subcommands(); !subs.empty(); subs = at->get_subcommands())
+    at = subs.front();
+  const auto commands = at->get_subcommands([](const CLI::App*) { return true; });
+  const auto extras = root.remaining(true);  // an unmatched word falls through to the root
+  if (!commands.empty() && !extras.empty() && !extras.front().starts_with("-"))
+    return unknown_command_message(root, *at, commands, extras.front());
+  const auto flag = std::find_if(extras.begin(), extras.end(), [](const std::string& w) {
+    return w.size() > 1 && w[0] == '-' && w != "--";
+  });
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && flag != extras.end())
+    return genesis::commands::unknown_flag_message(*at, command_path(root), *flag, args);
+  return std::string(e.what()) + " (see " + command_path(root) + " --help)";
+}
+
 // OpenMP threads that busy-wait between parallel regions slow the thread doing the work on the
 // shared or hyper-threaded cores of VMs, laptops and CI runners (measured: a GPT training step
 // 15-20% slower, a small-MLP step 2x slower than with sleeping waits). libgomp reads
@@ -95,35 +132,7 @@ int main(int argc, char** argv) {
     }
     return command->run({std::cout, genesis::progress_on_terminal()});
   } catch (const CLI::ParseError& e) {
-    // CLI11 calls a misspelt command (`genesis tarin`, `genesis ckpt lss`) an unexpected
-    // argument, or says one is required; users think of it as an unknown command.
-    const CLI::App* at = &cli.app();
-    for (auto subs = at->get_subcommands(); !subs.empty(); subs = at->get_subcommands()) at = subs.front();
-    const auto commands = at->get_subcommands([](const CLI::App*) { return true; });
-    const auto extras = cli.app().remaining(true);  // an unmatched word falls through to the root
-    if (!commands.empty() && !extras.empty() && !extras.front().starts_with("-")) {
-      std::string names;
-      std::vector<std::string> candidates;
-      for (const CLI::App* c : commands) {
-        names += (names.empty() ? "" : ", ") + c->get_name();
-        candidates.push_back(c->get_name());
-      }
-      const std::string kind = at == &cli.app() ? "command" : at->get_name() + " command";
-      const auto match = genesis::closest_name(extras.front(), candidates);
-      const std::string guess = match ? "did you mean '" + *match + "'? " : "";
-      return report("unknown " + kind + " '" + extras.front() + "' (" + guess + "commands: " +
-                        names + ")",
-                    e, 2, style);
-    }
-    const auto flag = std::find_if(extras.begin(), extras.end(), [](const std::string& w) {
-      return w.size() > 1 && w[0] == '-' && w != "--";
-    });
-    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && flag != extras.end()) {
-      const std::vector<std::string> args(argv + 1, argv + argc);
-      const std::string path = command_path(cli.app());
-      return report(genesis::commands::unknown_flag_message(*at, path, *flag, args), e, 2, style);
-    }
-    return report(std::string(e.what()) + " (see " + command_path(cli.app()) + " --help)", e, 2, style);
+    return report(usage_message(cli.app(), e, {argv + 1, argv + argc}), e, 2, style);
   } catch (const genesis::Error& e) {
     return report(e.what(), e, e.exit_code(), style);
   } catch (const std::exception& e) {
