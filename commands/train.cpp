@@ -72,6 +72,10 @@ void add_train_flags(CLI::App& app, TrainFlags& flags) {
                "strategy = auto picks) for WORLD_SIZE ranks, then exit without training");
   app.add_flag("--print-config", flags.print_config,
                "Print the resolved config as commented TOML and exit without training");
+  // Users of HF Trainer and TRL look for --learning_rate among the flags: say where it is.
+  app.footer("Every other setting is a config key (training.learning_rate, "
+             "distributed.strategy, ...):\n--print-config lists them with their meaning, and "
+             "--set KEY=VALUE or a TOML --config sets them.");
 }
 
 int run_train(const TrainFlags& flags, const RunContext& context) {

@@ -97,6 +97,10 @@ TEST_CASE("genesis train --help documents every train flag", "[cli]") {
       CHECK(result.out.find("--" + name) != std::string::npos);
     CHECK(result.out.find(option->get_description().substr(0, 30)) != std::string::npos);
   }
+  // The settings are not flags: the help says where they are.
+  CHECK(result.out.find("Every other setting is a config key (training.learning_rate, "
+                        "distributed.strategy, ...):\n--print-config lists them") !=
+        std::string::npos);
 }
 
 TEST_CASE("no command prints the help and exits 2", "[cli]") {
