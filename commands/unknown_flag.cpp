@@ -79,8 +79,12 @@ std::string unknown_flag_message(const CLI::App& command, const std::string& pat
   std::replace(name.begin(), name.end(), '-', '_');
   const bool train = command.get_name() == "train" && !name.empty();
   const auto key_message = [&](const std::vector<std::string>& keys, std::string_view value = "") {
-    return message + "; settings are config keys, given with --set: " +
-           set_flags(keys, value.empty() ? flag_value(word, args) : std::string(value)) + see;
+    std::string given = value.empty() ? flag_value(word, args) : std::string(value);
+    // A bare switch (`--gradient_checkpointing`, as HF's argument parser takes it) means true.
+    if (given == "VALUE" && std::all_of(keys.begin(), keys.end(), config_key_is_bool))
+      given = "true";
+    return message + "; settings are config keys, given with --set: " + set_flags(keys, given) +
+           see;
   };
   if (auto keys = train ? config_keys_named(name, false) : std::vector<std::string>{};
       !keys.empty())

@@ -104,6 +104,9 @@ TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
                  "one of --set dpo.beta=0.1, --set grpo.beta=0.1"));
   CHECK(contains(usage_error({"train", "--lr", "3e-4"}), "--set training.learning_rate=3e-4"));
   CHECK(contains(usage_error({"train", "--bf16"}), "--set training.mixed_precision=bf16"));
+  CHECK(contains(usage_error({"train", "--gradient_checkpointing", "--preset", "sft"}),
+                 "--set training.gradient_checkpointing=true"));
+  CHECK(contains(usage_error({"train", "--warmup_steps"}), "--set training.warmup_steps=VALUE"));
   CHECK(contains(usage_error({"train", "--maxsteps", "3"}), "--set training.max_steps=3"));
   // A launcher's flag given to the command it launches.
   CHECK(contains(usage_error({"train", "--preset", "sft", "--nproc", "2"}),

@@ -72,6 +72,12 @@ std::vector<std::string> config_keys_named(std::string_view name, bool typos) {
   return keys;
 }
 
+bool config_key_is_bool(std::string_view key) {
+  const config_detail::ConfigKey* entry = config_detail::find_key(key);
+  Config config;
+  return entry != nullptr && std::holds_alternative<bool*>(entry->field(config));
+}
+
 std::optional<std::string> closest_name(std::string_view word,
                                         const std::vector<std::string>& candidates) {
   return config_detail::closest_match(word, candidates);

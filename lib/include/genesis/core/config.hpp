@@ -326,6 +326,8 @@ std::string config_to_toml(const Config& config);
 // flag genesis does not take, as HF Trainer and TRL take `--learning_rate 1e-4` where genesis
 // takes --set.
 std::vector<std::string> config_keys_named(std::string_view name, bool typos);
+// Whether the config key ("section.key") takes true or false.
+bool config_key_is_bool(std::string_view key);
 // The candidate closest to `word` by edit distance, when it is close enough to be a likely typo.
 std::optional<std::string> closest_name(std::string_view word,
                                         const std::vector<std::string>& candidates);
