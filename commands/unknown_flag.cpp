@@ -112,4 +112,16 @@ std::string unknown_flag_message(const CLI::App& command, const std::string& pat
   return message + see;
 }
 
+std::string set_value_apart_message(const std::string& word,
+                                    const std::vector<std::string>& args) {
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const bool after_set = args[i - 2] == "--set" || args[i - 2] == "-s";
+    if (!after_set || args[i] != word || args[i - 1].find('=') != std::string::npos) continue;
+    std::string key = args[i - 1];
+    if (key.ends_with(":")) key.pop_back();
+    return "--set takes KEY=VALUE as one word: --set " + key + "=" + word;
+  }
+  return "";
+}
+
 }  // namespace genesis::commands

@@ -15,4 +15,8 @@ namespace genesis::commands {
 std::string unknown_flag_message(const CLI::App& command, const std::string& path,
                                  const std::string& word, const std::vector<std::string>& args);
 
+// `--set training.learning_rate 1e-4`: the stray value `word` follows a --set KEY without '='.
+// The message that joins them, or "" when `word` is not such a value.
+std::string set_value_apart_message(const std::string& word, const std::vector<std::string>& args);
+
 }  // namespace genesis::commands

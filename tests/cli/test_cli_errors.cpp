@@ -120,6 +120,9 @@ TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
   CHECK(usage_error({"bench-allreduce", "-a", "1"}) ==
         "genesis: error: unknown option '-a' of genesis bench-allreduce "
         "(see genesis bench-allreduce --help)");
+  // --set KEY VALUE, as two words.
+  CHECK(usage_error({"train", "--set", "training.learning_rate", "1e-4"}) ==
+        "genesis: error: --set takes KEY=VALUE as one word: --set training.learning_rate=1e-4");
   // A misspelt command.
   CHECK(usage_error({"tarin", "--preset", "sft"}) ==
         "genesis: error: unknown command 'tarin' (did you mean 'train'? commands: doctor, launch, "
