@@ -37,6 +37,7 @@
 #include "genesis/launch/worker_env.hpp"
 #include "genesis/rendezvous/tcp_store.hpp"
 #include "job_monitor.hpp"
+#include "launch_signals.hpp"
 #include "membership.hpp"
 
 namespace genesis::launch {
@@ -84,58 +85,6 @@ Clock::time_point seconds_from_now(double seconds) {
   return Clock::now() +
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
-
-// The signals handlers saw; a handler may only touch a sig_atomic_t, so these flags are global.
-volatile sig_atomic_t g_received_signal = 0;  // SIGINT/SIGTERM: stop the job
-volatile sig_atomic_t g_received_count = 0;   // how many: a second one kills the workers at once
-volatile sig_atomic_t g_forward_signal = 0;   // SIGUSR1/SIGUSR2: pass on, keep going
-
-void record_signal(int signal) {
-  g_received_signal = signal;
-  if (g_received_count < 2) g_received_count = g_received_count + 1;
-}
-void record_forward(int signal) { g_forward_signal = signal; }
-
-// Installs SIGINT/SIGTERM handlers and SIGUSR1/SIGUSR2 ones (a scheduler's warning before it
-// preempts: `sbatch --signal`), all without SA_RESTART so poll() wakes up, and ignores SIGPIPE
-// for the launch; puts the previous dispositions back afterwards.
-class SignalCapture {
- public:
-  SignalCapture() {
-    g_received_signal = 0;
-    g_received_count = 0;
-    g_forward_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = record_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-    action.sa_handler = record_forward;
-    sigaction(SIGUSR1, &action, &old_usr1_);
-    sigaction(SIGUSR2, &action, &old_usr2_);
-    // A closed console must not kill the launcher before it has stopped its workers.
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, &old_pipe_);
-  }
-  ~SignalCapture() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-    sigaction(SIGUSR1, &old_usr1_, nullptr);
-    sigaction(SIGUSR2, &old_usr2_, nullptr);
-    sigaction(SIGPIPE, &old_pipe_, nullptr);
-  }
-  SignalCapture(const SignalCapture&) = delete;
-  SignalCapture& operator=(const SignalCapture&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-  struct sigaction old_usr1_ {};
-  struct sigaction old_usr2_ {};
-  struct sigaction old_pipe_ {};
-};
 
 struct Worker {
   int rank = 0;
@@ -347,22 +296,22 @@ class AttemptWatch {
 
   // SIGINT/SIGTERM stop the job; SIGUSR1/SIGUSR2 are passed on to every worker.
   void take_signals() {
-    if (g_received_signal != 0 && result_.interrupt_signal == 0) {
-      result_.interrupt_signal = g_received_signal;
-      streams_.err << "genesis launch: received " << signal_name(result_.interrupt_signal)
+    const int stop = LaunchSignals::stop_signal();
+    if (stop != 0 && result_.interrupt_signal == 0) {
+      result_.interrupt_signal = stop;
+      streams_.err << "genesis launch: received " << signal_name(stop)
                    << ", stopping all workers (they have " << options_.grace_period_s
                    << " s, --grace-period, to save and exit; send it again to kill them now)\n"
                    << std::flush;
-      tear_down(result_.interrupt_signal, options_.grace_period_s);
-    } else if (g_received_count >= 2 && !killed_ && kill_at_ && *kill_at_ > Clock::now()) {
+      tear_down(stop, options_.grace_period_s);
+    } else if (LaunchSignals::stop_count() >= 2 && !killed_ && kill_at_ &&
+               *kill_at_ > Clock::now()) {
       // Ctrl-C twice: the person at the terminal will not wait out the grace period.
-      streams_.err << "genesis launch: received " << signal_name(g_received_signal)
+      streams_.err << "genesis launch: received " << signal_name(stop)
                    << " again, killing all workers\n" << std::flush;
       kill_at_ = Clock::now();
     }
-    if (g_forward_signal != 0) {
-      const int signal = g_forward_signal;
-      g_forward_signal = 0;
+    if (const int signal = LaunchSignals::take_forward(); signal != 0) {
       streams_.err << "genesis launch: received " << signal_name(signal)
                    << ", passing it on to every worker\n" << std::flush;
       for (auto& w : workers_) w.process->signal_group(signal);
@@ -547,7 +496,7 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
   const auto log_dir = effective_log_dir(options, job.run_id);
   if (!log_dir.empty())
     streams.err << "genesis launch: writing each rank's output under " << log_dir.string() << "\n";
-  SignalCapture signals;
+  LaunchSignals signals;
   std::vector<Worker> workers;
   for (;; ++job.attempt) {
     const AttemptPlan plan = attempt_plan(options, job, streams.err);
