@@ -94,11 +94,10 @@ std::string usage_message(const CLI::App& root, const CLI::ParseError& e,
   const bool extra = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
   if (extra && flag != extras.end())
     return genesis::commands::unknown_flag_message(*at, command_path(root), *flag, args);
-  for (const std::string& word : extras) {
-    if (!extra) break;
-    if (auto message = genesis::commands::set_value_apart_message(word, args); !message.empty())
-      return message;
-  }
+  if (extra)
+    for (const std::string& word : extras)
+      if (auto message = genesis::commands::set_value_apart_message(word, args); !message.empty())
+        return message;
   return std::string(e.what()) + " (see " + command_path(root) + " --help)";
 }
 

@@ -59,15 +59,15 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 namespace genesis {
 
 std::vector<std::string> config_keys_named(std::string_view name, bool typos) {
-  using config_detail::key_names;
+  const std::vector<std::string> names = config_detail::key_names();
   std::vector<std::string> parts;
-  for (const auto& key : key_names()) parts.emplace_back(config_detail::last_part(key));
+  for (const auto& key : names) parts.emplace_back(config_detail::last_part(key));
   std::string part(name);
   if (std::find(parts.begin(), parts.end(), part) == parts.end())
     // A short word is a different word, not a typo: "lr" is not ppo.lam.
     part = typos && name.size() >= 5 ? config_detail::closest_match(name, parts).value_or("") : "";
   std::vector<std::string> keys;
-  for (const auto& key : key_names())
+  for (const auto& key : names)
     if (!part.empty() && config_detail::last_part(key) == part) keys.push_back(key);
   return keys;
 }

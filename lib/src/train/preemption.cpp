@@ -22,28 +22,14 @@ struct sigaction g_previous[kCount];
 
 volatile sig_atomic_t g_announce = 0;  // 1: say so at once; 2: and begin on a fresh line
 
-// What the handler says; it may only call async-signal-safe functions, so the text is fixed.
-const char* announcement(int signal) {
-  switch (signal) {
-    case SIGINT:
-      return "genesis train: received SIGINT: saving a checkpoint when this step ends, then "
-             "stopping (Ctrl-C again stops at once, unsaved)\n";
-    case SIGTERM:
-      return "genesis train: received SIGTERM: saving a checkpoint when this step ends, then "
-             "stopping\n";
-    case SIGUSR1:
-      return "genesis train: received SIGUSR1: saving a checkpoint when this step ends, then "
-             "stopping\n";
-    default:
-      return "genesis train: received SIGUSR2: saving a checkpoint when this step ends, then "
-             "stopping\n";
-  }
-}
-
+// Said from the handler, which may only call async-signal-safe functions: fixed texts, written
+// piece by piece.
 void announce(int signal) {
-  if (g_announce == 2) (void)!write(STDERR_FILENO, "\n", 1);  // past a progress bar's line
-  const char* text = announcement(signal);
-  (void)!write(STDERR_FILENO, text, std::strlen(text));
+  const char* parts[] = {g_announce == 2 ? "\n" : "",  // past a progress bar's line
+                         "genesis train: received ", preemption_signal_name(signal),
+                         ": saving a checkpoint when this step ends, then stopping",
+                         signal == SIGINT ? " (Ctrl-C again stops at once, unsaved)" : "", "\n"};
+  for (const char* part : parts) (void)!write(STDERR_FILENO, part, std::strlen(part));
 }
 
 void remember(int signal) {

@@ -30,7 +30,7 @@ class PreemptionWatch {
   static constexpr std::int64_t kAgreeEvery = 10;
 };
 
-// "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT".
+// "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGINT". Called from the signal handler too: literals only.
 const char* preemption_signal_name(int signal);
 
 }  // namespace genesis::train

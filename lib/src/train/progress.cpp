@@ -4,6 +4,9 @@
 #include <cstdio>
 
 namespace genesis::train {
+namespace {
+constexpr int kWidth = 24;  // characters between the brackets
+}  // namespace
 
 std::string format_duration(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
@@ -26,7 +29,6 @@ void ProgressBar::update(std::int64_t done, const std::string& metrics) {
   auto now = std::chrono::steady_clock::now();
   if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
-  constexpr int kWidth = 24;
   const int filled = static_cast<int>(kWidth * done / total_);
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
@@ -40,7 +42,7 @@ void ProgressBar::update(std::int64_t done, const std::string& metrics) {
 
 void ProgressBar::begin() {
   if (!enabled_ || first_ > total_) return;
-  std::fprintf(stderr, "\r\033[K[%s] %lld/%lld step %lld running", std::string(24, '.').c_str(),
+  std::fprintf(stderr, "\r\033[K[%s] %lld/%lld step %lld running", std::string(kWidth, '.').c_str(),
                static_cast<long long>(first_ - 1), static_cast<long long>(total_),
                static_cast<long long>(first_));
   std::fflush(stderr);
