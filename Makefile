@@ -45,8 +45,10 @@ run: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
+# ldconfig (as root) lets programs linked to an installed libgenesis find it at once.
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+	@[ "$$(id -u)" != 0 ] || ldconfig
 
 clean:
 	rm -rf $(BUILD)
