@@ -135,9 +135,16 @@ TEST_CASE("SFT rows put the loss on the response only", "[sft]") {
   const auto cut = data::encode_sft({{"ab:", "a long response"}}, tok, 8);
   CHECK(cut.truncated == 1);
   CHECK(cut.rows.targets.data<std::int64_t>()[7] == 'g');  // the 6th response byte: cut, no EOT
-  CHECK_THROWS_WITH(data::encode_sft({{"a prompt this long", "x"}}, tok, 8),
+  // 3 + 15 tokens and end-of-text: 18 inputs predict the 18 that follow.
+  CHECK(cut.block_size_needed == 18);
+  CHECK(data::encode_sft({{"ab:", "a long response"}}, tok, 18).truncated == 0);
+  // The error says what block_size would hold every example, the longest one anywhere in them.
+  CHECK_THROWS_WITH(data::encode_sft({{"a prompt this long", "x"}, {"ab:", "a longer response "
+                                                                          "than the prompt"}},
+                                     tok, 8),
                     Catch::Contains("SFT example 1: the prompt is 18 tokens") &&
-                        Catch::Contains("block_size = 8"));
+                        Catch::Contains("block_size = 8") &&
+                        Catch::Contains("--set model.block_size=36 fits every example whole"));
   CHECK_THROWS_WITH(data::encode_sft({}, tok, 8), Catch::Contains("empty"));
 }
 

@@ -1,9 +1,29 @@
 // Rows for next-token training with the loss on the response only: row t predicts token t + 1,
 // and that target is kept only where token t + 1 is part of the response or its end-of-text.
+#include <algorithm>
+
 #include "genesis/core/error.hpp"
 #include "genesis/data/sft.hpp"
 
 namespace genesis::data {
+
+namespace {
+
+// block_size inputs predict block_size targets, so an example of n tokens (prompt, response and
+// end-of-text) fits whole in block_size n - 1.
+std::int64_t block_size_for(const SftExample& e, const ByteTokenizer& tokenizer) {
+  return static_cast<std::int64_t>(tokenizer.encode(e.prompt).size() +
+                                   tokenizer.encode(e.response).size());
+}
+
+std::int64_t block_size_for_all(const std::vector<SftExample>& examples,
+                                const ByteTokenizer& tokenizer) {
+  std::int64_t most = 0;
+  for (const SftExample& e : examples) most = std::max(most, block_size_for(e, tokenizer));
+  return most;
+}
+
+}  // namespace
 
 SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokenizer& tokenizer,
                        std::int64_t block_size) {
@@ -24,9 +44,14 @@ SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokeni
                       ": the prompt is " + std::to_string(prompt) +
                       " tokens, which leaves no room for a response in "
                       "model.block_size = " + std::to_string(block_size) +
-                      (prompt == 0 ? " (an empty prompt has nothing to condition on)" : ""));
+                      (prompt == 0 ? " (an empty prompt has nothing to condition on)"
+                                   : "; --set model.block_size=" +
+                                         std::to_string(block_size_for_all(examples, tokenizer)) +
+                                         " fits every example whole"));
     for (std::int64_t id : tokenizer.encode(e.response)) tokens.push_back(id);
     tokens.push_back(ByteTokenizer::kEndOfText);
+    enc.block_size_needed =
+        std::max(enc.block_size_needed, static_cast<std::int64_t>(tokens.size()) - 1);
     // block_size inputs predict block_size targets: at most block_size + 1 tokens are used.
     if (static_cast<std::int64_t>(tokens.size()) > block_size + 1) {
       tokens.resize(static_cast<std::size_t>(block_size + 1));

@@ -96,8 +96,10 @@ SftData load_sft_data(const Config& config) {
   const data::ByteTokenizer tokenizer;
   const data::SftEncoding encoded = data::encode_sft(train, tokenizer, config.model.block_size);
   if (encoded.truncated > 0)
-    spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {}", encoded.truncated,
-                 train.size(), config.model.block_size);
+    spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {} (--set "
+                 "model.block_size={} fits every example whole)",
+                 encoded.truncated, train.size(), config.model.block_size,
+                 encoded.block_size_needed);
   SftData out{.train = encoded.rows, .eval = {}, .prompts = {}};
   if (!eval.empty()) out.eval = data::encode_sft(eval, tokenizer, config.model.block_size).rows;
   out.prompts = std::move(eval);

@@ -49,6 +49,7 @@ inline constexpr std::int64_t kIgnoreIndex = -100;
 struct SftEncoding {
   TensorDataset rows;                  // inputs, targets: i64 (N, block_size)
   std::int64_t truncated = 0;          // responses cut to fit block_size
+  std::int64_t block_size_needed = 0;  // the block_size that would fit every example whole
   std::int64_t response_tokens = 0;    // targets that are not kIgnoreIndex
 };
 
