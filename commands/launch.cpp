@@ -324,6 +324,8 @@ std::vector<std::string> worker_command(const LaunchFlags& flags) {
     words = rest;
   }
   if (words.empty()) {
+    if (const std::string taken = command_taken_as_value(*flags.app); !taken.empty())
+      throw InvalidArgument("nothing to launch: " + taken);
     if (flags.module) throw InvalidArgument("-m/--module: no module given (genesis launch -m pkg.module ARGS)");
     return {};
   }

@@ -98,6 +98,8 @@ std::string unknown_flag_message(const CLI::App& command, const std::string& pat
            flag + (value == "VALUE" ? "" : " " + value) + " " + command.get_name() +
            " ... (see genesis launch --help)";
   }
+  if (const std::string taken = command_taken_as_value(command); !taken.empty())
+    return message + ": " + taken + see;
   if (command.get_name() == "bench-allreduce" &&
       std::find(std::begin(kNcclTestsFlags), std::end(kNcclTestsFlags), flag) !=
           std::end(kNcclTestsFlags))
@@ -110,6 +112,24 @@ std::string unknown_flag_message(const CLI::App& command, const std::string& pat
       !keys.empty())
     return key_message(keys);
   return message + see;
+}
+
+std::string command_taken_as_value(const CLI::App& command) {
+  const CLI::App* root = command.get_parent();
+  if (root == nullptr || command.get_name() != "launch") return "";
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->count() == 0 || option->get_type_size() == 0) continue;
+    const std::string& taken = option->results().back();
+    for (const CLI::App* sub : root->get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() != taken) continue;
+      const std::string name = option->get_lnames().empty()
+                                   ? "-" + option->get_snames().front()
+                                   : "--" + option->get_lnames().front();
+      return name + " took '" + taken + "', the command, for its " + option->get_type_name() +
+             ": genesis launch ... " + name + " " + option->get_type_name() + " " + taken + " ...";
+    }
+  }
+  return "";
 }
 
 std::string set_value_apart_message(const std::string& word,

@@ -15,6 +15,10 @@ namespace genesis::commands {
 std::string unknown_flag_message(const CLI::App& command, const std::string& path,
                                  const std::string& word, const std::vector<std::string>& args);
 
+// `genesis launch --emit-sbatch train --preset sft`: an option of launch that takes a value took
+// the command's name for it. What happened and the order that works, or "" when nothing did.
+std::string command_taken_as_value(const CLI::App& launch);
+
 // `--set training.learning_rate 1e-4`: the stray value `word` follows a --set KEY without '='.
 // The message that joins them, or "" when `word` is not such a value.
 std::string set_value_apart_message(const std::string& word, const std::vector<std::string>& args);

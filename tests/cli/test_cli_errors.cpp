@@ -112,6 +112,14 @@ TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
   CHECK(contains(usage_error({"train", "--preset", "sft", "--nproc", "2"}),
                  "unknown option '--nproc' of genesis train: it is a flag of genesis launch, "
                  "given before the command: genesis launch --nproc 2 train ..."));
+  // A launcher option given no value takes the command's name for one.
+  CHECK(usage_error({"launch", "--nnodes", "2", "--emit-sbatch", "train", "--preset", "sft"}) ==
+        "genesis: error: unknown option '--preset' of genesis launch: --emit-sbatch took 'train', "
+        "the command, for its FILE: genesis launch ... --emit-sbatch FILE train ... "
+        "(see genesis launch --help)");
+  CHECK(usage_error({"launch", "--nproc", "2", "--log-dir", "doctor"}) ==
+        "genesis: error: nothing to launch: --log-dir took 'doctor', the command, for its DIR: "
+        "genesis launch ... --log-dir DIR doctor ...");
   // nccl-tests' GPUs per process are ranks; a one-letter flag gets no guess.
   CHECK(contains(usage_error({"bench-allreduce", "-b", "8", "-g", "1"}),
                  "unknown option '-g' of genesis bench-allreduce: nccl-tests' threads and GPUs per "
