@@ -1,8 +1,9 @@
 // The cache of freed host blocks behind CPU tensors (tensor/host_allocator.cpp), in the words of
 // torch.cuda's caching allocator: what it holds, trimming it to what a training step reuses, and
-// emptying it. Results never depend on it; only resident memory does. The cache never lifts
-// live plus cached bytes above the most ever live at once: a request the cache cannot serve
-// first unmaps cached blocks (of 1 MiB and up) of other sizes that would.
+// emptying it. Results never depend on it; only resident memory does. Blocks left from another
+// phase never lift live plus cached bytes above the most ever live at once: a request the cache
+// cannot serve first unmaps cached blocks (of 1 MiB and up) of other sizes that would, except
+// those the last step reused, which it will ask for again.
 #pragma once
 
 #include <cstddef>
