@@ -107,7 +107,7 @@ TEST_CASE("the next save removes the leftovers of interrupted saves and deletes"
   CHECK(ckpt::list_leftovers(root).empty());
 }
 
-TEST_CASE("a failure on one rank fails the save on every rank and keeps latest", "[ckpt]") {
+TEST_CASE("a failure on one rank fails the save on every rank, keeps latest and leaves no partial", "[ckpt]") {
   testing::TempDir dir;
   save_2_ranks(dir.path(), 1);
   std::mutex mutex;
@@ -129,6 +129,10 @@ TEST_CASE("a failure on one rank fails the save on every rank and keeps latest",
   CHECK(errors[0] == errors[1]);
   CHECK(ckpt::read_latest(dir.path()) == dir.path() / "step-1");
   CHECK_FALSE(fs::exists(dir.path() / "step-2"));
+  // Rank 0's file of the failed save is gone with its directory: on a full disk it would keep
+  // the space that ran out.
+  CHECK_THAT(errors[0], Catch::EndsWith("; the unfinished checkpoint was removed"));
+  CHECK(ckpt::list_leftovers(dir.path()).empty());
 }
 
 TEST_CASE("damaged checkpoints are errors that name the file", "[ckpt]") {

@@ -123,6 +123,20 @@ void prune(const fs::path& root, const fs::path& keep, int keep_last) {
 
 std::string error_of(const std::exception& e) { return e.what(); }
 
+// agree_or_throw once .tmp-step-N/ exists: when any rank failed, every rank has stopped writing by
+// now, so rank 0 removes the unfinished directory (on a full disk it would hold the space that
+// ran out) before the error goes up on all of them. Checkpoints already committed stay.
+void agree_or_discard(dist::ProcessGroup& group, const std::string& error,
+                      const std::string& what, const fs::path& tmp) {
+  try {
+    dist::agree_or_throw(group, error, what);
+  } catch (const IoError& e) {
+    std::error_code ignored;
+    if (group.rank() == 0) fs::remove_all(tmp, ignored);
+    throw IoError(std::string(e.what()) + "; the unfinished checkpoint was removed");
+  }
+}
+
 }  // namespace
 
 std::filesystem::path save_checkpoint(const SaveOptions& options,
@@ -153,7 +167,7 @@ std::filesystem::path save_checkpoint(const SaveOptions& options,
   } catch (const std::exception& e) {
     error = error_of(e);
   }
-  dist::agree_or_throw(group, error, what);
+  agree_or_discard(group, error, what, tmp);
   const std::vector<std::string> indexes = dist::all_gather_strings(group, index.dump());
 
   if (group.rank() == 0) {
@@ -168,7 +182,7 @@ std::filesystem::path save_checkpoint(const SaveOptions& options,
       error = error_of(e);
     }
   }
-  dist::agree_or_throw(group, error, what);
+  agree_or_discard(group, error, what, tmp);
   return final_dir;
 }
 
