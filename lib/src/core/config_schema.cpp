@@ -126,6 +126,10 @@ std::vector<ConfigKey> training_keys() {
      [](Config& c) -> Field { return &c.training.cos_min_ratio; }, Rule::probability},
     {"training.max_grad_norm", "clip gradients to this global norm; 0 disables clipping",
      [](Config& c) -> Field { return &c.training.max_grad_norm; }, Rule::non_negative},
+    {"training.stop_on_nan",
+     "stop with an error, before the update, at a step whose gradients are NaN or infinite "
+     "(training diverged); fp16 skips such steps instead; false trains on",
+     [](Config& c) -> Field { return &c.training.stop_on_nan; }},
     {"training.mixed_precision",
      "no | bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 "
      "scales the loss ([loss_scale])",

@@ -59,6 +59,9 @@ MetricsRecorder::MetricsRecorder(const std::filesystem::path& run_dir, const Job
       bar_(max_steps, interactive_, first_step) {
   if (!main_) return;
   std::filesystem::create_directories(run_dir);
+  // An earlier run's summary.json describes that run. This one writes its own when it ends;
+  // until then, or when it fails, none may stand beside its metrics as if it were theirs.
+  std::filesystem::remove(run_dir / "summary.json");
   const std::filesystem::path path = run_dir / "metrics.jsonl";
   const std::vector<std::string> kept =
       first_step > 1 ? lines_up_to(path, first_step - 1) : std::vector<std::string>{};

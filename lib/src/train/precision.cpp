@@ -27,7 +27,7 @@ Tensor scale_loss(const Precision& precision, const Tensor& loss) {
 }
 
 GradientCheck finish_gradients(Precision& precision, parallel::Strategy& strategy,
-                               double max_grad_norm) {
+                               double max_grad_norm, bool need_norm) {
   GradientCheck check;
   if (precision.scaler) {
     amp::GradScaler& scaler = *precision.scaler;
@@ -47,7 +47,10 @@ GradientCheck finish_gradients(Precision& precision, parallel::Strategy& strateg
       strategy.scale_gradients(optim::clip_coefficient(check.grad_norm, max_grad_norm));
     return check;
   }
-  if (max_grad_norm > 0) check.grad_norm = strategy.clip_grad_norm(max_grad_norm);
+  if (max_grad_norm > 0)
+    check.grad_norm = strategy.clip_grad_norm(max_grad_norm);
+  else if (need_norm)
+    check.grad_norm = strategy.grad_norm();
   return check;
 }
 

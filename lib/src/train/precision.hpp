@@ -31,7 +31,8 @@ struct GradientCheck {
 // Collective, after the last micro-batch's backward: divides the gradients by the loss scale,
 // detects an overflow (and then clears the gradients and lowers the scale; at the minimum scale
 // this throws), and otherwise clips to max_grad_norm (> 0). The caller steps unless overflow.
+// `need_norm`: grad_norm is computed even where nothing else needs it.
 GradientCheck finish_gradients(Precision& precision, parallel::Strategy& strategy,
-                               double max_grad_norm);
+                               double max_grad_norm, bool need_norm);
 
 }  // namespace genesis::train

@@ -2,11 +2,14 @@
 // strategy; the recorder writes on rank 0 only, and logged figures are reduced over ranks first.
 #include "training_loop.hpp"
 
+#include <cfloat>
+#include <cmath>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
 
 #include "genesis/autograd/autocast.hpp"
+#include "genesis/core/error.hpp"
 #include "genesis/core/format.hpp"
 #include "genesis/core/trace.hpp"
 #include "genesis/ops/ops.hpp"
@@ -47,6 +50,26 @@ optim::LrSchedule lr_schedule_of(const TrainingConfig& c) {
   return {c.lr_scheduler_type, c.learning_rate, warmup_steps_of(c),
           own_horizon ? c.lr_decay_steps : c.max_steps, c.warmup_min_lr, c.warmup_type,
           c.warmup_min_ratio, c.cos_min_ratio};
+}
+
+// training.stop_on_nan: every rank holds the same reduced norm, so all of them stop together.
+// A finite norm past sqrt(FLT_MAX) diverges too: some gradient's square, which Adam keeps in its
+// f32 second moment, would be infinite there.
+void stop_if_diverged(const TrainingConfig& c, std::int64_t step, const GradientCheck& check,
+                      double lr) {
+  static const double kSquareFits = std::sqrt(static_cast<double>(FLT_MAX));
+  const double norm = check.grad_norm;
+  if (!c.stop_on_nan || std::abs(norm) < kSquareFits) return;
+  const std::string what =
+      std::isfinite(norm) ? fmt::format("are too large to square in f32 (global norm {:.3g})", norm)
+                          : fmt::format("are not finite (global norm {})",
+                                        std::isnan(norm) ? "nan" : "inf");
+  throw Error(fmt::format(
+      "step {}: the gradients {}, at learning rate {:.3g}: training diverged. It stops before "
+      "this step's update, so nothing non-finite was saved. Lower training.learning_rate or "
+      "lengthen its warmup (training.warmup_steps), then continue with --resume auto, or set "
+      "training.stop_on_nan=false to train on",
+      step, what, lr));
 }
 
 }  // namespace
@@ -171,8 +194,11 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
     p_.strategy.backward(scale_loss(precision_, weight == 1.0 ? out.loss : out.loss * weight));
   }
   std::optional<StepTimer::Scope> timed(std::in_place, timer_, Phase::optimizer);
-  const GradientCheck check = finish_gradients(precision_, p_.strategy, c.max_grad_norm);
+  const bool scaled = precision_.scaler.has_value();  // fp16 skips such steps itself
+  const GradientCheck check =
+      finish_gradients(precision_, p_.strategy, c.max_grad_norm, c.stop_on_nan && !scaled);
   const double lr = optim::lr_at(schedule_, step - 1);
+  if (!scaled) stop_if_diverged(c, step, check, lr);
   if (!check.overflow) {
     p_.strategy.step(lr);
   } else if (p_.job.is_main()) {

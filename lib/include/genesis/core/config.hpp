@@ -145,6 +145,10 @@ struct TrainingConfig {
   double warmup_min_ratio = 0.0;
   double cos_min_ratio = 0.0001;
   double max_grad_norm = 1.0;                // 0 disables clipping
+  // A step whose gradients are not finite stops training before its update, with an error (as
+  // Megatron-LM's check for NaN in the loss and gradients); fp16's loss scaling skips such steps
+  // instead. False trains on (and saves) whatever the parameters become.
+  bool stop_on_nan = true;
   // bf16 | fp16: matmuls and attention in reduced precision, fp32 master weights; fp16 scales
   // the loss dynamically ([loss_scale]).
   MixedPrecision mixed_precision = MixedPrecision::no;
