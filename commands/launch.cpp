@@ -470,6 +470,10 @@ int run_launch_command(const LaunchFlags& flags, const RunContext& context) {
   }
   // Only a launch that starts ranks here needs this machine's GPUs (not a dry run, not a script).
   if (o.gpus && !o.dry_run) check_gpus(o.nproc_per_node);
+  if (const int cores = usable_cores(); !o.dry_run && o.nproc_per_node > cores)
+    std::cerr << "genesis launch: " << o.nproc_per_node << " ranks share this node's " << cores
+              << " usable CPU" << (cores == 1 ? "" : "s")
+              << ", so they take turns on them (--nproc cpu starts one rank per CPU)\n";
   return launch::run_launch(o, {context.out, std::cerr});
 }
 

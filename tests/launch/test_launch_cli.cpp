@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "genesis/core/cpus.hpp"
 #include "support/cli_run.hpp"
 #include "support/local_slurm.hpp"
 
@@ -128,6 +129,18 @@ TEST_CASE("launch runs a genesis subcommand with this binary", "[launch]") {
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.out, "[rank 0] mlp\n"));
   CHECK(contains(r.out, "[rank 1] mlp\n"));
+}
+
+TEST_CASE("launch says when its ranks outnumber the CPUs", "[launch]") {
+  const int cores = genesis::usable_cores();
+  const auto more = run_genesis({"launch", "--nproc", std::to_string(cores + 1), "--", "true"});
+  CHECK(more.exit_code == 0);
+  CHECK(contains(more.err, "genesis launch: " + std::to_string(cores + 1) +
+                               " ranks share this node's " + std::to_string(cores) + " usable CPU"));
+  CHECK(contains(more.err, "--nproc cpu starts one rank per CPU"));
+  const auto enough = run_genesis({"launch", "--nproc", std::to_string(cores), "--", "true"});
+  CHECK(enough.exit_code == 0);
+  CHECK_FALSE(contains(enough.err, "ranks share"));
 }
 
 TEST_CASE("genesis's --log-level and --color reach the ranks that run a genesis command",
