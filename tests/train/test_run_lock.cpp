@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "genesis/core/error.hpp"
 #include "support/cli_run.hpp"
@@ -55,4 +56,18 @@ TEST_CASE("genesis train on a run directory another job holds exits 1 and writes
       testing::run_genesis(tiny_run(dir.path()), {{{"OMP_NUM_THREADS", "2"}}, {}});
   INFO("stderr: " << free.err);
   CHECK(free.exit_code == 0);
+}
+
+TEST_CASE("a run directory that cannot be made is named with the flags that move it",
+          "[train]") {
+  testing::TempDir dir;
+  const std::filesystem::path file = dir.path() / "a-file";
+  std::ofstream(file) << "not a directory\n";
+  const testing::CliResult r = testing::run_genesis(
+      {"train", "--preset", "mlp", "-o", file.string(), "--set", "training.max_steps=1"});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("cannot create the run directory " + (file / "mlp").string() +
+                                    ": Not a directory") &&
+                        Catch::Contains("-o DIR and --name pick another"));
 }

@@ -41,7 +41,12 @@ std::string read_all(int fd) {
 }  // namespace
 
 RunLock::RunLock(const std::filesystem::path& run_dir) {
-  std::filesystem::create_directories(run_dir);
+  // The first thing a run writes: a failure here names the setting that chose the place.
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  GENESIS_CHECK(!ec, IoError,
+                "cannot create the run directory " + run_dir.string() + ": " + ec.message() +
+                    " (it is training.output_dir / name: -o DIR and --name pick another)");
   const std::filesystem::path path = run_dir / ".lock";
   fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   GENESIS_CHECK(fd_, IoError,
