@@ -66,9 +66,11 @@ void stop_if_diverged(const TrainingConfig& c, std::int64_t step, const Gradient
                                         std::isnan(norm) ? "nan" : "inf");
   throw Error(fmt::format(
       "step {}: the gradients {}, at learning rate {:.3g}: training diverged. It stops before "
-      "this step's update, so nothing non-finite was saved. Lower training.learning_rate or "
-      "lengthen its warmup (training.warmup_steps), then continue with --resume auto, or set "
-      "training.stop_on_nan=false to train on",
+      "this step's update, so nothing non-finite was saved, but the last checkpoints may hold "
+      "parameters already blown up. Lower training.learning_rate or lengthen its warmup "
+      "(training.warmup_steps) and start over (--overwrite), or resume from a checkpoint saved "
+      "before the loss rose (--resume DIR/checkpoints/step-N); training.stop_on_nan=false trains "
+      "on",
       step, what, lr));
 }
 
