@@ -99,8 +99,8 @@ void system_release(void* p, std::size_t size) noexcept {
 // other sizes left from setting up or an earlier phase do not raise the footprint above the
 // working set's high-water mark. Blocks the last step reused stay even above it: a step's sizes
 // differ from one moment to the next, so its footprint is a little above its live peak, and
-// dropping them unmapped and mapped again about ten blocks (20 MB of page faults) every step of
-// a small GPT. Blocks below kMinMapped stay: glibc would keep them in its heap anyway.
+// dropping them meant unmapping and mapping again about ten blocks (20 MB of page faults) every
+// step of a small GPT. Blocks below kMinMapped stay: glibc would keep them in its heap anyway.
 void make_room(Cache& c, std::size_t size) {
   const std::size_t live = allocated_bytes.load(std::memory_order_relaxed) + size;
   const std::size_t limit = std::max(peak_allocated_bytes.load(std::memory_order_relaxed), live);
