@@ -107,7 +107,8 @@ TEST_CASE("the next save removes the leftovers of interrupted saves and deletes"
   CHECK(ckpt::list_leftovers(root).empty());
 }
 
-TEST_CASE("a failure on one rank fails the save on every rank, keeps latest and leaves no partial", "[ckpt]") {
+TEST_CASE("a failure on one rank fails the save on every rank, keeps latest and leaves no partial",
+          "[ckpt]") {
   testing::TempDir dir;
   save_2_ranks(dir.path(), 1);
   std::mutex mutex;

@@ -136,7 +136,8 @@ TEST_CASE("launch says when its ranks outnumber the CPUs", "[launch]") {
   const auto more = run_genesis({"launch", "--nproc", std::to_string(cores + 1), "--", "true"});
   CHECK(more.exit_code == 0);
   CHECK(contains(more.err, "genesis launch: " + std::to_string(cores + 1) +
-                               " ranks share this node's " + std::to_string(cores) + " usable CPU"));
+                               " ranks share this node's " + std::to_string(cores) +
+                               " usable CPU"));
   CHECK(contains(more.err, "--nproc cpu starts one rank per CPU"));
   const auto enough = run_genesis({"launch", "--nproc", std::to_string(cores), "--", "true"});
   CHECK(enough.exit_code == 0);
