@@ -123,16 +123,23 @@ void prune(const fs::path& root, const fs::path& keep, int keep_last) {
 
 std::string error_of(const std::exception& e) { return e.what(); }
 
-// agree_or_throw once .tmp-step-N/ exists: when any rank failed, every rank has stopped writing by
-// now, so rank 0 removes the unfinished directory (on a full disk it would hold the space that
-// ran out) before the error goes up on all of them. Checkpoints already committed stay.
+// Removes an unfinished .tmp-step-N/ (on a full disk it would hold the space that ran out), and
+// says so for the error; "" when there is none (a commit had already renamed it).
+std::string discard(const fs::path& tmp) {
+  std::error_code ec;
+  if (!fs::exists(tmp, ec)) return "";
+  fs::remove_all(tmp, ec);
+  return "; the unfinished checkpoint was removed";
+}
+
+// agree_or_throw after every rank wrote its file: when any rank failed, all have stopped writing
+// by now, so rank 0 discards the directory before the error goes up on all of them.
 void agree_or_discard(dist::ProcessGroup& group, const std::string& error,
                       const std::string& what, const fs::path& tmp) {
   try {
     dist::agree_or_throw(group, error, what);
   } catch (const IoError& e) {
-    std::error_code ignored;
-    if (group.rank() == 0) fs::remove_all(tmp, ignored);
+    if (group.rank() == 0) discard(tmp);
     throw IoError(std::string(e.what()) + "; the unfinished checkpoint was removed");
   }
 }
@@ -179,10 +186,10 @@ std::filesystem::path save_checkpoint(const SaveOptions& options,
       detail::replace_file_atomically(root / "latest", name + "\n");
       prune(root, final_dir, options.keep_last);
     } catch (const std::exception& e) {
-      error = error_of(e);
+      error = error_of(e) + discard(tmp);  // rank 0's own work: no other rank writes here
     }
   }
-  agree_or_discard(group, error, what, tmp);
+  dist::agree_or_throw(group, error, what);
   return final_dir;
 }
 

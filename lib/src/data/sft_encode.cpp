@@ -11,16 +11,12 @@ namespace {
 
 // block_size inputs predict block_size targets, so an example of n tokens (prompt, response and
 // end-of-text) fits whole in block_size n - 1.
-std::int64_t block_size_for(const SftExample& e, const ByteTokenizer& tokenizer) {
-  return static_cast<std::int64_t>(tokenizer.encode(e.prompt).size() +
-                                   tokenizer.encode(e.response).size());
-}
-
 std::int64_t block_size_for_all(const std::vector<SftExample>& examples,
                                 const ByteTokenizer& tokenizer) {
-  std::int64_t most = 0;
-  for (const SftExample& e : examples) most = std::max(most, block_size_for(e, tokenizer));
-  return most;
+  std::size_t most = 0;
+  for (const SftExample& e : examples)
+    most = std::max(most, tokenizer.encode(e.prompt).size() + tokenizer.encode(e.response).size());
+  return static_cast<std::int64_t>(most);
 }
 
 }  // namespace
@@ -31,6 +27,7 @@ SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokeni
   GENESIS_CHECK(block_size >= 2, InvalidArgument, "block_size must be at least 2");
   const auto n = static_cast<std::int64_t>(examples.size());
   SftEncoding enc;
+  enc.block_size_needed = block_size_for_all(examples, tokenizer);
   enc.rows.inputs = Tensor::full({n, block_size}, static_cast<double>(ByteTokenizer::kPad), DType::i64);
   enc.rows.targets = Tensor::full({n, block_size}, static_cast<double>(kIgnoreIndex), DType::i64);
   auto* inputs = enc.rows.inputs.data<std::int64_t>();
@@ -46,12 +43,10 @@ SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokeni
                       "model.block_size = " + std::to_string(block_size) +
                       (prompt == 0 ? " (an empty prompt has nothing to condition on)"
                                    : "; --set model.block_size=" +
-                                         std::to_string(block_size_for_all(examples, tokenizer)) +
+                                         std::to_string(enc.block_size_needed) +
                                          " fits every example whole"));
     for (std::int64_t id : tokenizer.encode(e.response)) tokens.push_back(id);
     tokens.push_back(ByteTokenizer::kEndOfText);
-    enc.block_size_needed =
-        std::max(enc.block_size_needed, static_cast<std::int64_t>(tokens.size()) - 1);
     // block_size inputs predict block_size targets: at most block_size + 1 tokens are used.
     if (static_cast<std::int64_t>(tokens.size()) > block_size + 1) {
       tokens.resize(static_cast<std::size_t>(block_size + 1));

@@ -198,7 +198,7 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
   std::optional<StepTimer::Scope> timed(std::in_place, timer_, Phase::optimizer);
   const bool scaled = precision_.scaler.has_value();  // fp16 skips such steps itself
   const GradientCheck check =
-      finish_gradients(precision_, p_.strategy, c.max_grad_norm, c.stop_on_nan && !scaled);
+      finish_gradients(precision_, p_.strategy, c.max_grad_norm, c.stop_on_nan);
   const double lr = optim::lr_at(schedule_, step - 1);
   if (!scaled) stop_if_diverged(c, step, check, lr);
   if (!check.overflow) {
