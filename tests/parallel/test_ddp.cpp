@@ -131,6 +131,33 @@ TEST_CASE("ddp: gradient accumulation with no_sync equals the large batch", "[dd
   require_close(train(2, 2, view), reference);
 }
 
+TEST_CASE("ddp: under gradient_as_bucket_view linear's gradients are computed in the bucket",
+          "[ddp]") {
+  // A hook registered before DDP's sees each gradient as backward made it: already in the
+  // bucket, where .grad stays, rather than a fresh tensor DDP copies over.
+  std::vector<int> in_bucket(2);
+  run_ranks(2, [&](int rank, std::shared_ptr<rendezvous::Store> store) {
+    auto model = make_model(1);
+    std::vector<Tensor> params = model->parameters();
+    std::vector<const Storage*> seen(params.size());
+    for (std::size_t i = 0; i < params.size(); ++i)
+      params[i].register_grad_ready_hook(
+          [&seen, i](const Tensor& p) { seen[i] = p.grad().storage().get(); });
+    auto options = small_buckets();
+    options.gradient_as_bucket_view = true;
+    parallel::DistributedDataParallel ddp(model, make_gloo_group(rank, 2, store), options);
+    Data data = make_data(8);
+    for (int step = 0; step < 2; ++step) {  // the second after .grad was set to none
+      cross_entropy(ddp.forward(data.x), data.y).backward();
+      for (std::size_t i = 0; i < params.size(); ++i)
+        in_bucket[static_cast<std::size_t>(rank)] += seen[i] == params[i].grad().storage().get();
+      for (Tensor& p : params) p.set_grad(Tensor());
+    }
+  });
+  const int expected = 2 * static_cast<int>(make_model(1)->parameters().size());
+  REQUIRE(in_bucket == std::vector<int>{expected, expected});
+}
+
 TEST_CASE("ddp: 3 ranks equal 1 rank", "[ddp]") {
   require_close(train(3, 1, small_buckets(), 3, 24), train(1, 1, small_buckets(), 3, 24));
 }

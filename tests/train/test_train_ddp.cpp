@@ -149,15 +149,21 @@ TEST_CASE("train --dry-run prints every strategy's memory and auto's choice", "[
   CHECK(r.out.find("auto: ddp") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "gpt-tiny"));  // nothing trained or written
 
-  // 1.4 MiB per rank, 80% of it usable: ddp's 2.3 MiB and zero1's 1.15 MiB do not fit,
+  // 1.4 MiB per rank, 80% of it usable: ddp's 1.84 MiB and zero1's 1.15 MiB do not fit,
   // zero2's 824 KiB does.
   auto small = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
                             "distributed.memory_budget_gb=0.0013671875"},
                            {{{"WORLD_SIZE", "4"}}, {}});
   INFO(small.out);
   CHECK(small.out.find("* zero2") != std::string::npos);
-  CHECK(small.out.find("auto: zero2 (ddp needs 2.30 MiB per rank, over 80% of the 1.40 MiB budget") !=
-        std::string::npos);
+  CHECK(small.out.find("auto: zero2 (ddp needs 1.84 MiB per rank, over 80% of the 1.40 MiB "
+                       "budget") != std::string::npos);
+  // .grad a tensor of its own beside the buckets: a second gradient.
+  auto copies = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",
+                             "distributed.memory_budget_gb=0.0013671875", "--set",
+                             "distributed.gradient_as_bucket_view=false"},
+                            {{{"WORLD_SIZE", "4"}}, {}});
+  CHECK(copies.out.find("ddp needs 2.30 MiB per rank") != std::string::npos);
 
   // Offloading asks for a strategy that can offload, and the table says what stays on the host.
   auto offload = run_genesis({"train", "--preset", "gpt-tiny", "--dry-run", "--set",

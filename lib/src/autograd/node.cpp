@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "accumulate_grad.hpp"
+#include "genesis/autograd/grad_destination.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/op_table.hpp"
@@ -114,8 +115,15 @@ Tensor private_copy(const Tensor& incoming, const Shape& shape) {
 
 bool AccumulateGrad::add_to_existing(const Tensor& grad) {
   Tensor var(variable_);
+  if (is_taken_grad_destination(var, grad)) {  // computed where the reducer wants it
+    var.set_grad(grad);
+    return true;
+  }
   const Tensor existing = var.grad();
-  if (existing.defined()) return add_in_place(existing, grad);
+  if (existing.defined()) {
+    withdraw_grad_destination(var);  // a zeroed destination that is .grad holds zeros no more
+    return add_in_place(existing, grad);
+  }
   // The first gradient becomes .grad where AccumulateGrad would keep it as it is: later ones
   // (an embedding's, see ops/nn.cpp) can then go straight into it.
   if (grad.dtype() != var.dtype() || grad.shape() != var.shape() || !grad.is_contiguous() ||
@@ -133,6 +141,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     if (incoming.dtype() != var.dtype()) incoming = detail::converted(incoming, var.dtype());
     Tensor existing = var.grad();
     if (existing.defined()) {
+      withdraw_grad_destination(var);
       // In place, so a .grad that views a DDP bucket keeps viewing it.
       if (!add_in_place(existing, incoming)) existing.copy_(add_out_of_place(existing, incoming));
     } else {

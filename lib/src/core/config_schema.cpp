@@ -192,7 +192,9 @@ std::vector<ConfigKey> distributed_keys() {
      [](Config& c) -> Field { return &c.distributed.find_unused_parameters; }},
     {"distributed.broadcast_buffers", "ddp: copy rank 0's buffers to every rank before forward",
      [](Config& c) -> Field { return &c.distributed.broadcast_buffers; }},
-    {"distributed.gradient_as_bucket_view", "ddp: .grad views the bucket (saves a copy)",
+    {"distributed.gradient_as_bucket_view",
+     "ddp: .grad views its bucket, where backward writes it: no copy in or out, one gradient's "
+     "memory; false: .grad a tensor of its own (PyTorch's default)",
      [](Config& c) -> Field { return &c.distributed.gradient_as_bucket_view; }},
     {"distributed.timeout_s", "seconds a collective or the rendezvous may wait",
      [](Config& c) -> Field { return &c.distributed.timeout_s; }, Rule::positive},

@@ -5,10 +5,12 @@
 // broadcast dims cannot be described by one stride. Under autocast both ops first cast their
 // floating operands to the autocast type (autocast_inputs.hpp); on CUDA the kernels then take
 // them in that type (kernel_dtype), on the CPU in f32.
+#include <memory>
 #include <string>
 
 #include "autocast_inputs.hpp"
 #include "elementwise_promote.hpp"
+#include "genesis/autograd/grad_destination.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
@@ -135,6 +137,9 @@ struct LinearOperands {
   Tensor x, w, bias;  // x in its own shape; all in the kernel's type kt
   Tensor x2;          // x as (N, K)
   Tensor source;      // the weight as it came in, detached
+  // The weight and bias the graph's edges lead to, for a gradient destination they may have
+  // (autograd/grad_destination.hpp); weak, as the node must not keep the model alive.
+  std::weak_ptr<TensorImpl> w_edge, bias_edge;
   DType rt = DType::f32, wt = DType::f32, kt = DType::f32;
   std::int64_t N = 0, O = 0, K = 0;
 
@@ -176,7 +181,19 @@ LinearOperands linear_operands(const char* op, const Tensor& input_in, const Ten
   l.N = shape_numel(Shape(l.x.shape().begin(), l.x.shape().end() - 1));
   l.x2 = make_view(l.x, {l.N, l.K}, {l.K, 1}, l.x.offset());
   l.source = weight_in.detach();
+  l.w_edge = l.w.impl_ptr();
+  if (l.bias.defined()) l.bias_edge = l.bias.impl_ptr();
   return l;
+}
+
+// Where the gradient of `edge` goes: the destination its reducer offered, or a fresh tensor.
+Tensor gradient_buffer(const std::weak_ptr<TensorImpl>& edge, const Shape& shape, DType dtype,
+                       Device device) {
+  if (auto impl = edge.lock()) {
+    Tensor destination = autograd::take_grad_destination(Tensor(impl), shape, dtype, device);
+    if (destination.defined()) return destination;
+  }
+  return Tensor::empty(shape, dtype, device);
 }
 
 // dx = dy W, dW = dy^T x and db = column sums of dy (one kernel: the bias gradient rides the
@@ -186,8 +203,8 @@ Grads linear_grads(const Tensor& dy, const LinearOperands& l, const Shape& sx,
   Grads r(3);
   if (needs[0]) r[0] = matmul(dy, weight_for_kernel(l.source, l.wt, l.kt)).reshape(sx);
   if (needs[1]) {
-    r[1] = Tensor::empty({l.O, l.K}, l.kt, dy.device());
-    if (needs[2]) r[2] = Tensor::empty({l.O}, l.kt, dy.device());
+    r[1] = gradient_buffer(l.w_edge, {l.O, l.K}, l.kt, dy.device());
+    if (needs[2]) r[2] = gradient_buffer(l.bias_edge, {l.O}, l.kt, dy.device());
     dispatch(OpId::linear_weight_grad, {dy, l.x2}, {r[1], r[2]});
   } else if (needs[2]) {
     r[2] = sum(dy, {0});

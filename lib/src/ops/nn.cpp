@@ -7,6 +7,7 @@
 #include <string>
 
 #include "genesis/autograd/autocast.hpp"
+#include "genesis/autograd/grad_destination.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
@@ -205,6 +206,7 @@ bool add_rows_into_grad(const Tensor& leaf, const Tensor& dy, const Tensor& inde
   OpArgs accumulate;
   accumulate.i[0] = 1;
   dispatch(OpId::embedding_backward, {dy, index}, {grad}, accumulate);
+  autograd::withdraw_grad_destination(leaf);  // a zeroed destination that is .grad: no more
   return true;
 }
 }  // namespace
@@ -225,7 +227,14 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
   record("embedding", {weight}, {out},
          [iv, weight_shape, dtype, leaf = weight](const Grads& g, const NeedsGrad&) -> Grads {
            if (add_rows_into_grad(leaf, f32(g[0]), iv)) return {Tensor()};
-           Tensor dweight = Tensor::empty(weight_shape, DType::f32, iv.device());
+           // The whole table, zeros and all: straight into a destination DDP offered.
+           Tensor dweight = autograd::take_grad_destination(leaf, weight_shape, DType::f32,
+                                                            iv.device());
+           if (dweight.defined()) {
+             dispatch(OpId::embedding_backward, {f32(g[0]), iv}, {dweight});
+             return {dweight};
+           }
+           dweight = Tensor::empty(weight_shape, DType::f32, iv.device());
            dispatch(OpId::embedding_backward, {f32(g[0]), iv}, {dweight});
            return {cast(dweight, dtype)};
          });

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "genesis/autograd/grad_destination.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis::parallel {
@@ -57,6 +58,21 @@ Tensor Reducer::bucket_view(std::size_t variable) const {
 void Reducer::arm() {
   engine_->arm();
   std::fill(local_used_.begin(), local_used_.end(), 0.0f);
+  // .grad views the bucket anyway: a backward that computes a gradient may write it there.
+  if (options_.gradient_as_bucket_view)
+    for (std::size_t k = 0; k < engine_->num_variables(); ++k)
+      autograd::offer_grad_destination(engine_->param(k), bucket_view(k));
+}
+
+void Reducer::disarm() {
+  engine_->disarm();
+  withdraw_destinations();
+}
+
+void Reducer::withdraw_destinations() {
+  if (options_.gradient_as_bucket_view)
+    for (std::size_t k = 0; k < engine_->num_variables(); ++k)
+      autograd::withdraw_grad_destination(engine_->param(k));
 }
 
 void Reducer::take_gradient(std::size_t variable, bool armed) {
@@ -97,6 +113,7 @@ std::shared_ptr<dist::Work> Reducer::launch(std::size_t bucket, bool waited_at_o
 }
 
 void Reducer::finish() {
+  withdraw_destinations();
   // Which parameters got a gradient on any rank: globally unused ones keep no .grad, exactly as
   // in a single-process run where they were never touched.
   std::vector<float> used;

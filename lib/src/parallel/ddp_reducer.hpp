@@ -2,7 +2,9 @@
 // all-reduces each bucket (the order and the hook plumbing are bucket_engine.hpp's).
 //
 // A reducer is armed by a synchronised forward. Each gradient is copied into its bucket's flat
-// buffer (or already is there: gradient_as_bucket_view); at the end of backward the averages go
+// buffer (or already is there: under gradient_as_bucket_view the bucket is offered as each
+// parameter's gradient destination, autograd/grad_destination.hpp, and linear's backward
+// computes its gradients straight into it); at the end of backward the averages go
 // back into .grad (or .grad is left as a view into the bucket). With find_unused_parameters a
 // parameter without a gradient contributes zeros, and one no rank used keeps no .grad, as in a
 // single process; without it such a parameter is an error naming it.
@@ -25,7 +27,7 @@ struct DistributedDataParallel::Reducer : detail::BucketPolicy {
 
   // Called by a synchronised training forward: the next backward reduces.
   void arm();
-  void disarm() { engine_->disarm(); }
+  void disarm();
   std::vector<BucketTrace> trace() const;
   std::size_t num_buckets() const { return buckets_.size(); }
 
@@ -41,6 +43,7 @@ struct DistributedDataParallel::Reducer : detail::BucketPolicy {
   };
 
   Tensor bucket_view(std::size_t variable) const;
+  void withdraw_destinations();
 
   std::shared_ptr<dist::ProcessGroup> group_;
   DDPOptions options_;

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "genesis/autograd/engine.hpp"
+#include "genesis/autograd/grad_destination.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/core/error.hpp"
@@ -120,6 +121,7 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
     // A backward that failed halfway leaves reductions in flight; arm() settles them.
     engine_->arm();
     for (Reduction& r : reductions_) r = Reduction{};
+    for (const ParamSlot& s : slots_) autograd::withdraw_grad_destination(Tensor(s.param));
   }
   // The root and persistent units first (the persistent one is gathered once per step), then
   // the first unit's prefetch, issued before waiting for them.
@@ -181,13 +183,20 @@ void FullyShardedStrategy::before_unit_backward(std::size_t u) {
 }
 
 // The unit's parameters take their gradients straight into its flat buffer (AccumulateGrad adds
-// in place), so no parameter-sized gradient waits beside the buffer to be copied in.
+// in place), so no parameter-sized gradient waits beside the buffer to be copied in. A buffer
+// made here holds zeros, so an op that can compute its gradient in place (linear, embedding)
+// writes it there, with no gradient-sized temporary (autograd/grad_destination.hpp).
 void FullyShardedStrategy::view_gradients(std::size_t u) {
+  const bool zeroed = !reductions_[u].grad.defined();
   const Reduction& r = gradient_buffer(u);
   const FlatParams& flat = units_[u]->flat();
-  for (std::size_t i = 0; i < flat.params.size(); ++i)
-    if (!Tensor(flat.params[i].second).grad().defined())
-      Tensor(flat.params[i].second).set_grad(flat.param_view(r.grad, i));
+  for (std::size_t i = 0; i < flat.params.size(); ++i) {
+    Tensor param(flat.params[i].second);
+    if (param.grad().defined()) continue;
+    const Tensor view = flat.param_view(r.grad, i);
+    param.set_grad(view);
+    if (zeroed) autograd::offer_grad_destination(param, view, /*holds_zeros=*/true);
+  }
 }
 
 FullyShardedStrategy::Reduction& FullyShardedStrategy::gradient_buffer(std::size_t u) {
@@ -223,6 +232,8 @@ void FullyShardedStrategy::missing_gradients(const std::vector<std::size_t>& slo
 // summed) never sits beside both the gathered unit and the buffer.
 void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
   const std::size_t u = reduce_order_[bucket];
+  for (const auto& [name, param] : units_[u]->flat().params)
+    autograd::withdraw_grad_destination(Tensor(param));
   if (!units_[u]->persistent()) units_[u]->release();
   units_[u]->flat().take_gradients(gradient_buffer(u).grad);
 }

@@ -192,7 +192,9 @@ struct DistributedConfig {
   double bucket_cap_mb = 25;      // DDP gradient bucket size
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
-  bool gradient_as_bucket_view = false;
+  // The trainer holds no .grad across steps, so it can let .grad alias the bucket (DDPOptions
+  // keeps PyTorch's default, false, for code that might).
+  bool gradient_as_bucket_view = true;
   double timeout_s = 1800;  // collectives and rendezvous
   std::int64_t hsdp_shard_size = 0;        // 0: the ranks of one node (LOCAL_WORLD_SIZE)
   OffloadKind offload_optimizer = OffloadKind::none;

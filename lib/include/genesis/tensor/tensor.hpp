@@ -44,6 +44,10 @@ struct TensorImpl {
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that writes .grad
   std::vector<std::pair<int, GradReadyHook>> grad_ready_hooks;
   int next_hook_id = 0;
+  // leaves: where the next gradient may be computed in place (autograd/grad_destination.hpp)
+  std::shared_ptr<TensorImpl> grad_destination;
+  bool grad_destination_taken = false;
+  bool grad_destination_zeroed = false;
 };
 
 class Tensor {

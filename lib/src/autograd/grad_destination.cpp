@@ -1,0 +1,48 @@
+// A leaf's gradient destination (the why is in grad_destination.hpp).
+#include "genesis/autograd/grad_destination.hpp"
+
+#include "genesis/core/error.hpp"
+
+namespace genesis::autograd {
+
+void offer_grad_destination(const Tensor& leaf, const Tensor& destination, bool holds_zeros) {
+  GENESIS_CHECK(leaf.is_leaf() && destination.is_contiguous() &&
+                    destination.shape() == leaf.shape() && destination.dtype() == leaf.dtype() &&
+                    destination.device() == leaf.device(),
+                InvalidArgument,
+                "offer_grad_destination: the destination must be contiguous and shaped, typed "
+                "and placed like the leaf");
+  leaf.impl()->grad_destination = destination.impl_ptr();
+  leaf.impl()->grad_destination_taken = false;
+  leaf.impl()->grad_destination_zeroed = holds_zeros;
+}
+
+void withdraw_grad_destination(const Tensor& leaf) {
+  leaf.impl()->grad_destination.reset();
+  leaf.impl()->grad_destination_taken = false;
+  leaf.impl()->grad_destination_zeroed = false;
+}
+
+Tensor take_grad_destination(const Tensor& leaf, const Shape& shape, DType dtype, Device device) {
+  TensorImpl* impl = leaf.defined() ? leaf.impl() : nullptr;
+  if (impl == nullptr || impl->grad_destination == nullptr || impl->grad_destination_taken)
+    return Tensor();
+  const bool grad_is_zeroed_destination =
+      impl->grad_destination_zeroed && impl->grad == impl->grad_destination;
+  if (impl->grad != nullptr && !grad_is_zeroed_destination) return Tensor();
+  Tensor destination(impl->grad_destination);
+  if (destination.shape() != shape || destination.dtype() != dtype ||
+      destination.device() != device)
+    return Tensor();
+  impl->grad_destination_taken = true;
+  return destination;
+}
+
+bool is_taken_grad_destination(const Tensor& leaf, const Tensor& grad) {
+  TensorImpl* impl = leaf.impl();
+  if (!impl->grad_destination_taken || grad.impl() != impl->grad_destination.get()) return false;
+  withdraw_grad_destination(leaf);
+  return true;
+}
+
+}  // namespace genesis::autograd
