@@ -5,6 +5,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "genesis/core/error.hpp"
 
 namespace genesis::train {
@@ -62,7 +65,8 @@ MetricsRecorder::MetricsRecorder(const std::filesystem::path& run_dir, const Job
   // An earlier run's summary.json describes that run. This one writes its own when it ends;
   // until then, or when it fails, none may stand beside its metrics as if it were theirs.
   std::filesystem::remove(run_dir / "summary.json");
-  const std::filesystem::path path = run_dir / "metrics.jsonl";
+  path_ = run_dir / "metrics.jsonl";
+  const std::filesystem::path& path = path_;
   const std::vector<std::string> kept =
       first_step > 1 ? lines_up_to(path, first_step - 1) : std::vector<std::string>{};
   file_.open(path, std::ios::trunc);
@@ -84,13 +88,29 @@ void MetricsRecorder::write_tensorboard(std::int64_t step, const std::vector<Met
   tensorboard_->flush();
 }
 
+// A full disk must not stop training (its checkpoints fail loudly on their own), nor go unseen:
+// the figures of the steps it loses are what a user would plot.
+void MetricsRecorder::write_line(const std::string& line, std::int64_t step) {
+  errno = 0;
+  file_ << line << "\n";
+  file_.flush();
+  if (file_.good()) return;
+  const int error = errno;
+  file_.clear();
+  if (write_failed_) return;
+  write_failed_ = true;
+  bar_.clear();
+  spdlog::warn("cannot write {} ({}): the figures of step {} are lost, and of later steps until "
+               "it can be written; training goes on",
+               path_.string(), error != 0 ? std::strerror(error) : "write failed", step);
+}
+
 void MetricsRecorder::record_step(std::int64_t step, const std::vector<Metric>& metrics) {
   if (!main_) return;
   json line{{"step", step}};
   for (const Metric& m : metrics)
     if (m.in_file) line[m.key] = m.value;
-  file_ << line.dump() << "\n";
-  file_.flush();
+  write_line(line.dump(), step);
   write_tensorboard(step, metrics, false);
   if (!interactive_)
     spdlog::info("step {}/{} {} ETA {}", step, max_steps_, metric_texts(metrics),
@@ -102,8 +122,7 @@ void MetricsRecorder::record_eval(std::int64_t step, const std::vector<Metric>& 
   json line{{"step", step}};
   for (const Metric& m : metrics)
     if (m.in_file) line["eval_" + m.key] = m.value;
-  file_ << line.dump() << "\n";
-  file_.flush();
+  write_line(line.dump(), step);
   write_tensorboard(step, metrics, true);
   bar_.clear();
   spdlog::info("step {} eval {}", step, metric_texts(metrics));

@@ -54,12 +54,15 @@ class MetricsRecorder {
 
  private:
   void write_tensorboard(std::int64_t step, const std::vector<Metric>& metrics, bool eval);
+  void write_line(const std::string& line, std::int64_t step);
 
   bool main_;
   bool interactive_;
   std::int64_t max_steps_;
   ProgressBar bar_;
   std::ofstream file_;
+  std::filesystem::path path_;
+  bool write_failed_ = false;  // warned once; later lines are still tried (space may come back)
   std::optional<report::TensorBoardWriter> tensorboard_;
 };
 
