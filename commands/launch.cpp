@@ -147,7 +147,8 @@ void add_program_kind_flags(CLI::App& app, LaunchFlags& flags) {
 void add_restart_flags(CLI::App& app, LaunchFlags& flags) {
   launch::LaunchOptions& o = flags.options;
   app.add_option(both_spellings("--max-restarts"), o.max_restarts,
-                 "Restart the whole group up to K times after a rank fails")
+                 "Restart the whole group up to K times after a rank fails (not after one "
+                 "exits with 2, a usage or configuration error that a restart would repeat)")
       ->type_name("K")
       ->capture_default_str();
   app.add_option(both_spellings("--grace-period"), o.grace_period_s,

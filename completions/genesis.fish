@@ -61,7 +61,7 @@ complete -c genesis -n '__fish_seen_subcommand_from launch' -l log-dir -l log_di
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l log-level -x -a 'trace debug info warn error off' -d 'Log verbosity on stderr'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l master-addr -l master_addr -x -d 'Address of node 0, where the rendezvous store listens (under SLURM: the first host of the job)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l master-port -l master_port -x -d 'Port given to workers as MASTER_PORT (across nodes the rendezvous store listens on PORT+1); 0 picks a free port (default on one node, 29500 across nodes)'
-complete -c genesis -n '__fish_seen_subcommand_from launch' -l max-restarts -l max_restarts -x -d 'Restart the whole group up to K times after a rank fails'
+complete -c genesis -n '__fish_seen_subcommand_from launch' -l max-restarts -l max_restarts -x -d 'Restart the whole group up to K times after a rank fails (not after one exits with 2, a usage or configuration error that a restart would repeat)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l module -s m -d 'The first word after the flags is a Python module: each rank runs python3 -m MODULE ARGS (as torchrun -m)'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l nnodes -l num-nodes -l num_nodes -x -d 'Nodes in the job, each running one genesis launch (under SLURM: SLURM_NNODES); MIN:MAX for an elastic job that restarts on the nodes left (at least MIN) when one is lost'
 complete -c genesis -n '__fish_seen_subcommand_from launch' -l no-python -l no_python -d 'The first word after the flags is the program itself, run without python3 in front (as torchrun --no-python)'

@@ -348,6 +348,25 @@ TEST_CASE("max-restarts reruns the group after a failure", "[launch]") {
   CHECK(contains(always.err, "(attempt 2 of 2)"));
 }
 
+TEST_CASE("a rank that exits with 2, a usage error, is not restarted", "[launch]") {
+  auto r = run_genesis({"launch", "--nproc", "2", "--max-restarts", "3", "--", "sh", "-c",
+                        "if [ $RANK = 1 ]; then exit 2; fi; exec sleep 30"});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "rank 1 (local rank 1) exited with code 2 (attempt 1 of 4)"));
+  CHECK(contains(r.err, "not restarting: a rank exited with code 2, a usage or configuration "
+                        "error that every restart would repeat"));
+  CHECK_FALSE(contains(r.err, "restart 1 of 3"));
+
+  // As a user meets it: a setting genesis train refuses.
+  auto bad = run_genesis({"launch", "--nproc", "2", "--max-restarts", "2", "train", "--preset",
+                          "mlp", "--set", "training.learning_rate=-1"});
+  INFO("stderr: " << bad.err);
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.err, "not restarting"));
+  CHECK_FALSE(contains(bad.err, "restart 1 of 2"));
+}
+
 TEST_CASE("the console shows the filtered ranks and the logs keep all", "[launch]") {
   TempDir dir;
   auto r = run_genesis({"launch", "--nproc", "2", "--local-ranks-filter", "0", "--log-dir",

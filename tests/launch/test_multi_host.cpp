@@ -298,6 +298,24 @@ TEST_CASE("a rank failing on one host stops the launchers on every host within s
                                                                 << runs[1].seconds << " s");
 }
 
+TEST_CASE("a rank that exits with 2 on one host restarts no host", "[launch][multihost]") {
+  auto hosts = hosts_or_skip();
+  if (!hosts) return;
+  // A usage error fails every attempt alike: neither launcher starts a second one.
+  const auto runs = launch_on_both(
+      *hosts, 1, {"--", "sh", "-c", "if [ $RANK = 1 ]; then sleep 1; exit 2; fi; exec sleep 120"},
+      {"--max-restarts", "2"});
+  for (int host = 0; host < 2; ++host) {
+    INFO("host " << host << " after " << runs[host].seconds << " s, stderr:\n"
+                 << runs[host].result.err);
+    CHECK(runs[host].result.exit_code != 0);
+    CHECK(runs[host].seconds < 30);
+    CHECK_THAT(runs[host].result.err, Catch::Contains("(attempt 1 of 3)") &&
+                                          Catch::Contains("not restarting") &&
+                                          !Catch::Contains("restart 1 of 2"));
+  }
+}
+
 TEST_CASE("a host whose launcher is killed is noticed through its heartbeat",
           "[launch][multihost]") {
   auto hosts = hosts_or_skip();

@@ -57,10 +57,13 @@ JobMonitor::~JobMonitor() {
   thread_.join();
 }
 
-void JobMonitor::report_failure(const std::string& cause) {
+void JobMonitor::report_failure(const std::string& cause, bool final) {
   {
     std::lock_guard lock(mutex_);
-    if (!local_failure_) local_failure_ = cause;
+    if (!local_failure_) {
+      local_failure_ = cause;
+      local_failure_final_ = final;
+    }
   }
   wake_.notify_all();
 }
@@ -89,9 +92,16 @@ void JobMonitor::finish(bool ok) {
   wake_.wait_for(lock, timeout_ + 2 * kBeat, [&] { return finish_complete_; });
 }
 
-void JobMonitor::fail_remote(const std::string& cause) {
+bool JobMonitor::remote_failure_final() const {
   std::lock_guard lock(mutex_);
-  if (!remote_failure_) remote_failure_ = cause;
+  return remote_failure_final_;
+}
+
+void JobMonitor::fail_remote(const std::string& cause, bool final) {
+  std::lock_guard lock(mutex_);
+  if (remote_failure_) return;
+  remote_failure_ = cause;
+  remote_failure_final_ = final;
 }
 
 void JobMonitor::run() {
@@ -150,18 +160,22 @@ void JobMonitor::watch_once(Session& session) {
   Finish finish = Finish::running;
   {
     std::lock_guard lock(mutex_);
-    if (local_failure_ && !session.failure_sent) to_send = local_failure_;
+    // "<node>\n<final|retry>\n<cause>"
+    if (local_failure_ && !session.failure_sent)
+      to_send = me + (local_failure_final_ ? "\nfinal\n" : "\nretry\n") + *local_failure_;
     finish = finish_;
   }
   if (to_send) {
-    if (store.add(prefix_ + "failures", 1) == 1) store.set(prefix_ + "failed", me + "\n" + *to_send);
+    if (store.add(prefix_ + "failures", 1) == 1) store.set(prefix_ + "failed", *to_send);
     session.failure_sent = true;
   }
   store.add(prefix_ + "beat/" + me, 1);
   if (store.check({prefix_ + "failed"})) {
     const std::string failed = store.get(prefix_ + "failed");
-    const auto newline = failed.find('\n');
-    if (failed.substr(0, newline) != me) fail_remote(failed.substr(newline + 1));
+    const auto first = failed.find('\n'), second = failed.find('\n', first + 1);
+    if (failed.substr(0, first) != me)
+      fail_remote(failed.substr(second + 1),
+                  failed.substr(first + 1, second - first - 1) == "final");
   }
   if (finish == Finish::running) watch_membership(session);
   if (finish != Finish::running && !session.acknowledged) {
@@ -218,7 +232,7 @@ bool JobMonitor::others_finished(Session& session) {
                               seconds_text(timeout_) +
                               ": its launcher died or the network to it is down";
     if (store.add(prefix_ + "failures", 1) == 1)
-      store.set(prefix_ + "failed", "0\n" + cause);
+      store.set(prefix_ + "failed", "0\nretry\n" + cause);
     fail_remote(cause);
   }
   std::lock_guard lock(mutex_);

@@ -33,11 +33,14 @@ class JobMonitor {
   JobMonitor& operator=(const JobMonitor&) = delete;
 
   // One of this node's ranks failed: `cause` ("rank 3 ... on host-b exited with code 1") goes to
-  // the other nodes. Only the first report is kept; returns at once.
-  void report_failure(const std::string& cause);
+  // the other nodes. Only the first report is kept; returns at once. `final`: a restart would
+  // fail the same way (a usage or configuration error), so no node restarts.
+  void report_failure(const std::string& cause, bool final = false);
   // Why this node must stop although its own ranks are fine: another node's failure, or a node
   // (node 0: any other; the others: node 0) that is gone. nullopt while all is well.
   std::optional<std::string> remote_failure() const;
+  // The other node's failure was final (see report_failure).
+  bool remote_failure_final() const;
   // Which nodes came back ("node 1 (host-b)") when the attempt is to restart to take them in.
   std::optional<std::string> regroup() const;
   // Node 0: the nodes not heard from yet (no launcher of theirs has reached the store).
@@ -54,7 +57,7 @@ class JobMonitor {
   void run();
   void watch_once(Session& session);
   bool others_finished(Session& session);
-  void fail_remote(const std::string& cause);
+  void fail_remote(const std::string& cause, bool final = false);
   void watch_membership(Session& session);
 
   const LaunchOptions& options_;
@@ -70,6 +73,8 @@ class JobMonitor {
   bool finish_complete_ = false;  // this node may go
   bool contacted_ = false;        // the store answered once: silence from now on is news
   std::optional<std::string> local_failure_;
+  bool local_failure_final_ = false;
+  bool remote_failure_final_ = false;
   std::optional<std::string> remote_failure_;
   std::optional<std::string> regroup_;
   std::vector<int> unheard_;  // node 0's last look

@@ -80,6 +80,8 @@ constexpr auto kDrainTime = std::chrono::milliseconds(500);
 // Ranks stopped because another one failed need no time to save: they get at most this long.
 constexpr double kFailureGraceSeconds = 10;
 constexpr double kUnheardNoteSeconds = 10;  // first word of a node that has not joined
+// What genesis (and argparse, and the shell) exit with on a usage or configuration error.
+constexpr int kUsageError = 2;
 
 Clock::time_point seconds_from_now(double seconds) {
   return Clock::now() +
@@ -108,6 +110,7 @@ struct AttemptResult {
   std::optional<std::string> remote;   // why another node stopped the job, when it did
   std::optional<std::string> regroup;  // the nodes that came back, when the job restarts for them
   int interrupt_signal = 0;            // SIGINT/SIGTERM the launcher received, 0 when none
+  bool final = false;  // a rank here or on another node exited with 2 (usage or config error)
   bool stopped() const { return failed || remote; }
   bool ending() const { return stopped() || regroup || interrupt_signal != 0; }
 };
@@ -326,7 +329,9 @@ class AttemptWatch {
       if (!was_running || !status) continue;
       if (!status->success() && !result_.ending()) {
         result_.failed = i;
-        if (monitor_) monitor_->report_failure(failure_cause(options_, workers_[i]));
+        result_.final = !status->signaled && status->code == kUsageError;
+        if (monitor_)
+          monitor_->report_failure(failure_cause(options_, workers_[i]), result_.final);
         tear_down(SIGTERM, failure_grace_s_);
       }
     }
@@ -337,6 +342,7 @@ class AttemptWatch {
     if (!monitor_ || result_.ending()) return;
     if (auto why = monitor_->remote_failure()) {
       result_.remote = *why;
+      result_.final = monitor_->remote_failure_final();
       streams_.err << "genesis launch: stopping this node's ranks: " << *why << "\n" << std::flush;
       tear_down(SIGTERM, failure_grace_s_);
     } else if (auto back = monitor_->regroup()) {
@@ -513,6 +519,11 @@ int run_launch(const LaunchOptions& options, const LaunchStreams& streams) {
     const int code =
         result.failed ? workers[*result.failed].process->exit_status()->shell_code() : 1;
     if (job.restart_count >= options.max_restarts) return code == 0 ? 1 : code;
+    if (result.final) {
+      streams.err << "genesis launch: not restarting: a rank exited with code 2, a usage or "
+                     "configuration error that every restart would repeat\n";
+      return code == 0 ? 1 : code;
+    }
     ++job.restart_count;
     streams.err << "genesis launch: restarting all " << options.nproc_per_node
                 << " local ranks (restart " << job.restart_count << " of "
