@@ -1,7 +1,7 @@
 // Where a leaf's next gradient may be computed in place. A gradient reducer offers the slice of
 // its flat buffer that the leaf's gradient is bound for (DDP's bucket, under
 // gradient_as_bucket_view); an op whose backward computes that gradient into a fresh buffer
-// (linear's weight and bias) computes it there instead, and AccumulateGrad keeps it as .grad:
+// (linear's weight and bias, an embedding's table) computes it there instead, and AccumulateGrad keeps it as .grad:
 // the copy into the bucket, a pass over every gradient each step, is gone (Megatron-LM's
 // gradient_accumulation_fusion writes its weight gradients into its buffer the same way).
 //
@@ -19,10 +19,12 @@ namespace genesis::autograd {
 // zero-filled, and may be the leaf's .grad already.
 void offer_grad_destination(const Tensor& leaf, const Tensor& destination,
                             bool holds_zeros = false);
-// Drops an offer not taken (the reducer at the end of backward, so none outlives it).
+// Drops an offer not taken: the reducer's at the end of backward, so none outlives it, and
+// whoever adds a gradient into .grad (a zeroed destination then holds zeros no more).
 void withdraw_grad_destination(const Tensor& leaf);
-// The offered destination, no longer offered, if `leaf` has one, has no .grad and is what a
-// gradient of this shape, dtype and device needs; otherwise an undefined tensor.
+// The offered destination, no longer offered, if `leaf` has one, has no .grad (or a .grad that is
+// the zeroed destination) and it is what a gradient of this shape, dtype and device needs;
+// otherwise an undefined tensor.
 Tensor take_grad_destination(const Tensor& leaf, const Shape& shape, DType dtype, Device device);
 // True once for the tensor take_grad_destination gave for `leaf`: AccumulateGrad may keep it as
 // .grad, though it shares the reducer's storage.
