@@ -113,10 +113,11 @@ TEST_CASE("an embedding computes its table's gradient in the offered destination
   REQUIRE(bucket.w.to_vector() == fresh.w.grad().to_vector());
 }
 
-TEST_CASE("a zeroed destination that is .grad takes the first gradient and adds the rest",
+TEST_CASE("a tied table takes its destination with its first gradient and adds the second",
           "[autograd]") {
-  // ZeRO-3 sets its unit's zeroed buffer up so. A tied table's two gradients, in either order:
-  // the linear's may overwrite the zeros only while nothing was added into them.
+  // A tied table's two gradients, in either order: whichever op comes first computes its gradient
+  // in the destination (the embedding its whole table, the linear its product), and the other
+  // adds into it.
   const Tensor index = Tensor::from_vector<std::int64_t>({0, 1, 1}, {3});
   const auto tied = [&](const Tensor& w, bool embedding_first) {
     // The engine runs the nodes recorded last first.
@@ -133,8 +134,7 @@ TEST_CASE("a zeroed destination that is .grad takes the first gradient and adds 
 
     Layer layer = make_layer();
     Tensor zeros = Tensor::zeros({2, 3});
-    layer.w.set_grad(zeros);
-    autograd::offer_grad_destination(layer.w, zeros, /*holds_zeros=*/true);
+    autograd::offer_grad_destination(layer.w, zeros);
     tied(layer.w, embedding_first).backward();
     REQUIRE(layer.w.grad().is_same(zeros));
     require_near(zeros.to_vector(), fresh.w.grad().to_vector());

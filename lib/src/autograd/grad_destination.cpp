@@ -5,7 +5,7 @@
 
 namespace genesis::autograd {
 
-void offer_grad_destination(const Tensor& leaf, const Tensor& destination, bool holds_zeros) {
+void offer_grad_destination(const Tensor& leaf, const Tensor& destination) {
   GENESIS_CHECK(leaf.is_leaf() && destination.is_contiguous() &&
                     destination.shape() == leaf.shape() && destination.dtype() == leaf.dtype() &&
                     destination.device() == leaf.device(),
@@ -14,22 +14,18 @@ void offer_grad_destination(const Tensor& leaf, const Tensor& destination, bool 
                 "and placed like the leaf");
   leaf.impl()->grad_destination = destination.impl_ptr();
   leaf.impl()->grad_destination_taken = false;
-  leaf.impl()->grad_destination_zeroed = holds_zeros;
 }
 
 void withdraw_grad_destination(const Tensor& leaf) {
   leaf.impl()->grad_destination.reset();
   leaf.impl()->grad_destination_taken = false;
-  leaf.impl()->grad_destination_zeroed = false;
 }
 
 Tensor take_grad_destination(const Tensor& leaf, const Shape& shape, DType dtype, Device device) {
   TensorImpl* impl = leaf.defined() ? leaf.impl() : nullptr;
-  if (impl == nullptr || impl->grad_destination == nullptr || impl->grad_destination_taken)
+  if (impl == nullptr || impl->grad_destination == nullptr || impl->grad_destination_taken ||
+      impl->grad != nullptr)
     return Tensor();
-  const bool grad_is_zeroed_destination =
-      impl->grad_destination_zeroed && impl->grad == impl->grad_destination;
-  if (impl->grad != nullptr && !grad_is_zeroed_destination) return Tensor();
   Tensor destination(impl->grad_destination);
   if (destination.shape() != shape || destination.dtype() != dtype ||
       destination.device() != device)

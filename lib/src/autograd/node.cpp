@@ -120,10 +120,7 @@ bool AccumulateGrad::add_to_existing(const Tensor& grad) {
     return true;
   }
   const Tensor existing = var.grad();
-  if (existing.defined()) {
-    withdraw_grad_destination(var);  // a zeroed destination that is .grad holds zeros no more
-    return add_in_place(existing, grad);
-  }
+  if (existing.defined()) return add_in_place(existing, grad);
   // The first gradient becomes .grad where AccumulateGrad would keep it as it is: later ones
   // (an embedding's, see ops/nn.cpp) can then go straight into it.
   if (grad.dtype() != var.dtype() || grad.shape() != var.shape() || !grad.is_contiguous() ||
@@ -141,7 +138,6 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
     if (incoming.dtype() != var.dtype()) incoming = detail::converted(incoming, var.dtype());
     Tensor existing = var.grad();
     if (existing.defined()) {
-      withdraw_grad_destination(var);
       // In place, so a .grad that views a DDP bucket keeps viewing it.
       if (!add_in_place(existing, incoming)) existing.copy_(add_out_of_place(existing, incoming));
     } else {

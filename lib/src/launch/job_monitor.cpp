@@ -57,23 +57,21 @@ JobMonitor::~JobMonitor() {
   thread_.join();
 }
 
-void JobMonitor::report_failure(const std::string& cause, bool final) {
+void JobMonitor::report_failure(const Failure& failure) {
   {
     std::lock_guard lock(mutex_);
-    if (!local_failure_) {
-      local_failure_ = cause;
-      local_failure_final_ = final;
-    }
+    if (!local_failure_) local_failure_ = failure;
   }
   wake_.notify_all();
 }
 
-std::optional<std::string> JobMonitor::remote_failure() const {
+std::optional<JobMonitor::Failure> JobMonitor::remote_failure() const {
   std::lock_guard lock(mutex_);
   if (remote_failure_) return remote_failure_;
   if (contacted_ && finish_ == Finish::running && Clock::now() - last_contact_ > timeout_)
-    return "no answer from the job's store at " + store_where_ + " (node 0) for " +
-           seconds_text(timeout_) + ": node 0's launcher died or the network to it is down";
+    return Failure{"no answer from the job's store at " + store_where_ + " (node 0) for " +
+                   seconds_text(timeout_) +
+                   ": node 0's launcher died or the network to it is down"};
   return std::nullopt;
 }
 
@@ -92,16 +90,9 @@ void JobMonitor::finish(bool ok) {
   wake_.wait_for(lock, timeout_ + 2 * kBeat, [&] { return finish_complete_; });
 }
 
-bool JobMonitor::remote_failure_final() const {
+void JobMonitor::fail_remote(const Failure& failure) {
   std::lock_guard lock(mutex_);
-  return remote_failure_final_;
-}
-
-void JobMonitor::fail_remote(const std::string& cause, bool final) {
-  std::lock_guard lock(mutex_);
-  if (remote_failure_) return;
-  remote_failure_ = cause;
-  remote_failure_final_ = final;
+  if (!remote_failure_) remote_failure_ = failure;
 }
 
 void JobMonitor::run() {
@@ -125,7 +116,7 @@ void JobMonitor::run() {
               options_.master_addr, job_.store_port, job_.store_token, kRequestTimeout,
               kRequestTimeout});
         } catch (const CommError& e) {  // a wrong token or another service: no retry helps
-          fail_remote(std::string("cannot join the job's store: ") + e.what());
+          fail_remote({std::string("cannot join the job's store: ") + e.what()});
           std::lock_guard lock(mutex_);
           finish_complete_ = true;
           wake_.notify_all();
@@ -140,7 +131,7 @@ void JobMonitor::run() {
       std::lock_guard lock(mutex_);
       // The store closed: node 0's launcher is gone (or, at the end, simply finished first).
       if (contacted_ && finish_ == Finish::running && !remote_failure_)
-        remote_failure_ = "lost the job's store at " + store_where_ + " (node 0): " + e.what();
+        remote_failure_ = {"lost the job's store at " + store_where_ + " (node 0): " + e.what()};
       if (contacted_ && options_.node_rank != 0) {
         finish_complete_ = finish_ != Finish::running;
         wake_.notify_all();
@@ -162,7 +153,7 @@ void JobMonitor::watch_once(Session& session) {
     std::lock_guard lock(mutex_);
     // "<node>\n<final|retry>\n<cause>"
     if (local_failure_ && !session.failure_sent)
-      to_send = me + (local_failure_final_ ? "\nfinal\n" : "\nretry\n") + *local_failure_;
+      to_send = me + (local_failure_->final ? "\nfinal\n" : "\nretry\n") + local_failure_->cause;
     finish = finish_;
   }
   if (to_send) {
@@ -174,8 +165,8 @@ void JobMonitor::watch_once(Session& session) {
     const std::string failed = store.get(prefix_ + "failed");
     const auto first = failed.find('\n'), second = failed.find('\n', first + 1);
     if (failed.substr(0, first) != me)
-      fail_remote(failed.substr(second + 1),
-                  failed.substr(first + 1, second - first - 1) == "final");
+      fail_remote({failed.substr(second + 1),
+                   failed.substr(first + 1, second - first - 1) == "final"});
   }
   if (finish == Finish::running) watch_membership(session);
   if (finish != Finish::running && !session.acknowledged) {
@@ -233,7 +224,7 @@ bool JobMonitor::others_finished(Session& session) {
                               ": its launcher died or the network to it is down";
     if (store.add(prefix_ + "failures", 1) == 1)
       store.set(prefix_ + "failed", "0\nretry\n" + cause);
-    fail_remote(cause);
+    fail_remote({cause});
   }
   std::lock_guard lock(mutex_);
   unheard_ = std::move(unheard);

@@ -32,15 +32,16 @@ class JobMonitor {
   JobMonitor(const JobMonitor&) = delete;
   JobMonitor& operator=(const JobMonitor&) = delete;
 
-  // One of this node's ranks failed: `cause` ("rank 3 ... on host-b exited with code 1") goes to
-  // the other nodes. Only the first report is kept; returns at once. `final`: a restart would
-  // fail the same way (a usage or configuration error), so no node restarts.
-  void report_failure(const std::string& cause, bool final = false);
+  struct Failure {
+    std::string cause;   // "rank 3 ... on host-b exited with code 1"
+    bool final = false;  // a restart would fail alike (a usage or configuration error): none
+  };
+  // One of this node's ranks failed: the failure goes to the other nodes. Only the first report
+  // is kept; returns at once.
+  void report_failure(const Failure& failure);
   // Why this node must stop although its own ranks are fine: another node's failure, or a node
   // (node 0: any other; the others: node 0) that is gone. nullopt while all is well.
-  std::optional<std::string> remote_failure() const;
-  // The other node's failure was final (see report_failure).
-  bool remote_failure_final() const;
+  std::optional<Failure> remote_failure() const;
   // Which nodes came back ("node 1 (host-b)") when the attempt is to restart to take them in.
   std::optional<std::string> regroup() const;
   // Node 0: the nodes not heard from yet (no launcher of theirs has reached the store).
@@ -57,7 +58,7 @@ class JobMonitor {
   void run();
   void watch_once(Session& session);
   bool others_finished(Session& session);
-  void fail_remote(const std::string& cause, bool final = false);
+  void fail_remote(const Failure& failure);
   void watch_membership(Session& session);
 
   const LaunchOptions& options_;
@@ -72,10 +73,8 @@ class JobMonitor {
   Finish finish_ = Finish::running;
   bool finish_complete_ = false;  // this node may go
   bool contacted_ = false;        // the store answered once: silence from now on is news
-  std::optional<std::string> local_failure_;
-  bool local_failure_final_ = false;
-  bool remote_failure_final_ = false;
-  std::optional<std::string> remote_failure_;
+  std::optional<Failure> local_failure_;
+  std::optional<Failure> remote_failure_;
   std::optional<std::string> regroup_;
   std::vector<int> unheard_;  // node 0's last look
   std::chrono::steady_clock::time_point last_contact_{};

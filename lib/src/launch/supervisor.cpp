@@ -80,8 +80,6 @@ constexpr auto kDrainTime = std::chrono::milliseconds(500);
 // Ranks stopped because another one failed need no time to save: they get at most this long.
 constexpr double kFailureGraceSeconds = 10;
 constexpr double kUnheardNoteSeconds = 10;  // first word of a node that has not joined
-// What genesis (and argparse, and the shell) exit with on a usage or configuration error.
-constexpr int kUsageError = 2;
 
 Clock::time_point seconds_from_now(double seconds) {
   return Clock::now() +
@@ -329,9 +327,10 @@ class AttemptWatch {
       if (!was_running || !status) continue;
       if (!status->success() && !result_.ending()) {
         result_.failed = i;
-        result_.final = !status->signaled && status->code == kUsageError;
+        // genesis (as argparse and the shell) exits with 2 on a usage or configuration error.
+        result_.final = !status->signaled && status->code == kUsageExitCode;
         if (monitor_)
-          monitor_->report_failure(failure_cause(options_, workers_[i]), result_.final);
+          monitor_->report_failure({failure_cause(options_, workers_[i]), result_.final});
         tear_down(SIGTERM, failure_grace_s_);
       }
     }
@@ -341,9 +340,10 @@ class AttemptWatch {
   void hear_other_nodes() {
     if (!monitor_ || result_.ending()) return;
     if (auto why = monitor_->remote_failure()) {
-      result_.remote = *why;
-      result_.final = monitor_->remote_failure_final();
-      streams_.err << "genesis launch: stopping this node's ranks: " << *why << "\n" << std::flush;
+      result_.remote = why->cause;
+      result_.final = why->final;
+      streams_.err << "genesis launch: stopping this node's ranks: " << why->cause << "\n"
+                   << std::flush;
       tear_down(SIGTERM, failure_grace_s_);
     } else if (auto back = monitor_->regroup()) {
       // The whole grace period, as for a scheduler's signal: genesis train saves first.

@@ -206,7 +206,6 @@ bool add_rows_into_grad(const Tensor& leaf, const Tensor& dy, const Tensor& inde
   OpArgs accumulate;
   accumulate.i[0] = 1;
   dispatch(OpId::embedding_backward, {dy, index}, {grad}, accumulate);
-  autograd::withdraw_grad_destination(leaf);  // a zeroed destination that is .grad: no more
   return true;
 }
 }  // namespace
@@ -227,7 +226,7 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
   record("embedding", {weight}, {out},
          [iv, weight_shape, dtype, leaf = weight](const Grads& g, const NeedsGrad&) -> Grads {
            if (add_rows_into_grad(leaf, f32(g[0]), iv)) return {Tensor()};
-           // The whole table, zeros and all: straight into a destination DDP offered.
+           // The whole table, zeros and all: straight into a destination a reducer offered.
            Tensor dweight = autograd::take_grad_destination(leaf, weight_shape, DType::f32,
                                                             iv.device());
            if (dweight.defined()) {

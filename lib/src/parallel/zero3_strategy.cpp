@@ -182,20 +182,22 @@ void FullyShardedStrategy::before_unit_backward(std::size_t u) {
   view_gradients(u);
 }
 
-// The unit's parameters take their gradients straight into its flat buffer (AccumulateGrad adds
-// in place), so no parameter-sized gradient waits beside the buffer to be copied in. A buffer
-// made here holds zeros, so an op that can compute its gradient in place (linear, embedding)
-// writes it there, with no gradient-sized temporary (autograd/grad_destination.hpp).
+// The unit's parameters take their gradients straight into its flat buffer, so no
+// parameter-sized gradient waits beside the buffer to be copied in: a buffer made here is each
+// parameter's gradient destination (linear and embedding compute theirs in it; others, small,
+// are copied in once the unit is complete), one made earlier in this backward its .grad
+// (AccumulateGrad adds in place).
 void FullyShardedStrategy::view_gradients(std::size_t u) {
-  const bool zeroed = !reductions_[u].grad.defined();
+  const bool fresh = !reductions_[u].grad.defined();
   const Reduction& r = gradient_buffer(u);
   const FlatParams& flat = units_[u]->flat();
   for (std::size_t i = 0; i < flat.params.size(); ++i) {
     Tensor param(flat.params[i].second);
     if (param.grad().defined()) continue;
-    const Tensor view = flat.param_view(r.grad, i);
-    param.set_grad(view);
-    if (zeroed) autograd::offer_grad_destination(param, view, /*holds_zeros=*/true);
+    if (fresh)
+      autograd::offer_grad_destination(param, flat.param_view(r.grad, i));
+    else
+      param.set_grad(flat.param_view(r.grad, i));
   }
 }
 

@@ -66,11 +66,10 @@ MetricsRecorder::MetricsRecorder(const std::filesystem::path& run_dir, const Job
   // until then, or when it fails, none may stand beside its metrics as if it were theirs.
   std::filesystem::remove(run_dir / "summary.json");
   path_ = run_dir / "metrics.jsonl";
-  const std::filesystem::path& path = path_;
   const std::vector<std::string> kept =
-      first_step > 1 ? lines_up_to(path, first_step - 1) : std::vector<std::string>{};
-  file_.open(path, std::ios::trunc);
-  GENESIS_CHECK(file_.good(), IoError, "cannot write " + path.string());
+      first_step > 1 ? lines_up_to(path_, first_step - 1) : std::vector<std::string>{};
+  file_.open(path_, std::ios::trunc);
+  GENESIS_CHECK(file_.good(), IoError, "cannot write " + path_.string());
   for (const std::string& line : kept) file_ << line << "\n";
   file_.flush();
   if (!tensorboard) return;

@@ -9,6 +9,9 @@
 
 namespace genesis {
 
+// What the CLI exits with when the user's input is wrong (a usage or configuration error).
+inline constexpr int kUsageExitCode = 2;
+
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
@@ -20,14 +23,14 @@ class Error : public std::runtime_error {
 class InvalidArgument : public Error {
  public:
   using Error::Error;
-  int exit_code() const override { return 2; }
+  int exit_code() const override { return kUsageExitCode; }
 };
 
 // Bad configuration: unknown key, wrong type, bad value, malformed TOML.
 class ConfigError : public Error {
  public:
   using Error::Error;
-  int exit_code() const override { return 2; }
+  int exit_code() const override { return kUsageExitCode; }
 };
 
 class IoError : public Error { public: using Error::Error; };

@@ -47,7 +47,6 @@ struct TensorImpl {
   // leaves: where the next gradient may be computed in place (autograd/grad_destination.hpp)
   std::shared_ptr<TensorImpl> grad_destination;
   bool grad_destination_taken = false;
-  bool grad_destination_zeroed = false;
 };
 
 class Tensor {
