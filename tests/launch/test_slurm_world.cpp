@@ -3,6 +3,7 @@
 // alike), and two srun-like tasks of `genesis train` training together into one run directory.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -64,7 +65,7 @@ TEST_CASE("srun's tasks map onto one world that every task derives alike", "[lau
   CHECK(a.at("GENESIS_RUN_ID") == "4242.0");
   CHECK(a.at("GENESIS_STORE_TOKEN").size() == 32);
   const int port = std::stoi(a.at("MASTER_PORT"));
-  CHECK((port >= 20000 && port < 40000));
+  CHECK((port >= kSlurmPortFirst && port <= kSlurmPortLast));
 
   // Another step of the job gets its own port and token.
   Vars next = task(0, 0, 0);
@@ -72,6 +73,22 @@ TEST_CASE("srun's tasks map onto one world that every task derives alike", "[lau
   const Vars c = as_map(*slurm_world_env(lookup_in(next)));
   CHECK(c.at("GENESIS_STORE_TOKEN") != a.at("GENESIS_STORE_TOKEN"));
   CHECK(c.at("MASTER_PORT") != a.at("MASTER_PORT"));
+}
+
+TEST_CASE("a derived MASTER_PORT stays below the kernel's ephemeral ports", "[launch][slurm]") {
+  // An outgoing connection on rank 0's node may hold any port from 32768 up (Linux's default
+  // ip_local_port_range), and rank 0's store could not bind it: a job failing at random.
+  int lowest = 65536, highest = 0;
+  for (int job = 1; job <= 500; ++job) {
+    Vars vars = task(0, 0, 0);
+    vars["SLURM_JOB_ID"] = std::to_string(job);
+    const int port = std::stoi(as_map(*slurm_world_env(lookup_in(vars))).at("MASTER_PORT"));
+    lowest = std::min(lowest, port);
+    highest = std::max(highest, port);
+  }
+  CHECK(lowest >= 20000);
+  CHECK(highest < 32768);
+  CHECK(highest - lowest > 12000);  // spread over the range, so other jobs rarely share one
 }
 
 TEST_CASE("a job's own MASTER_ADDR and MASTER_PORT win over the derived ones", "[launch][slurm]") {

@@ -1,6 +1,7 @@
 // One world from the tasks of an srun step that no launcher started (see slurm.hpp). Every task
 // computes the same MASTER_PORT, token and run id from what SLURM gives all of them (job and step
 // ids, the step's node list), so they meet without any exchange; rank 0 hosts the store there.
+#include <cstdint>
 #include <cstdlib>
 
 #include "genesis/core/error.hpp"
@@ -50,12 +51,13 @@ std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
   const std::string job = env("SLURM_JOB_ID").value_or("0");
   const std::string step = env("SLURM_STEP_ID").value_or("0");
   const std::string words = "slurm|" + job + "|" + step + "|" + nodes;
-  // Else a port in 20000..39999 that other steps (other job or step ids) almost never share.
+  // Else a port of kSlurmPortFirst..kSlurmPortLast that other steps (other job or step ids)
+  // almost never share.
+  const std::uint64_t hash = std::stoull(derived_hex("port|" + words, 1).substr(0, 8), nullptr, 16);
   const std::string port =
       !given_port.empty()
           ? given_port
-          : std::to_string(20000 + std::stoull(derived_hex("port|" + words, 1).substr(0, 8),
-                                               nullptr, 16) % 20000);
+          : std::to_string(kSlurmPortFirst + hash % (kSlurmPortLast + 1 - kSlurmPortFirst));
   return std::vector<std::pair<std::string, std::string>>{
       {"RANK", std::to_string(mapping->rank)},
       {"LOCAL_RANK", std::to_string(mapping->local_rank)},

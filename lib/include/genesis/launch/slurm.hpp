@@ -41,6 +41,10 @@ std::optional<SlurmMapping> map_slurm_env(const EnvLookup& env);
 // world of one).
 std::optional<std::vector<std::pair<std::string, std::string>>> slurm_world_env(
     const EnvLookup& env);
+// The range of a derived MASTER_PORT: below the kernel's ephemeral ports (32768 and up by
+// default), which any outgoing connection on rank 0's node may hold.
+inline constexpr int kSlurmPortFirst = 20000;
+inline constexpr int kSlurmPortLast = 32766;
 
 // slurm_world_env applied to this process's environment; true when it was.
 bool adopt_slurm_world();
