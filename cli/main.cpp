@@ -77,6 +77,21 @@ std::string unknown_command_message(const CLI::App& root, const CLI::App& at,
   return "unknown " + kind + " '" + word + "' (" + guess + "commands: " + names + ")";
 }
 
+// `genesis ckpt export RUN OUT`, as cp takes its target: CLI11 says "--output is required" and
+// keeps quiet about OUT. When one flag is missing and one word is left over, the word is its value.
+std::string missing_flag_message(const CLI::App& at, const std::string& path,
+                                 const std::vector<std::string>& extras) {
+  if (extras.size() != 1 || extras.front().starts_with("-")) return "";
+  std::vector<std::string> missing;
+  for (const CLI::Option* option : at.get_options())
+    if (option->get_required() && option->count() == 0 && !option->get_positional())
+      missing.push_back(option->get_lnames().empty() ? option->get_name()
+                                                     : "--" + option->get_lnames().front());
+  if (missing.size() != 1) return "";
+  return missing.front() + " is required: did you mean '" + missing.front() + " " +
+         extras.front() + "'? (see " + path + " --help)";
+}
+
 // The one line for a command line CLI11 refused: an unknown command, an unknown flag with what
 // the user meant (commands/unknown_flag.hpp), or CLI11's words and where the help is.
 std::string usage_message(const CLI::App& root, const CLI::ParseError& e,
@@ -94,6 +109,9 @@ std::string usage_message(const CLI::App& root, const CLI::ParseError& e,
   const bool extra = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
   if (extra && flag != extras.end())
     return genesis::commands::unknown_flag_message(*at, command_path(root), *flag, args);
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)
+    if (auto message = missing_flag_message(*at, command_path(root), extras); !message.empty())
+      return message;
   if (extra)
     for (const std::string& word : extras)
       if (auto message = genesis::commands::set_value_apart_message(word, args); !message.empty())

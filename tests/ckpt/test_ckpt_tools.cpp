@@ -221,6 +221,16 @@ TEST_CASE("genesis ckpt is a command with nested commands: help, usage errors, c
   CHECK(missing.exit_code == 2);
   CHECK(lines_of(missing.err).size() == 1);
   CHECK_THAT(missing.err, Contains("--output") && Contains("(see genesis ckpt export --help)"));
+  // The target as cp takes it: the stray word is named as the missing flag's value.
+  const auto as_cp = run_genesis({"ckpt", "export", "somewhere", "out.safetensors"});
+  CHECK(as_cp.exit_code == 2);
+  CHECK_THAT(as_cp.err, Contains("did you mean '--output out.safetensors'?"));
+  const auto reshard_as_cp = run_genesis({"ckpt", "reshard", "x", "y", "--world-size", "2"});
+  CHECK_THAT(reshard_as_cp.err, Contains("did you mean '--output y'?"));
+  // Two flags missing: the word could be either's, so no guess.
+  const auto two_missing = run_genesis({"ckpt", "reshard", "x", "y"});
+  CHECK(two_missing.exit_code == 2);
+  CHECK_THAT(two_missing.err, !Contains("did you mean"));
   const auto bad_world = run_genesis({"ckpt", "reshard", "x", "--world-size", "0", "-o", "y"});
   CHECK(bad_world.exit_code == 2);
   CHECK_THAT(bad_world.err, Contains("--world-size"));
