@@ -71,7 +71,7 @@ void add_ckpt_flags(CLI::App& app, CkptFlags& f) {
   f.export_ = add_ckpt_subcommand(
       app, "export", "Consolidate the model's weights into one f32 safetensors file (HF GPT-2 names for GPT)");
   add_ckpt_argument(*f.export_, f.path);
-  f.export_->add_option("-o,--output", f.out, "The safetensors file to write, or a directory for its model.safetensors (hf: config.json goes beside it, as from_pretrained reads them)")
+  f.export_->add_option("-o,--output", f.out, "The .safetensors file to write, or else a directory (made if need be) for its model.safetensors; hf: config.json goes beside it, as from_pretrained reads them")
       ->required()
       ->type_name("FILE");
   f.export_->add_option("--format", f.format,

@@ -38,7 +38,7 @@ complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcom
 complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from verify' -a '(__fish_complete_directories)' -d 'CKPT'
 complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from export' -l force -d 'Replace existing output files'
 complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from export' -l format -x -a 'auto genesis hf' -d 'Tensor names: genesis\'s, or Hugging Face GPT-2\'s; auto is hf for a GPT language model, genesis otherwise (a value head)'
-complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from export' -l output -s o -r -F -d 'The safetensors file to write, or a directory for its model.safetensors (hf: config.json goes beside it, as from_pretrained reads them)'
+complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from export' -l output -s o -r -F -d 'The .safetensors file to write, or else a directory (made if need be) for its model.safetensors; hf: config.json goes beside it, as from_pretrained reads them'
 complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from export' -a '(__fish_complete_directories)' -d 'CKPT'
 complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from reshard' -l output -s o -x -a '(__fish_complete_directories)' -d 'The new checkpoint directory (must not exist)'
 complete -c genesis -n '__fish_seen_subcommand_from ckpt; and __fish_seen_subcommand_from reshard' -l strategy -x -a 'ddp zero1 zero2 zero3 hsdp' -d 'Strategy recorded in the new checkpoint (default: the old one)'

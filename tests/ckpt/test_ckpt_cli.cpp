@@ -437,12 +437,13 @@ TEST_CASE("genesis ckpt export into a directory writes model.safetensors and con
   const fs::path made = run.tmp.path() / "made";
   fs::create_directories(made);
   const fs::path slash = run.tmp.path() / "new";  // given as "new/": created
-  for (const std::string& given : {made.string(), slash.string() + "/"}) {
+  const fs::path bare = run.tmp.path() / "bare";  // no .safetensors: a directory, as save_pretrained
+  for (const std::string& given : {made.string(), slash.string() + "/", bare.string()}) {
     INFO(given);
     const auto r = run_genesis({"ckpt", "export", run.dir.string(), "-o", given});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
-    const fs::path dir = given == made.string() ? made : slash;
+    const fs::path dir = given == made.string() ? made : given == bare.string() ? bare : slash;
     CHECK(r.out.rfind("wrote " + (dir / "model.safetensors").string(), 0) == 0);
     CHECK(fs::is_regular_file(dir / "model.safetensors"));
     CHECK(json::parse(read_text(dir / "config.json"))["model_type"] == "gpt2");

@@ -58,11 +58,14 @@ void check_target(const fs::path& path, bool force) {
                 "'" + path.string() + "' already exists: pass --force to replace it");
 }
 
-// A directory (one that exists, or a path ending in '/') gets model.safetensors inside it: the
-// file transformers' from_pretrained(DIR) reads, with config.json beside it.
+// A file is named as one: a path ending in .safetensors, or a file that exists (--force replaces
+// it). Anything else is a directory, created if need be, as save_pretrained(DIR) makes one: it
+// gets model.safetensors, the file transformers' from_pretrained(DIR) reads, with config.json
+// beside it (`-o exp` used to write a file "exp" and config.json into the working directory).
 fs::path output_file(const fs::path& given) {
-  if (!given.has_filename() || fs::is_directory(given)) return given / "model.safetensors";
-  return given;
+  const bool file = given.has_filename() && !fs::is_directory(given) &&
+                    (given.extension() == ".safetensors" || fs::exists(given));
+  return file ? given : given / "model.safetensors";
 }
 
 void rename_into_place(const fs::path& from, const fs::path& to) {
