@@ -102,4 +102,17 @@ TEST_CASE("resume: a 4-rank checkpoint resumed on 2 ranks keeps the global batch
   }
 }
 
+TEST_CASE("resume: a setting changed on another world size is named with the checkpoint given",
+          "[resume]") {
+  TempDir dir;
+  genesis_ok(run_of(2, dir.path() / "a", 1, ""));
+  const fs::path step4 = checkpoint_of(dir.path() / "a" / "run", 4);
+  std::vector<std::string> args = run_of(1, dir.path() / "b", 2, step4.string());
+  args.insert(args.end(), {"--set", "training.max_steps=10"});
+  const CliResult r = genesis_ok(args);
+  // Not the resharded copy's temporary name, which is gone by the time anyone reads the log.
+  CHECK_THAT(r.err, Catch::Contains("resuming " + step4.lexically_normal().string() +
+                                    " with a different config: training.max_steps 8 -> 10"));
+}
+
 }  // namespace genesis::testing::resume

@@ -181,13 +181,13 @@ std::int64_t global_batch(const std::map<std::string, std::string>& values, int 
 }
 
 void warn_about_config_changes(const ckpt::Manifest& m, const Config& config, int world,
-                               const fs::path& dir) {
+                               const std::string& name) {
   std::map<std::string, std::string> saved, now;
   try {
     saved = flatten(m.config_toml);
     now = flatten(config_to_toml(config));
   } catch (const std::exception& e) {
-    spdlog::warn("checkpoint {}: cannot compare its config with this run's: {}", dir.string(), e.what());
+    spdlog::warn("checkpoint {}: cannot compare its config with this run's: {}", name, e.what());
     return;
   }
   std::vector<std::string> changed;
@@ -202,7 +202,7 @@ void warn_about_config_changes(const ckpt::Manifest& m, const Config& config, in
     changed.push_back("global batch " + std::to_string(before) + " -> " + std::to_string(after));
   for (const std::string& c : changed)
     spdlog::warn("resuming {} with a different config: {} (the run will not match the original)",
-                 dir.filename().string(), c);
+                 name, c);
 }
 
 // Rank 0 runs `decide`; every rank returns its answer or throws its error (a ConfigError stays
@@ -334,7 +334,7 @@ void remove_resharded_copy(const ResumePlan& plan, const Job& job) {
 }
 
 Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Strategy& strategy,
-                        nn::Module& model, const Job& job) {
+                        nn::Module& model, const Job& job, const std::string& shown_as) {
   const ckpt::Checkpoint checkpoint(dir);
   const ckpt::Manifest& m = checkpoint.manifest();
   const int world = job.world_size();
@@ -344,7 +344,9 @@ Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Str
                     std::to_string(world) + "; convert it first: genesis ckpt reshard " +
                     dir.string() + " --world-size " + std::to_string(world) + " -o NEW_DIR, then "
                     "resume from NEW_DIR");
-  if (job.is_main()) warn_about_config_changes(m, config, world, dir);
+  if (job.is_main())
+    warn_about_config_changes(m, config, world,
+                              shown_as.empty() ? dir.filename().string() : shown_as);
 
   strategy.load_state(checkpoint);
   strategy.optimizer().set_step_count(m.info.value("optimizer", json::object()).value("step_count", m.step));
@@ -382,7 +384,8 @@ RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Stra
   const fs::path& dir = *start.resumed_from;
   start.elastic = plan_resume(dir, config.training, run_dir, job);
   start.config.training.gradient_accumulation_steps = start.elastic.gradient_accumulation_steps;
-  start.resumed = load_checkpoint(start.elastic.load_dir, start.config, strategy, model, job);
+  start.resumed = load_checkpoint(start.elastic.load_dir, start.config, strategy, model, job,
+                                  dir.lexically_normal().string());
   remove_resharded_copy(start.elastic, job);
   const std::int64_t consumed = start.resumed->state.consumed;
   GENESIS_CHECK(consumed % job.world_size() == 0, ConfigError,
