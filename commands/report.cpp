@@ -1,4 +1,4 @@
-// `genesis report RUN [RUN...]`: read each run directory and write one self-contained HTML page
+// `genesis report [RUN...]`: read each run directory and write one self-contained HTML page
 // of its curves and tables (or, with --format svg, one chart as an SVG file). The reading,
 // the charts and the page live in lib/src/report/; bad input is a usage error (exit 2) that
 // names the file and line, and the output is written whole or not at all.
@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands/command_table.hpp"
+#include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/report/html_report.hpp"
 #include "genesis/report/report_charts.hpp"
@@ -25,9 +26,8 @@ struct ReportFlags {
 
 void add_report_flags(CLI::App& app, ReportFlags& f) {
   app.add_option("RUN", f.runs,
-                 "Run directories (runs/<name>, holding metrics.jsonl), or a directory of them "
-                 "(runs/); several are overlaid in distinct colours")
-      ->required()
+                 "Run directories (runs/<name>, holding metrics.jsonl), or a directory of them; "
+                 "several are overlaid in distinct colours (default: runs, where train writes)")
       ->type_name("DIR");
   app.add_option("-o,--output", f.output,
                  "The file to write (default: report.html, or report.svg with --format svg)")
@@ -59,11 +59,22 @@ std::vector<report::RunHistory> read_runs(const std::vector<std::string>& dirs) 
   return logged;
 }
 
+// No RUN: every run under training.output_dir's default, as tensorboard reads a log directory.
+std::vector<std::string> given_runs(const ReportFlags& f) {
+  if (!f.runs.empty()) return f.runs;
+  const std::string dir = TrainingConfig{}.output_dir;
+  GENESIS_CHECK(std::filesystem::is_directory(dir), InvalidArgument,
+                "no run given, and there is no '" + dir + "' directory here (where genesis train "
+                "writes its runs): name the run directories, e.g. genesis report " + dir +
+                "/sft");
+  return {dir};
+}
+
 int run_report(const ReportFlags& f, const RunContext& context) {
   const bool svg = f.format == "svg";
   GENESIS_CHECK(svg || f.metric.empty(), InvalidArgument,
                 "--metric chooses the chart of --format svg; the HTML report draws every metric");
-  std::vector<report::RunHistory> runs = read_runs(f.runs);
+  std::vector<report::RunHistory> runs = read_runs(given_runs(f));
   const std::string path = !f.output.empty() ? f.output : svg ? "report.svg" : "report.html";
   const char* noun = runs.size() == 1 ? " run" : " runs";
   if (svg) {

@@ -166,6 +166,21 @@ TEST_CASE("genesis report of an output directory reports every run in it", "[rep
   CHECK(html.find(">b_zero2</text>") != std::string::npos);
 }
 
+TEST_CASE("genesis report with no run reports every run under runs/", "[report]") {
+  TempDir tmp;
+  testing::write_synthetic_run(tmp.path() / "runs", "sft", 60);
+  testing::write_synthetic_run(tmp.path() / "runs", "dpo", 40);
+  const auto r = run_genesis({"report"}, {{}, tmp.path()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("wrote report.html: 2 runs, ") != std::string::npos);
+
+  // In a directory with no runs/, the refusal says what to give.
+  check_refused({}, "no run given, and there is no 'runs' directory here");
+  // Its source line is named from the source tree's root, as libgenesis's are.
+  check_refused({}, "(commands/report.cpp:");
+}
+
 TEST_CASE("genesis report skips the unfinished last line of a running job", "[report]") {
   TempDir tmp;
   fs::create_directories(tmp.path() / "running");
