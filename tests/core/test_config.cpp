@@ -287,7 +287,13 @@ TEST_CASE("train_batch_size keeps the global batch whatever the number of ranks"
   {
     ScopedEnv world("WORLD_SIZE", "3");
     CHECK(config_error([] { load_config("sft", "", {}); }) ==
-          "training.train_batch_size 64 does not split over 3 ranks: set a multiple of 3");
+          "training.train_batch_size 64 does not split over 3 ranks: set a multiple of 3, "
+          "e.g. --set training.train_batch_size=63 or 66");
+  }
+  {
+    ScopedEnv world("WORLD_SIZE", "128");  // more ranks than examples: the one multiple above
+    CHECK(config_error([] { load_config("sft", "", {}); }).ends_with(
+        "set a multiple of 128, e.g. --set training.train_batch_size=128"));
   }
   // The micro-batch is the largest divisor of the share up to the cap: 30 = 6 x 5.
   CHECK(batch(load_config("", "", {"training.train_batch_size=30",

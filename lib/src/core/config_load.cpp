@@ -207,9 +207,14 @@ void apply_train_batch_size(Config& config, const Origins& explicit_keys, int wo
   const std::int64_t global = t.train_batch_size;
   if (global == 0) return;
   const std::string head = "training.train_batch_size " + std::to_string(global);
-  if (global % world != 0)
+  if (global % world != 0) {
+    const std::int64_t below = global / world * world, above = below + world;
     throw ConfigError(head + " does not split over " + std::to_string(world) +
-                      " ranks: set a multiple of " + std::to_string(world));
+                      " ranks: set a multiple of " + std::to_string(world) + ", e.g. --set " +
+                      "training.train_batch_size=" +
+                      (below > 0 ? std::to_string(below) + " or " : std::string()) +
+                      std::to_string(above));
+  }
   const std::int64_t share = global / world;
   if (set_outside_preset(accum_key)) {
     const std::int64_t accum = t.gradient_accumulation_steps;
