@@ -320,6 +320,36 @@ TEST_CASE("deepspeed: scheduler rows", "[deepspeed]") {
       Catch::Contains("scheduler.params.total_num_steps: is not a parameter of WarmupLR"));
 }
 
+TEST_CASE("deepspeed: an optimizer lr the warmup schedule overrides is warned about",
+          "[deepspeed]") {
+  // As in DeepSpeed, WarmupLR and WarmupDecayLR train at warmup_max_lr (default 0.001), never at
+  // optimizer.params.lr; a file giving only the latter reads as if it were used.
+  const std::string adamw = R"("optimizer": {"type": "AdamW", "params": {"lr": 0.0003}})";
+  const Applied absent =
+      apply_ds("{" + adamw + R"(, "scheduler": {"type": "WarmupDecayLR", "params": {
+          "total_num_steps": 100}}})");
+  CHECK(absent.config.training.learning_rate == 0.001);
+  REQUIRE(absent.outcome.warnings.size() == 1);
+  CHECK(absent.outcome.warnings[0] ==
+        "deepspeed: ds.json: optimizer.params.lr 0.0003 is not trained at: WarmupDecayLR takes "
+        "the lr to scheduler.params.warmup_max_lr (absent: DeepSpeed's default 0.001), as "
+        "DeepSpeed does; set warmup_max_lr to 0.0003 to train at it");
+  const Applied other =
+      apply_ds("{" + adamw + R"(, "scheduler": {"type": "WarmupLR", "params": {
+          "warmup_max_lr": 0.01}}})");
+  REQUIRE(other.outcome.warnings.size() == 1);
+  CHECK_THAT(other.outcome.warnings[0], Catch::Contains("WarmupLR takes the lr to "
+                                                        "scheduler.params.warmup_max_lr 0.01,"));
+  // Agreeing, "auto" (the optimizer's lr) or a cosine schedule (a ratio of it): nothing to say.
+  for (const char* params : {R"({"warmup_max_lr": 0.0003})", R"({"warmup_max_lr": "auto"})"})
+    CHECK(apply_ds("{" + adamw + R"(, "scheduler": {"type": "WarmupLR", "params": )" + params +
+                   "}}")
+              .outcome.warnings.empty());
+  CHECK(apply_ds("{" + adamw + R"(, "scheduler": {"type": "WarmupCosineLR", "params": {
+          "total_num_steps": 100}}})")
+            .outcome.warnings.empty());
+}
+
 TEST_CASE("deepspeed: train_batch_size = micro x accumulation x world size", "[deepspeed]") {
   struct Row {
     std::string json;

@@ -188,6 +188,8 @@ void apply_deepspeed(Config& config, const Origins& explicit_keys, Origins& orig
     speak ? spdlog::info("{}", line) : spdlog::debug("{}", line);
   if (const std::string line = describe_not_acted_on(file, outcome); !line.empty())
     speak ? spdlog::warn("{}", line) : spdlog::debug("{}", line);
+  for (const std::string& line : outcome.warnings)
+    speak ? spdlog::warn("{}", line) : spdlog::debug("{}", line);
 }
 
 // training.train_batch_size fixes the global batch: each of `world` ranks takes an equal share,

@@ -31,6 +31,7 @@ struct DeepSpeedOutcome {
   // "auto" values of keys genesis acts on: key (empty where none maps 1:1), its value as the rest
   // of the config left it, and the JSON path.
   std::vector<DeepSpeedSetting> automatic;
+  std::vector<std::string> warnings;  // settings that do what DeepSpeed does, not what they read
 };
 
 struct DeepSpeedInput {
@@ -80,6 +81,9 @@ class DeepSpeedMapper {
     set(name, toml::value<std::int64_t>(v), path);
   }
   void not_acted_on(std::string path) { outcome_.not_acted_on.push_back(std::move(path)); }
+  void warn(const std::string& text) {
+    outcome_.warnings.push_back("deepspeed: " + input_.file + ": " + text);
+  }
 
   [[noreturn]] void fail(std::string_view path, const std::string& message) const;  // ConfigError
   [[noreturn]] void unsupported(std::string_view path,

@@ -165,6 +165,25 @@ void map_warmup_cosine_lr(DeepSpeedMapper& m, const json& params) {
   p.set_warmup();
 }
 
+// WarmupLR and WarmupDecayLR set the lr themselves, up to warmup_max_lr (0.001 when absent), so
+// DeepSpeed never trains at optimizer.params.lr: a pitfall worth a line where the two differ.
+void warn_optimizer_lr_unused(DeepSpeedMapper& m, const json& root, const json& params,
+                              const std::string& type) {
+  const json optimizer = root.contains("optimizer")
+                             ? root.at("optimizer").value("params", json::object())
+                             : json::object();
+  const json* lr = given(optimizer, "lr");
+  if (lr == nullptr || m.explicit_source("training.learning_rate")) return;
+  const json* peak = given(params, "warmup_max_lr");
+  if (peak == nullptr && params.contains("warmup_max_lr")) return;  // "auto": the optimizer's lr
+  const double top = peak ? peak->get<double>() : 0.001;
+  if (top == lr->get<double>()) return;
+  m.warn("optimizer.params.lr " + lr->dump() + " is not trained at: " + type +
+         " takes the lr to scheduler.params.warmup_max_lr " +
+         (peak ? peak->dump() : std::string("(absent: DeepSpeed's default 0.001)")) +
+         ", as DeepSpeed does; set warmup_max_lr to " + lr->dump() + " to train at it");
+}
+
 void map_scheduler(DeepSpeedMapper& m, const json& root) {
   auto section = root.find("scheduler");
   if (section == root.end()) return;
@@ -173,10 +192,12 @@ void map_scheduler(DeepSpeedMapper& m, const json& root) {
   const std::optional<std::string> type = type_of(root, "scheduler");
   if (!type) return;
   const json params = section->value("params", json::object());
-  if (*type == "WarmupCosineLR")
+  if (*type == "WarmupCosineLR") {
     map_warmup_cosine_lr(m, params);
-  else
-    map_warmup_lr(m, params, *type == "WarmupDecayLR");
+    return;
+  }
+  map_warmup_lr(m, params, *type == "WarmupDecayLR");
+  warn_optimizer_lr_unused(m, root, params, *type);
 }
 
 // --- the batch triple ---
