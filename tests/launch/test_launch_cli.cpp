@@ -21,6 +21,7 @@
 #include "support/local_slurm.hpp"
 
 namespace fs = std::filesystem;
+using genesis::testing::count_of;
 using genesis::testing::lines_of;
 using genesis::testing::run_genesis;
 using genesis::testing::run_process;
@@ -247,6 +248,26 @@ TEST_CASE("the summary shows the last lines every rank printed alike once", "[la
   CHECK(counts["      | genesis: error: training.train_batch_size 64 does not split over 3"] == 1);
   CHECK(counts["      | something else"] == 1);
   CHECK(counts["      | (the same last lines as rank 0)"] == 1);  // rank 2's row
+}
+
+TEST_CASE("an error every rank prints alike is shown once on the console, logged for each",
+          "[launch]") {
+  // As a bad --set under --nproc 4: every rank refuses it in the same words.
+  const std::string program =
+      "if [ $RANK = 1 ]; then echo 'genesis: error: rank 1 of its own' >&2; else "
+      "echo 'genesis: error: --set training.learning_rate must be a positive number' >&2; fi; "
+      "touch printed_$RANK; while [ $(ls printed_* | wc -l) -lt 3 ]; do sleep 0.05; done; exit 2";
+  TempDir dir;
+  auto r = run_genesis({"launch", "--nproc", "3", "--log-dir", "logs", "--", "sh", "-c", program},
+                       {{}, dir.path()});
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  const std::string console = r.err.substr(0, r.err.find("RANK  LOCAL"));
+  CHECK(count_of(console, "genesis: error: --set training.learning_rate must be a positive") == 1);
+  CHECK(count_of(console, "genesis: error: rank 1 of its own") == 1);
+  for (const char* log : {"rank_0.log", "rank_2.log"})
+    CHECK(count_of(read_text(dir.path() / "logs" / "attempt_0" / log),
+                   "genesis: error: --set training.learning_rate") == 1);
 }
 
 TEST_CASE("the summary names the rank that hung, not the one that timed out", "[launch]") {

@@ -62,12 +62,6 @@ std::set<std::string> entries_of(const fs::path& dir) {
   return names;
 }
 
-std::size_t count_of(const std::string& text, const std::string& word) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
-
 // final_loss of `genesis launch --nproc 2 train ...` outside SLURM (no SLURM_* but SLURM_CONF).
 double reference_loss(const LocalSlurm& slurm, const fs::path& out) {
   const CliResult r = slurm.run(concat({GENESIS_TEST_BIN, "launch", "--nproc", "2"}, train_args(out)));

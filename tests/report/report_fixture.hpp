@@ -67,13 +67,6 @@ inline std::filesystem::path train_small_run(const std::filesystem::path& dir, c
   return dir / name;
 }
 
-// How many times `needle` occurs in `text`.
-inline std::size_t count_of(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 // The points="..." lists of the <polyline>s of an SVG, in order.
 inline std::vector<std::string> polyline_points(const std::string& svg) {
   std::vector<std::string> out;

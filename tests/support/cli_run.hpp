@@ -111,6 +111,13 @@ inline CliResult run_genesis(std::vector<std::string> args, const RunOptions& op
   return run_process(args, options);
 }
 
+// How many times `needle` occurs in `text`.
+inline std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 // Lines of `text`, without their newlines.
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

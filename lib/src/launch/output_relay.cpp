@@ -9,6 +9,7 @@ namespace genesis::launch {
 namespace {
 
 constexpr std::string_view kClearToEnd = "\033[K";
+constexpr std::string_view kErrorLine = "genesis: error: ";  // cli/main.cpp's report
 
 // What a terminal shows of `line`: the text after its last carriage return, without the
 // clear-to-end-of-line code that follows it.
@@ -58,9 +59,14 @@ void OutputRelay::flush() {
   if (log_ != nullptr) log_->flush();
 }
 
+bool OutputRelay::already_shown(std::string_view line) {
+  if (shown_errors_ == nullptr || !line.starts_with(kErrorLine)) return false;
+  return !shown_errors_->emplace(line).second;
+}
+
 void OutputRelay::emit(std::string_view raw) {
   const std::string_view line = shown_part(raw);
-  if (console_ != nullptr) {
+  if (console_ != nullptr && !already_shown(line)) {
     std::string text;
     if (status_shown_) text.append("\r").append(kClearToEnd);  // the line replaces the status
     status_shown_ = false;

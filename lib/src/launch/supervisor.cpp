@@ -182,6 +182,7 @@ void start_workers(const LaunchOptions& options, const JobIdentity& job,
   }
   workers.clear();
   workers.resize(static_cast<std::size_t>(options.nproc_per_node));
+  const auto shown_errors = std::make_shared<std::set<std::string>>();
   for (int local = 0; local < options.nproc_per_node; ++local) {
     Worker& w = workers[static_cast<std::size_t>(local)];
     w.local_rank = local;
@@ -197,6 +198,7 @@ void start_workers(const LaunchOptions& options, const JobIdentity& job,
                                                 w.log.get(), &w.tail, kTailLines);
     w.err_relay = std::make_unique<OutputRelay>(prefix, shown ? &streams.err : nullptr,
                                                 w.log.get(), &w.tail, kTailLines);
+    w.err_relay->share_shown_errors(shown_errors);
     EnvVars env = worker_env(options, job, local, cores, user_set_omp);
     // The relay redraws a shown rank's progress bar in place on the launcher's terminal.
     if (shown && stderr_is_terminal()) env.emplace_back("GENESIS_TERMINAL", "1");
