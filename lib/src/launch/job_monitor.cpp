@@ -22,6 +22,14 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return std::to_string((ms.count() + 500) / 1000) + " s";
 }
 
+// "Connection refused" of the store client's "cannot reach the store at ...; last error:
+// Connection refused": the part a note about a node that is not up yet needs.
+std::string last_error_of(const std::string& what) {
+  const std::string mark = "last error: ";
+  const std::size_t at = what.rfind(mark);
+  return at == std::string::npos ? what : what.substr(at + mark.size());
+}
+
 // What node 0 knows of another node's heartbeat.
 struct Peer {
   std::int64_t beats = 0;
@@ -75,6 +83,12 @@ std::optional<JobMonitor::Failure> JobMonitor::remote_failure() const {
   return std::nullopt;
 }
 
+std::optional<std::string> JobMonitor::unreached_store() const {
+  std::lock_guard lock(mutex_);
+  if (contacted_) return std::nullopt;
+  return store_error_;
+}
+
 std::optional<std::string> JobMonitor::regroup() const {
   std::lock_guard lock(mutex_);
   return regroup_;
@@ -86,6 +100,7 @@ void JobMonitor::finish(bool ok) {
   wake_.notify_all();
   // Node 0 fell silent: it can no longer hear this node, so there is nothing to wait for.
   if (options_.node_rank != 0 && contacted_ && Clock::now() - last_contact_ > timeout_) return;
+  if (options_.node_rank != 0 && !contacted_ && !local_failure_) return;
   // Bounded: a node that never answers must not keep this one forever.
   wake_.wait_for(lock, timeout_ + 2 * kBeat, [&] { return finish_complete_; });
 }
@@ -129,6 +144,7 @@ void JobMonitor::run() {
     } catch (const std::exception& e) {
       session.store.reset();
       std::lock_guard lock(mutex_);
+      if (!contacted_) store_error_ = last_error_of(e.what());
       // The store closed: node 0's launcher is gone (or, at the end, simply finished first).
       if (contacted_ && finish_ == Finish::running && !remote_failure_)
         remote_failure_ = {"lost the job's store at " + store_where_ + " (node 0): " + e.what()};

@@ -46,10 +46,14 @@ class JobMonitor {
   std::optional<std::string> regroup() const;
   // Node 0: the nodes not heard from yet (no launcher of theirs has reached the store).
   std::vector<int> unheard_nodes() const;
+  // Other nodes: why node 0's store has not answered yet ("Connection refused"), nullopt once
+  // it has (or before the first try).
+  std::optional<std::string> unreached_store() const;
   // "host:port" of the job's store, which node 0 serves.
   const std::string& store_where() const { return store_where_; }
   // The attempt is over here (`ok`: every local rank succeeded). Waits, at most about the
-  // heartbeat timeout, until this node's news is out and, on node 0, every node is done.
+  // heartbeat timeout, until this node's news is out and, on node 0, every node is done; not at
+  // all on a node stopped (a signal) before it ever reached node 0, which has no news for it.
   void finish(bool ok);
 
  private:
@@ -73,6 +77,7 @@ class JobMonitor {
   Finish finish_ = Finish::running;
   bool finish_complete_ = false;  // this node may go
   bool contacted_ = false;        // the store answered once: silence from now on is news
+  std::optional<std::string> store_error_;  // the last try's, while it never answered
   std::optional<Failure> local_failure_;
   std::optional<Failure> remote_failure_;
   std::optional<std::string> regroup_;

@@ -272,6 +272,7 @@ class AttemptWatch {
       reap_exits();
       hear_other_nodes();
       note_unheard_nodes();
+      note_unreached_store();
       if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
         for (auto& w : workers_) w.process->signal_group(SIGKILL);
         killed_ = true;
@@ -373,6 +374,23 @@ class AttemptWatch {
                  << "; start `genesis launch --nnodes " << options_.nnodes
                  << " --node-rank N --master-addr " << options_.master_addr << " --master-port "
                  << master_port_ << " ...` there\n"
+                 << std::flush;
+    next_unheard_note_ = Clock::now() + std::chrono::seconds(60);
+  }
+
+  // Other nodes: a node started before node 0 (or told the wrong address) waits for its store,
+  // and its ranks with it, up to their timeout; say so, and what node 0 must run.
+  void note_unreached_store() {
+    if (!monitor_ || options_.node_rank == 0 || result_.ending() ||
+        Clock::now() < next_unheard_note_)
+      return;
+    const std::optional<std::string> why = monitor_->unreached_store();
+    if (!why) return;
+    streams_.err << "genesis launch: node " << options_.node_rank << " of " << options_.nnodes
+                 << " is waiting for node 0: the job's store at " << monitor_->store_where()
+                 << " does not answer (" << *why << "); start `genesis launch --nnodes "
+                 << options_.nnodes << " --node-rank 0 --master-addr " << options_.master_addr
+                 << " --master-port " << master_port_ << " ...` on that host\n"
                  << std::flush;
     next_unheard_note_ = Clock::now() + std::chrono::seconds(60);
   }
