@@ -270,6 +270,25 @@ TEST_CASE("TCPStore to a port where nothing listens fails after its timeout", "[
   CHECK(waited < 3s);
 }
 
+TEST_CASE("TCPStore says while it waits for a server that does not answer", "[store]") {
+  int port = 0;
+  {
+    TCPStoreServer gone({"127.0.0.1", 0, ""});
+    port = gone.port();
+  }
+  TCPStoreOptions options = client_options(port, "", 1200ms);
+  options.slow_connect_after = 300ms;  // then every minute: once within the timeout
+  std::vector<std::pair<Milliseconds, std::string>> notes;
+  options.on_slow_connect = [&](Milliseconds waited, const std::string& error) {
+    notes.emplace_back(waited, error);
+  };
+  CHECK_THROWS_AS(TCPStore(options), IoError);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].first >= 300ms);
+  CHECK(notes[0].first < 1200ms);
+  CHECK_THAT(notes[0].second, Contains("refused"));
+}
+
 TEST_CASE("TCPStoreServer shuts down promptly with a client waiting", "[store]") {
   auto server = std::make_unique<TCPStoreServer>(TCPStoreServerOptions{"127.0.0.1", 0, ""});
   TCPStore store(client_options(server->port(), "", 30s));

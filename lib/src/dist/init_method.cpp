@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/core/unique_fd.hpp"
@@ -65,15 +67,25 @@ std::string local_address_towards(const std::string& host, int port) {
   return name;
 }
 
+// `launcher`: genesis launch on node 0 hosts the store, else rank 0 does.
 std::shared_ptr<rendezvous::Store> connect_tcp(Rendezvous& rv, const std::string& host, int port,
-                                               bool host_server, Milliseconds timeout) {
+                                               bool host_server, bool launcher,
+                                               Milliseconds timeout) {
   std::string token = env::store_token().value_or("");
   if (host_server)
     rv.server = std::make_unique<rendezvous::TCPStoreServer>(
         rendezvous::TCPStoreServerOptions{host, port, token});
   rv.bind_host = local_address_towards(host, port);
-  return std::make_shared<rendezvous::TCPStore>(
-      rendezvous::TCPStoreOptions{host, port, token, timeout});
+  rendezvous::TCPStoreOptions options{host, port, token, timeout};
+  // Without a word, a rank whose rank 0 is not up (or is elsewhere) waits out the whole timeout.
+  options.on_slow_connect = [rank = rv.rank, host, port, launcher](Milliseconds waited,
+                                                                   const std::string& error) {
+    spdlog::warn("rank {}: no answer for {} s from the job's store at {}:{} ({}); {} hosts "
+                 "it: is it started, at that address? Still trying",
+                 rank, waited.count() / 1000, host, port, error,
+                 launcher ? "node 0's genesis launch" : "rank 0");
+  };
+  return std::make_shared<rendezvous::TCPStore>(options);
 }
 
 }  // namespace
@@ -126,8 +138,8 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
       // Under `genesis launch` the launcher hosts the store on GENESIS_STORE_PORT (MASTER_PORT
       // stays free for programs that bind it); without a launcher rank 0 hosts it on MASTER_PORT.
       auto store_port = env::store_port();
-      rv.store = store_port ? connect_tcp(rv, *addr, *store_port, false, timeout)
-                            : connect_tcp(rv, *addr, *port, rank == 0, timeout);
+      rv.store = store_port ? connect_tcp(rv, *addr, *store_port, false, true, timeout)
+                            : connect_tcp(rv, *addr, *port, rank == 0, false, timeout);
     } else {
       std::string rest = init_method.substr(kTcp.size());
       auto colon = rest.rfind(':');
@@ -135,7 +147,7 @@ Rendezvous rendezvous(const std::string& init_method, int world_size, int rank,
                     "tcp:// init method must be tcp://host:port, got '" + init_method + "'");
       rv.store = connect_tcp(rv, rest.substr(0, colon),
                              parse_port(rest.substr(colon + 1), "the port of " + init_method),
-                             rank == 0, timeout);
+                             rank == 0, false, timeout);
     }
   } else {
     throw InvalidArgument("unknown init_method '" + init_method +

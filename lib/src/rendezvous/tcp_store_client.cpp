@@ -82,7 +82,9 @@ struct TCPStore::Impl {
 };
 
 void TCPStore::Impl::connect_with_retry() {
+  const auto start = Clock::now();
   const auto deadline = deadline_after(options.timeout);
+  auto next_note = start + options.slow_connect_after;
   Milliseconds backoff{10};
   std::string last_error = "no attempt made";
   for (;;) {
@@ -95,6 +97,10 @@ void TCPStore::Impl::connect_with_retry() {
     fd.reset();
     const auto now = Clock::now();
     if (now >= deadline) break;
+    if (options.on_slow_connect && now >= next_note) {
+      options.on_slow_connect(std::chrono::duration_cast<Milliseconds>(now - start), last_error);
+      next_note = now + std::chrono::minutes(1);
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, Milliseconds(500));
   }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,12 @@ struct TCPStoreOptions {
   Milliseconds timeout = kDefaultStoreTimeout;  // connect retries and get/wait
   // How long past a request's own timeout its reply may take before the server counts as hung.
   Milliseconds reply_slack = std::chrono::seconds(10);
+  // While connecting keeps failing: called after slow_connect_after, then every minute, with
+  // the time waited and the last error, so a client whose server is not up yet can say so
+  // (torch's warns alike).
+  std::function<void(Milliseconds waited, const std::string& last_error)> on_slow_connect =
+      nullptr;
+  Milliseconds slow_connect_after = std::chrono::seconds(10);
 };
 
 // One connection per object, one request at a time (thread-safe): a get() blocked in one thread
