@@ -16,6 +16,7 @@
 #include "genesis/dist/process_group_two_level.hpp"
 #include "genesis/rendezvous/prefix_store.hpp"
 #include "init_method.hpp"
+#include "join_world.hpp"
 
 namespace genesis::dist {
 
@@ -109,6 +110,10 @@ void init_process_group(const std::string& backend, int world_size, int rank,
   detail::Rendezvous rv = detail::rendezvous(init_method, world_size, rank, timeout);
   const int device = resolved == "nccl" ? nccl_device_for_rank(rv.rank) : -1;
   if (device >= 0) use_cuda_device(device);  // the rank's GPU from here on, on every thread
+  if (rv.world_size > 1) {
+    rendezvous::PrefixStore join_store(rv.key_prefix + "/join", rv.store);
+    detail::join_world(join_store, rv.rank, rv.world_size, timeout);
+  }
   auto store = std::make_shared<rendezvous::PrefixStore>(rv.key_prefix + "/default_pg", rv.store);
   std::shared_ptr<ProcessGroup> group =
       make_group(resolved, store, rv.rank, rv.world_size, rv.bind_host, timeout, device);

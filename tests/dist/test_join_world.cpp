@@ -1,0 +1,57 @@
+// Ranks check in before their process group forms: all of them, and they go on; one missing, and
+// the others stop at the timeout naming it, in the words the launcher's summary reads. A rank 0
+// started alone (WORLD_SIZE 2, nobody else) says so instead of naming a store key.
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+#include "dist/join_world.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/rendezvous/store.hpp"
+#include "support/cli_run.hpp"
+#include "support/local_slurm.hpp"
+#include "support/thrown_message.hpp"
+
+using namespace std::chrono_literals;
+using genesis::Timeout;
+using genesis::dist::detail::join_world;
+using genesis::rendezvous::HashStore;
+
+TEST_CASE("join_world returns once every rank has joined", "[dist][join]") {
+  HashStore store;
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 4; ++rank)
+    ranks.emplace_back([&store, rank] { join_world(store, rank, 4, 5s); });
+  for (auto& t : ranks) t.join();  // a rank left waiting would throw after 5 s and end the test
+  CHECK(store.add("join_count", 0) == 4);
+}
+
+TEST_CASE("join_world names the ranks that never joined", "[dist][join]") {
+  HashStore store;
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank)  // ranks 2 and 3 of 4 never come
+    ranks.emplace_back([&, rank] {
+      messages[static_cast<std::size_t>(rank)] =
+          genesis::testing::thrown_message<Timeout>([&] { join_world(store, rank, 4, 300ms); });
+    });
+  for (auto& t : ranks) t.join();
+  CHECK(messages[0] ==
+        "rank 0 of 4 waited 0 s for the others to join the job; ranks that never arrived: 2, 3 "
+        "(were they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?)");
+  CHECK_THAT(messages[1], Catch::Contains("ranks that never arrived: 2, 3"));
+}
+
+TEST_CASE("a rank 0 started alone says which ranks never joined", "[dist][join][cli]") {
+  genesis::testing::TempDir dir;
+  const std::string port = std::to_string(genesis::testing::LocalSlurm::free_port_pair());
+  const auto r = genesis::testing::run_genesis(
+      {"train", "--preset", "mlp", "-o", dir.path().string(), "--set", "distributed.timeout_s=2"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+       {}});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("rank 0 of 2 waited 2 s for the others to join the job; "
+                                    "ranks that never arrived: 1"));
+}
