@@ -41,7 +41,7 @@ void join_world(rendezvous::Store& store, int rank, int world_size, Milliseconds
                     missing + " (were they started, with the same MASTER_ADDR, MASTER_PORT and "
                     "WORLD_SIZE?)");
     if (rank == 0)
-      spdlog::warn("rank 0: {} of {} ranks have joined the job after {}; {}: still waiting",
+      spdlog::warn("rank 0: {} of {} ranks have joined the job after {} ({}); still waiting",
                    store.add("join_count", 0), world_size, seconds_text(waited), missing);
     slice = std::chrono::minutes(1);
   }
