@@ -38,8 +38,8 @@ TEST_CASE("join_world names the ranks that never joined", "[dist][join]") {
     });
   for (auto& t : ranks) t.join();
   CHECK(messages[0] ==
-        "rank 0 of 4 waited 0 s for the others to join the job; ranks that never arrived: 2, 3 "
-        "(were they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?)");
+        "rank 0 of 4 waited 0 s for the others to join the job (were they started, with the same "
+        "MASTER_ADDR, MASTER_PORT and WORLD_SIZE?); ranks that never arrived: 2, 3");
   CHECK_THAT(messages[1], Catch::Contains("ranks that never arrived: 2, 3"));
 }
 
@@ -52,6 +52,22 @@ TEST_CASE("a rank 0 started alone says which ranks never joined", "[dist][join][
        {}});
   INFO(r.err);
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Catch::Contains("rank 0 of 2 waited 2 s for the others to join the job; "
-                                    "ranks that never arrived: 1"));
+  CHECK_THAT(r.err, Catch::Contains("rank 0 of 2 waited 2 s for the others to join the job") &&
+                        Catch::EndsWith("; ranks that never arrived: 1\n"));
+}
+
+TEST_CASE("under launch, a rank that never joins is named as where the hang is",
+          "[dist][join][launch]") {
+  genesis::testing::TempDir dir;
+  const std::string train = std::string("exec \"$0\" train --preset mlp -o ") +
+                            dir.path().string() + " --set distributed.timeout_s=2";
+  const auto r = genesis::testing::run_process(
+      {"sh", "-c",
+       std::string(GENESIS_TEST_BIN) + " launch --nproc 2 -- sh -c 'if [ $RANK = 1 ]; then "
+       "sleep 30; else " + train + "; fi' \"$0\"",
+       GENESIS_TEST_BIN});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("the hang is on rank(s) 1 (rank 0 timed out waiting for "
+                                    "them)"));
 }

@@ -28,6 +28,7 @@ void join_world(rendezvous::Store& store, int rank, int world_size, Milliseconds
   Milliseconds slice = std::chrono::seconds(10);
   for (;;) {
     const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+    const bool to_the_end = left <= slice;
     try {
       store.wait({kAllJoined}, std::max(Milliseconds(1), std::min(slice, left)));
       return;
@@ -35,11 +36,12 @@ void join_world(rendezvous::Store& store, int rank, int world_size, Milliseconds
     }
     const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
     const std::string missing = arrival_report(store, kBackend, rank, world_size, 0);
-    if (Clock::now() >= deadline)
+    if (to_the_end)
+      // The list ends the line: the launcher's summary reads it up to there.
       throw Timeout("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                    " waited " + seconds_text(timeout) + " for the others to join the job; " +
-                    missing + " (were they started, with the same MASTER_ADDR, MASTER_PORT and "
-                    "WORLD_SIZE?)");
+                    " waited " + seconds_text(timeout) + " for the others to join the job (were "
+                    "they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?); " +
+                    missing);
     if (rank == 0)
       spdlog::warn("rank 0: {} of {} ranks have joined the job after {} ({}); still waiting",
                    store.add("join_count", 0), world_size, seconds_text(waited), missing);
