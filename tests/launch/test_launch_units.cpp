@@ -304,7 +304,8 @@ TEST_CASE("sbatch settings carry the launch's restarts, logging and command", "[
   const SbatchOptions s = sbatch_options_for(o, "/bin/genesis");
   CHECK(s.nodes == 3);
   CHECK(s.gpus_per_node == 2);
-  CHECK(s.master_port == kDefaultMultiNodePort);
+  CHECK(s.master_port == 0);  // one per job, from its id: a shared node 0 sees no clash
+  CHECK(contains(render_sbatch(s), "\nMASTER_PORT=$((20000 + SLURM_JOB_ID % 12766))\n"));
   CHECK(s.extra_launch_args ==
         std::vector<std::string>{"--max-restarts", "1", "--tee", "--local-ranks-filter", "0,1"});
   CHECK(contains(render_sbatch(s), "--gpus 2 --max-restarts 1 --tee --local-ranks-filter 0,1 train'\n"));

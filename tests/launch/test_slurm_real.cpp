@@ -97,8 +97,8 @@ fs::path path_without_scontrol(const fs::path& where) {
 
 // Writes the script with `genesis launch --nnodes N --nproc-per-node P --emit-sbatch`, submits
 // it, waits for the job, and checks it trained one world of 2 to the reference loss. The script's
-// default port (29500) may be taken on a shared machine; --master-port is what a user with the
-// same problem would give.
+// own port (derived from the job id) may be taken on a machine running other tests; --master-port
+// is what a user with the same problem would give.
 void run_emitted_script(const LocalSlurm& slurm, const fs::path& dir, int nnodes, int nproc) {
   const double reference = reference_loss(slurm, dir / "launch");
   const fs::path out = dir / "sbatch";

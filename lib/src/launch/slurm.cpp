@@ -3,6 +3,7 @@
 // ranges); `scontrol show hostnames` is preferred when present because it knows every form.
 #include "genesis/launch/slurm.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -141,7 +142,7 @@ SbatchOptions sbatch_options_for(const LaunchOptions& options, const std::string
   s.nodes = options.nnodes;
   s.gpus_per_node = options.gpus ? options.nproc_per_node : 0;
   s.nproc_per_node = options.nproc_per_node;
-  s.master_port = options.master_port > 0 ? options.master_port : kDefaultMultiNodePort;
+  s.master_port = std::max(options.master_port, 0);
   s.genesis_binary = genesis_binary;
   s.command = options.command;
   auto add = [&s](std::initializer_list<std::string> args) {
@@ -157,6 +158,20 @@ SbatchOptions sbatch_options_for(const LaunchOptions& options, const std::string
   }
   return s;
 }
+
+namespace {
+
+// A given port, or one per job: two jobs whose first node is the same host (a shared node)
+// would otherwise both bind 29500. Below the kernel's ephemeral ports, with the store's port
+// (one above) in range too.
+std::string master_port_line(int port) {
+  if (port > 0) return "MASTER_PORT=" + std::to_string(port) + "\n";
+  return "# One port per job (the store takes the next), below the kernel's ephemeral ports.\n"
+         "MASTER_PORT=$((" + std::to_string(kSlurmPortFirst) + " + SLURM_JOB_ID % " +
+         std::to_string(kSlurmPortLast - kSlurmPortFirst) + "))\n";
+}
+
+}  // namespace
 
 std::string render_sbatch(const SbatchOptions& options) {
   GENESIS_CHECK(options.nodes >= 1, InvalidArgument, "sbatch: --nnodes must be at least 1");
@@ -174,7 +189,7 @@ std::string render_sbatch(const SbatchOptions& options) {
   s << "#SBATCH --output=%x-%j.out\n\n"
     << "set -euo pipefail\n"
     << "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
-    << "MASTER_PORT=" << options.master_port << "\n"
+    << master_port_line(options.master_port)
     << "# The rendezvous store's secret for this job; srun passes it on to every node.\n"
     << "GENESIS_STORE_TOKEN=${GENESIS_STORE_TOKEN:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')}\n"
     << "export MASTER_ADDR MASTER_PORT GENESIS_STORE_TOKEN\n\n"

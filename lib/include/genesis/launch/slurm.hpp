@@ -72,7 +72,7 @@ struct SbatchOptions {
   int nodes = 1;
   int gpus_per_node = 0;       // 0: no --gpus-per-node line; workers run on CPU
   int nproc_per_node = 1;
-  int master_port = 29500;
+  int master_port = 0;  // 0: one per job, from SLURM_JOB_ID (kSlurmPortFirst and up)
   std::string time_limit;      // "HH:MM:SS"; empty: the partition's default
   std::string partition;       // empty: the default partition
   std::string genesis_binary = "genesis";
