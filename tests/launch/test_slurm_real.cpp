@@ -96,18 +96,19 @@ fs::path path_without_scontrol(const fs::path& where) {
 
 
 // Writes the script with `genesis launch --nnodes N --nproc-per-node P --emit-sbatch`, submits
-// it, waits for the job, and checks it trained one world of 2 to the reference loss. The script's
-// own port (derived from the job id) may be taken on a machine running other tests; --master-port
-// is what a user with the same problem would give.
-void run_emitted_script(const LocalSlurm& slurm, const fs::path& dir, int nnodes, int nproc) {
+// it, waits for the job, and checks it trained one world of 2 to the reference loss. `own_port`:
+// the script's port, derived from the job id; else a free one given with --master-port, as a user
+// on a machine whose ports other jobs take would.
+void run_emitted_script(const LocalSlurm& slurm, const fs::path& dir, int nnodes, int nproc,
+                        bool own_port = false) {
   const double reference = reference_loss(slurm, dir / "launch");
   const fs::path out = dir / "sbatch";
-  const CliResult emit = slurm.run(
-      concat({GENESIS_TEST_BIN, "launch", "--nnodes", std::to_string(nnodes), "--nproc-per-node",
-              std::to_string(nproc), "--master-port", std::to_string(LocalSlurm::free_port_pair()),
-              "--emit-sbatch", "job.sbatch"},
-             train_args(out)),
-      {}, dir);
+  std::vector<std::string> launch = {GENESIS_TEST_BIN, "launch", "--nnodes", std::to_string(nnodes),
+                                     "--nproc-per-node", std::to_string(nproc)};
+  if (!own_port)
+    launch.insert(launch.end(), {"--master-port", std::to_string(LocalSlurm::free_port_pair())});
+  launch.insert(launch.end(), {"--emit-sbatch", "job.sbatch"});
+  const CliResult emit = slurm.run(concat(launch, train_args(out)), {}, dir);
   INFO(shown(emit));
   REQUIRE(emit.exit_code == 0);
   REQUIRE(fs::exists(dir / "job.sbatch"));
@@ -168,7 +169,7 @@ TEST_CASE("the script genesis launch --emit-sbatch writes runs to completion und
   auto slurm = slurm_or_skip(1);
   if (!slurm) return;
   TempDir dir;
-  run_emitted_script(*slurm, dir.path(), 1, 2);
+  run_emitted_script(*slurm, dir.path(), 1, 2, true);
 }
 
 // Beyond one node: a launcher per node, node 1's finding node 0's store by the address the script
