@@ -94,6 +94,7 @@ struct Worker {
   std::unique_ptr<OutputRelay> out_relay;
   std::unique_ptr<OutputRelay> err_relay;
   std::optional<ChildProcess> process;
+  int stop_signal = 0;  // what the launcher last sent it to stop (SIGTERM, SIGKILL), if anything
 };
 
 // How one attempt runs: this node's place in it, and what the launchers watch across hosts.
@@ -274,7 +275,7 @@ class AttemptWatch {
       note_unheard_nodes();
       note_unreached_store();
       if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
-        for (auto& w : workers_) w.process->signal_group(SIGKILL);
+        for (auto& w : workers_) signal_to_stop(w, SIGKILL);
         killed_ = true;
       }
     }
@@ -287,11 +288,17 @@ class AttemptWatch {
   }
 
  private:
+  // Remembered for the summary, which tells the launcher's signals from others' (the OOM killer).
+  static void signal_to_stop(Worker& w, int signal) {
+    if (!w.process->exit_status()) w.stop_signal = signal;
+    w.process->signal_group(signal);
+  }
+
   // A signal from outside (a scheduler, Ctrl-C) gives the ranks the whole grace period to save
   // and exit; ranks stopped because another failed get at most kFailureGraceSeconds.
   void tear_down(int signal, double grace_s) {
     for (auto& w : workers_) {
-      w.process->signal_group(signal);
+      signal_to_stop(w, signal);
       // A stopped rank (SIGSTOP, Ctrl-Z) would hold the signal until the grace period is over.
       w.process->signal_group(SIGCONT);
     }
@@ -446,7 +453,8 @@ void print_summary(const LaunchOptions& options, const std::vector<Worker>& work
   for (const Worker& w : workers) {
     const auto& s = w.process->exit_status();
     err << "  " << std::left << std::setw(6) << w.rank << std::setw(7) << w.local_rank
-        << std::setw(20) << host << (s ? s->describe() : "?") << "\n";
+        << std::setw(20) << host << (s ? s->describe() : "?")
+        << (s && s->signaled && s->signal == w.stop_signal ? " (sent by the launcher)" : "") << "\n";
     if (w.tail.empty()) continue;
     const auto same = std::find_if(shown.begin(), shown.end(),
                                    [&](const Worker* earlier) { return earlier->tail == w.tail; });
