@@ -252,10 +252,12 @@ TEST_CASE("the summary shows the last lines every rank printed alike once", "[la
 
 TEST_CASE("an error every rank prints alike is shown once on the console, logged for each",
           "[launch]") {
-  // As a bad --set under --nproc 4: every rank refuses it in the same words.
+  // As a bad --set under --nproc 4: every rank refuses it in the same words (coloured, as on a
+  // terminal: the ranks colour "error:").
   const std::string program =
-      "if [ $RANK = 1 ]; then echo 'genesis: error: rank 1 of its own' >&2; else "
-      "echo 'genesis: error: --set training.learning_rate must be a positive number' >&2; fi; "
+      "if [ $RANK = 1 ]; then echo 'genesis: error: rank 1 of its own' >&2; else printf "
+      "'genesis: \\033[1;31merror:\\033[0m --set training.learning_rate must be a positive "
+      "number\\n' >&2; fi; "
       "touch printed_$RANK; while [ $(ls printed_* | wc -l) -lt 3 ]; do sleep 0.05; done; exit 2";
   TempDir dir;
   auto r = run_genesis({"launch", "--nproc", "3", "--log-dir", "logs", "--", "sh", "-c", program},
@@ -263,11 +265,11 @@ TEST_CASE("an error every rank prints alike is shown once on the console, logged
   INFO("stderr: " << r.err);
   CHECK(r.exit_code == 2);
   const std::string console = r.err.substr(0, r.err.find("RANK  LOCAL"));
-  CHECK(count_of(console, "genesis: error: --set training.learning_rate must be a positive") == 1);
+  CHECK(count_of(console, "--set training.learning_rate must be a positive") == 1);
   CHECK(count_of(console, "genesis: error: rank 1 of its own") == 1);
   for (const char* log : {"rank_0.log", "rank_2.log"})
     CHECK(count_of(read_text(dir.path() / "logs" / "attempt_0" / log),
-                   "genesis: error: --set training.learning_rate") == 1);
+                   "--set training.learning_rate must be a positive") == 1);
 }
 
 TEST_CASE("the summary names the rank that hung, not the one that timed out", "[launch]") {

@@ -5,6 +5,8 @@
 // and only what a terminal would finally show of a line reaches the log file and the tail.
 #include "genesis/launch/output_relay.hpp"
 
+#include <cctype>
+
 namespace genesis::launch {
 namespace {
 
@@ -59,9 +61,25 @@ void OutputRelay::flush() {
   if (log_ != nullptr) log_->flush();
 }
 
+// `line` without its colour codes (ESC [ ... letter): on a terminal the ranks colour "error:".
+std::string without_colour(std::string_view line) {
+  std::string plain;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\033' && i + 1 < line.size() && line[i + 1] == '[') {
+      i += 2;
+      while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+      continue;
+    }
+    plain += line[i];
+  }
+  return plain;
+}
+
 bool OutputRelay::already_shown(std::string_view line) {
-  if (shown_errors_ == nullptr || !line.starts_with(kErrorLine)) return false;
-  return !shown_errors_->emplace(line).second;
+  if (shown_errors_ == nullptr) return false;
+  std::string plain = without_colour(line);
+  if (!plain.starts_with(kErrorLine)) return false;
+  return !shown_errors_->insert(std::move(plain)).second;
 }
 
 void OutputRelay::emit(std::string_view raw) {
