@@ -452,9 +452,10 @@ void print_summary(const LaunchOptions& options, const std::vector<Worker>& work
   std::vector<const Worker*> shown;
   for (const Worker& w : workers) {
     const auto& s = w.process->exit_status();
+    const bool launchers = s && s->signaled && s->signal == w.stop_signal;
     err << "  " << std::left << std::setw(6) << w.rank << std::setw(7) << w.local_rank
         << std::setw(20) << host << (s ? s->describe() : "?")
-        << (s && s->signaled && s->signal == w.stop_signal ? " (sent by the launcher)" : "") << "\n";
+        << (launchers ? " (sent by the launcher)" : "") << "\n";
     if (w.tail.empty()) continue;
     const auto same = std::find_if(shown.begin(), shown.end(),
                                    [&](const Worker* earlier) { return earlier->tail == w.tail; });
