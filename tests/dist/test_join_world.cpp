@@ -1,6 +1,7 @@
 // Ranks check in before their process group forms: all of them, and they go on; one missing, and
 // the others stop at the timeout naming it, in the words the launcher's summary reads. A rank 0
-// started alone (WORLD_SIZE 2, nobody else) says so instead of naming a store key.
+// started alone (WORLD_SIZE 2, nobody else) says so instead of naming a store key, and one whose
+// MASTER_PORT is taken says what usually takes it.
 #include <catch2/catch.hpp>
 
 #include <thread>
@@ -9,6 +10,7 @@
 #include "dist/join_world.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/rendezvous/store.hpp"
+#include "genesis/rendezvous/tcp_store.hpp"
 #include "support/cli_run.hpp"
 #include "support/local_slurm.hpp"
 #include "support/thrown_message.hpp"
@@ -70,4 +72,20 @@ TEST_CASE("under launch, a rank that never joins is named as where the hang is",
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("the hang is on rank(s) 1 (rank 0 timed out waiting for "
                                     "them)"));
+}
+
+TEST_CASE("a rank 0 whose MASTER_PORT is taken names the likely causes", "[dist][join][cli]") {
+  // Another job's store on the port, or another process of this job that also has RANK=0.
+  genesis::rendezvous::TCPStoreServer taken({"127.0.0.1", 0, ""});
+  genesis::testing::TempDir dir;
+  const auto r = genesis::testing::run_genesis(
+      {"train", "--preset", "mlp", "-o", dir.path().string()},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(taken.port())}},
+       {}});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("the port is already in use") &&
+                        Catch::Contains("another job may hold it (pick another MASTER_PORT), or "
+                                        "another process of this job also has RANK=0"));
 }

@@ -72,9 +72,17 @@ std::shared_ptr<rendezvous::Store> connect_tcp(Rendezvous& rv, const std::string
                                                bool host_server, bool launcher,
                                                Milliseconds timeout) {
   std::string token = env::store_token().value_or("");
-  if (host_server)
-    rv.server = std::make_unique<rendezvous::TCPStoreServer>(
-        rendezvous::TCPStoreServerOptions{host, port, token});
+  if (host_server) {
+    try {
+      rv.server = std::make_unique<rendezvous::TCPStoreServer>(
+          rendezvous::TCPStoreServerOptions{host, port, token});
+    } catch (const IoError& e) {
+      // Without a launcher the usual causes are another job on the port or a second RANK=0.
+      throw IoError(std::string(e.what()) + "; rank 0 hosts the job's store on MASTER_PORT: " +
+                    "another job may hold it (pick another MASTER_PORT), or another process " +
+                    "of this job also has RANK=0");
+    }
+  }
   rv.bind_host = local_address_towards(host, port);
   rendezvous::TCPStoreOptions options{host, port, token, timeout};
   // Without a word, a rank whose rank 0 is not up (or is elsewhere) waits out the whole timeout.
