@@ -22,14 +22,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return std::to_string((ms.count() + 500) / 1000) + " s";
 }
 
-// "Connection refused" of the store client's "cannot reach the store at ...; last error:
-// Connection refused": the part a note about a node that is not up yet needs.
-std::string last_error_of(const std::string& what) {
-  const std::string mark = "last error: ";
-  const std::size_t at = what.rfind(mark);
-  return at == std::string::npos ? what : what.substr(at + mark.size());
-}
-
 // What node 0 knows of another node's heartbeat.
 struct Peer {
   std::int64_t beats = 0;
@@ -127,9 +119,17 @@ void JobMonitor::run() {
         try {
           // Short requests: the supervision loop judges silence, and stopping this thread
           // must not wait out a long reply deadline on a cut link.
-          session.store = std::make_unique<rendezvous::TCPStore>(rendezvous::TCPStoreOptions{
-              options_.master_addr, job_.store_port, job_.store_token, kRequestTimeout,
-              kRequestTimeout});
+          rendezvous::TCPStoreOptions store_options{options_.master_addr, job_.store_port,
+                                                    job_.store_token, kRequestTimeout,
+                                                    kRequestTimeout};
+          // Until node 0's store first answers, the client's last error ("Connection refused")
+          // is what the supervisor's note about an unreached node 0 says.
+          store_options.slow_connect_after = Milliseconds(0);
+          store_options.on_slow_connect = [this](Milliseconds, const std::string& error) {
+            std::lock_guard lock(mutex_);
+            if (!contacted_) store_error_ = error;
+          };
+          session.store = std::make_unique<rendezvous::TCPStore>(store_options);
         } catch (const CommError& e) {  // a wrong token or another service: no retry helps
           fail_remote({std::string("cannot join the job's store: ") + e.what()});
           std::lock_guard lock(mutex_);
@@ -144,7 +144,6 @@ void JobMonitor::run() {
     } catch (const std::exception& e) {
       session.store.reset();
       std::lock_guard lock(mutex_);
-      if (!contacted_) store_error_ = last_error_of(e.what());
       // The store closed: node 0's launcher is gone (or, at the end, simply finished first).
       if (contacted_ && finish_ == Finish::running && !remote_failure_)
         remote_failure_ = {"lost the job's store at " + store_where_ + " (node 0): " + e.what()};

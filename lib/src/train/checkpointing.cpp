@@ -344,9 +344,7 @@ Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Str
                     std::to_string(world) + "; convert it first: genesis ckpt reshard " +
                     dir.string() + " --world-size " + std::to_string(world) + " -o NEW_DIR, then "
                     "resume from NEW_DIR");
-  if (job.is_main())
-    warn_about_config_changes(m, config, world,
-                              shown_as.empty() ? dir.filename().string() : shown_as);
+  if (job.is_main()) warn_about_config_changes(m, config, world, shown_as);
 
   strategy.load_state(checkpoint);
   strategy.optimizer().set_step_count(m.info.value("optimizer", json::object()).value("step_count", m.step));

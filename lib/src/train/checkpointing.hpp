@@ -63,10 +63,10 @@ struct Resumed {
 // and returns this rank's state. The world size must match (ConfigError pointing to `genesis
 // ckpt reshard` otherwise; the trainer loads plan_resume's load_dir, which does); config
 // differences that change the result are logged as warnings, naming the checkpoint `shown_as`
-// (the one the user gave, where `dir` is its resharded copy; empty: `dir`'s own name).
+// (the one the user gave, which `dir` is, or is a resharded copy of).
 Resumed load_checkpoint(const std::filesystem::path& dir, const Config& config,
                         parallel::Strategy& strategy, nn::Module& model, const Job& job,
-                        const std::string& shown_as = "");
+                        const std::string& shown_as);
 
 // Where a run starts: from the checkpoint choose_resume_checkpoint picks, planned by
 // plan_resume, loaded into the strategy and the model's generators, and its resharded copy
