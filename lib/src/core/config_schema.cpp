@@ -145,7 +145,8 @@ std::vector<ConfigKey> training_keys() {
      [](Config& c) -> Field { return &c.training.report_to; }},
     {"training.wall_clock_breakdown",
      "log where each step's time goes (time/*_ms: data, forward, backward, comm_wait, "
-     "optimizer, checkpoint) and sum it in summary.json",
+     "optimizer, checkpoint) and sum it in summary.json; on a GPU each phase waits for its "
+     "kernels",
      [](Config& c) -> Field { return &c.training.wall_clock_breakdown; }},
     {"training.straggler_threshold",
      "warn when a rank's step time (less communication wait) stays above the ranks' median by "

@@ -16,18 +16,14 @@ namespace {
 
 struct BatchScore {
   Tensor loss;             // 0-d, differentiable: the mean over scored targets
-  double correct = 0;      // argmax hits
+  Tensor correct;          // 0-d, on the logits' device: argmax hits
   double predictions = 0;  // scored targets
 };
 
 // `scored` is count_items() of the same rows.
 BatchScore score_logits(const Tensor& logits, const Tensor& targets, double scored) {
-  BatchScore s;
   ScoredLoss scored_loss = cross_entropy_scored(logits, targets);  // ignored targets never hit
-  s.loss = std::move(scored_loss.loss);
-  s.correct = scored_loss.hits.item<double>();
-  s.predictions = scored;
-  return s;
+  return {std::move(scored_loss.loss), std::move(scored_loss.hits), scored};
 }
 
 }  // namespace
@@ -44,7 +40,7 @@ double ClassificationObjective::count_items(const data::TensorDataset& rows) con
 BatchLoss ClassificationObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
   BatchScore s = score_logits(ctx.strategy.forward(batch.rows.inputs, batch.last),
                               batch.rows.targets, batch.items);
-  return {std::move(s.loss), {{"correct", s.correct}, {"predictions", s.predictions}}};
+  return {std::move(s.loss), {{"predictions", s.predictions}}, {{"correct", std::move(s.correct)}}};
 }
 
 std::vector<WindowMetric> ClassificationObjective::window_metrics() const {
@@ -66,7 +62,7 @@ Evaluation ClassificationObjective::evaluate(const ObjectiveContext& ctx, const 
     if (!counted) return;
     BatchScore s = score_logits(logits, batch.targets, scored);
     loss_sum += s.loss.item<double>() * s.predictions;
-    correct += s.correct;
+    correct += s.correct.item<double>();
     predictions += s.predictions;
   });
   model.train();

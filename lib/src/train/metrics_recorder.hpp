@@ -47,6 +47,8 @@ class MetricsRecorder {
   void record_eval(std::int64_t step, const std::vector<Metric>& metrics);
   // The bar's figures after `step` (this rank's own, drawn on a terminal only).
   void show_progress(std::int64_t step, const std::vector<Metric>& metrics);
+  // Whether show_progress(step, ...) would redraw the bar now.
+  bool progress_due(std::int64_t step) const { return bar_.due(step); }
   void begin_bar();  // the empty bar, before the first step (a terminal only)
   // Clears the bar so that a log line can be printed; the next show_progress redraws it.
   void clear_bar();

@@ -38,7 +38,10 @@ struct MicroBatch {
 
 struct BatchLoss {
   Tensor loss;      // 0-d, differentiable: the mean over the micro-batch's items
-  WindowSums sums;  // e.g. {"correct": 9, "predictions": 32}
+  WindowSums sums;  // e.g. {"predictions": 32}
+  // Sums still on the device, 0-d (e.g. {"correct", hits}): the loop reads them when it needs
+  // them (pending_figures.hpp), so a step need not wait for the GPU to count them.
+  std::vector<std::pair<std::string, Tensor>> device_sums = {};
 };
 
 // A training figure of the objective: the ratio of two window sums over all ranks (0 while the

@@ -24,11 +24,15 @@ ProgressBar::ProgressBar(std::int64_t total, bool enabled, std::int64_t first)
       enabled_(enabled),
       start_(std::chrono::steady_clock::now()) {}
 
+bool ProgressBar::due(std::int64_t done) const {
+  if (!enabled_) return false;
+  return !drawn_ || done >= total_ ||
+         std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(100);
+}
+
 void ProgressBar::update(std::int64_t done, const std::string& metrics) {
-  if (!enabled_) return;
-  auto now = std::chrono::steady_clock::now();
-  if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-  last_draw_ = now;
+  if (!due(done)) return;
+  last_draw_ = std::chrono::steady_clock::now();
   const int filled = static_cast<int>(kWidth * done / total_);
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');

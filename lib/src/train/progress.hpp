@@ -18,6 +18,8 @@ class ProgressBar {
   void begin();
   // Redraws at most ~10 times a second, and always at the last step.
   void update(std::int64_t done, const std::string& metrics);
+  // Whether update(done, ...) would redraw now: its figures are worth computing.
+  bool due(std::int64_t done) const;
   // Clears the bar so a log line can be printed, then the next update redraws it.
   void clear();
   void finish();

@@ -25,6 +25,10 @@ class StepProfiler {
   void begin_step(std::int64_t step);
   // Collective at the range's last step: every rank's events go to rank 0, which writes them.
   void end_step(std::int64_t step);
+  // Whether `step` is one the trace covers.
+  bool traces(std::int64_t step) const {
+    return range_ && step >= range_->first && step <= range_->last;
+  }
 
  private:
   std::optional<StepRange> range_;

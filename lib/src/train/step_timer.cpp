@@ -3,6 +3,8 @@
 // nothing until the training thread waits for it.
 #include "step_timer.hpp"
 
+#include <exception>
+
 #include "genesis/core/trace.hpp"
 #include "genesis/dist/work.hpp"
 
@@ -66,6 +68,11 @@ StepTimer::Scope::Scope(StepTimer& timer, Phase phase)
       wait_before_(dist::thread_comm_wait_seconds()) {}
 
 StepTimer::Scope::~Scope() {
+  // A device fault is not this timer's to report: the loop's next device call raises it.
+  if (timer_.device_.is_cuda() && std::uncaught_exceptions() == 0) try {
+      cuda_synchronize(timer_.device_.index);
+    } catch (const std::exception&) {
+    }
   const Clock::time_point end = Clock::now();
   const double waited = dist::thread_comm_wait_seconds() - wait_before_;
   timer_.window_.phase_s[static_cast<std::size_t>(phase_)] += seconds(end - begin_) - waited;

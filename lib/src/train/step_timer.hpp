@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "genesis/tensor/device.hpp"
+
 namespace genesis::train {
 
 enum class Phase { data, forward, backward, optimizer, checkpoint, eval };
@@ -55,6 +57,9 @@ class StepTimer {
   };
 
   void end_step() { ++window_.steps; }
+  // From now on each phase waits for `device`'s queued work before its clock stops (DeepSpeed's
+  // timers synchronise alike), so that on a GPU a phase holds its own kernels' time.
+  void synchronize_with(Device device) { device_ = device; }
   // Closes the window (it is also added to the run's total) and starts the next one.
   TimeBreakdown take_window();
   // Every closed window's, plus the open one's so far.
@@ -63,6 +68,7 @@ class StepTimer {
  private:
   TimeBreakdown window_;
   TimeBreakdown closed_;
+  Device device_ = Device::cpu();
   std::chrono::steady_clock::time_point window_start_;
   double window_wait_start_;
 };

@@ -7,21 +7,40 @@ namespace genesis::train {
 
 std::int64_t untimed_steps(std::int64_t steps) { return std::min<std::int64_t>(3, steps / 2); }
 
-Throughput::Throughput(std::int64_t first_step, std::int64_t last_step, Device device)
-    : first_timed_(first_step + untimed_steps(last_step - first_step + 1)), device_(device) {}
+Throughput::Throughput(std::int64_t first_step, std::int64_t last_step, Device device,
+                       bool every_step)
+    : first_timed_(first_step + untimed_steps(last_step - first_step + 1)),
+      device_(device),
+      every_step_(every_step) {}
 
-void Throughput::begin_step() { start_ = Clock::now(); }
+void Throughput::begin_step() {
+  if (started_) return;
+  start_ = Clock::now();
+  started_ = true;
+}
 
-double Throughput::end_step(std::int64_t step, std::int64_t examples) {
+double Throughput::end_step(std::int64_t step, std::int64_t examples, bool read_clock) {
+  last_step_ = step;
+  ++unread_steps_;
+  unread_examples_ += examples;
+  // A reading ends the warm-up, so that no reading mixes timed steps with untimed ones.
+  if (read_clock || every_step_ || step == first_timed_ - 1) return close();
+  return 0;
+}
+
+double Throughput::close() {
+  if (unread_steps_ == 0) return 0;
   if (device_.is_cuda()) cuda_synchronize(device_.index);
   const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   all_s_ += seconds;
-  all_examples_ += examples;
-  if (step >= first_timed_) {
+  all_examples_ += unread_examples_;
+  if (last_step_ >= first_timed_) {
     timed_s_ += seconds;
-    timed_examples_ += examples;
-    ++timed_steps_;
+    timed_examples_ += unread_examples_;
+    timed_steps_ += unread_steps_;
   }
+  unread_steps_ = unread_examples_ = 0;
+  started_ = false;
   return seconds;
 }
 

@@ -16,6 +16,7 @@
 #include "genesis/parallel/memory_plan.hpp"
 #include "genesis/tensor/cuda_memory.hpp"
 #include "genesis/tensor/host_memory.hpp"
+#include "pending_figures.hpp"
 #include "preemption.hpp"
 #include "progress.hpp"
 
@@ -82,10 +83,11 @@ TrainingLoop::TrainingLoop(LoopParts parts, Precision precision, const std::opti
       window_metrics_(p_.task.objective->window_metrics()),
       first_step_(resumed ? resumed->step + 1 : 1),
       schedule_(lr_schedule_of(p_.config)),
-      throughput_(first_step_, p_.config.max_steps, p_.device),
+      throughput_(first_step_, p_.config.max_steps, p_.device, !p_.device.is_cuda()),
       stragglers_(p_.config.straggler_threshold, rank_hosts(p_.job)),
       profiler_(parse_step_range(p_.config.profile_steps), p_.job, p_.run_dir),
       test_slow_ms_(test_slow_ms(p_.job.rank())) {
+  if (p_.config.wall_clock_breakdown) timer_.synchronize_with(p_.device);
   if (!resumed) return;
   state_ = resumed->state;
   logged_loss_ = resumed->loss;
@@ -141,6 +143,7 @@ LoopResult TrainingLoop::run() {
   }
   p_.recorder.finish_bar();
   if (!evaluated_at_end) evaluate(c.max_steps);
+  pending_.fold_into(state_);
   return result(c.max_steps, 0);
 }
 
@@ -188,8 +191,9 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
       out = objective.compute_loss(batch, context());
     }
     const double weight = weights[micro];
-    state_.window_loss += out.loss.item<double>() * weight;
+    pending_.add_loss(out.loss, weight);
     for (const auto& [name, sum] : out.sums) state_.window_sums[name] += sum;
+    for (const auto& [name, sum] : out.device_sums) pending_.add_sum(name, sum);
     state_.examples += batch.rows.size();
     timed.reset();
     timed.emplace(timer_, Phase::backward);
@@ -209,7 +213,7 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
                  step, check.scale_before, check.scale_after);
   }
   timed.reset();
-  state_.train_s += throughput_.end_step(step, state_.examples - examples_before);
+  state_.train_s += throughput_.end_step(step, state_.examples - examples_before, host_waits(step));
   timer_.end_step();
   ++state_.window_steps;
   host_allocator::trim_cache();  // the cache keeps what this step reused, for the next one
@@ -237,8 +241,11 @@ std::vector<double> TrainingLoop::loss_weights(const std::vector<double>& items)
 
 // The bar shows this rank's running figures every step; the logged ones are reduced over ranks.
 void TrainingLoop::record_step(std::int64_t step, const StepFigures& figures) {
-  p_.recorder.show_progress(step, step_metrics(figures, false));
-  if (step % p_.config.logging_steps != 0 && step != p_.config.max_steps) return;
+  const bool logged = step % p_.config.logging_steps == 0 || step == p_.config.max_steps;
+  const bool drawn = p_.recorder.progress_due(step);
+  if (logged || drawn || pending_.full()) pending_.fold_into(state_);
+  if (drawn) p_.recorder.show_progress(step, step_metrics(figures, false));
+  if (!logged) return;
   std::vector<Metric> metrics = timing_metrics();  // first: the window ends here
   const std::vector<Metric> figures_now = step_metrics(figures, true);
   metrics.insert(metrics.begin(), figures_now.begin(), figures_now.end());
@@ -304,7 +311,20 @@ void TrainingLoop::evaluate(std::int64_t step) {
   p_.recorder.record_eval(step, evaluation.metrics);
 }
 
+// Steps after which the host waits for the device anyway (it logs, redraws the bar, evaluates or
+// saves, or times every phase): throughput's clock is read there, and between them the host runs
+// ahead.
+bool TrainingLoop::host_waits(std::int64_t step) const {
+  const TrainingConfig& c = p_.config;
+  const auto every = [step](std::int64_t n) { return n > 0 && step % n == 0; };
+  return step == c.max_steps || every(c.logging_steps) || every(c.eval_steps) ||
+         every(c.save_steps) || c.wall_clock_breakdown || profiler_.traces(step) ||
+         p_.recorder.progress_due(step);
+}
+
 void TrainingLoop::save(std::int64_t step) {
+  pending_.fold_into(state_);
+  state_.train_s += throughput_.close();  // a signal may stop the run between two readings
   p_.recorder.clear_bar();
   state_.epoch = p_.sampler.epoch();
   state_.consumed = p_.sampler.position() * p_.job.world_size();

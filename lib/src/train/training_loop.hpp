@@ -21,6 +21,7 @@
 #include "genesis/data/sampler.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
 #include "metrics_recorder.hpp"
+#include "pending_figures.hpp"
 #include "precision.hpp"
 #include "step_profiler.hpp"
 #include "step_timer.hpp"
@@ -86,6 +87,7 @@ class TrainingLoop {
   nlohmann::json time_breakdown() const;
   void slow_down_for_test() const;
   void evaluate(std::int64_t step);
+  bool host_waits(std::int64_t step) const;
   void save(std::int64_t step);
   ObjectiveContext context() const;
   LoopResult result(std::int64_t steps, int signal) const;
@@ -96,6 +98,7 @@ class TrainingLoop {
   std::int64_t first_step_;
   optim::LrSchedule schedule_;
   RankState state_;
+  PendingFigures pending_;  // the window's figures still on the device, added to state_ when read
   std::optional<double> logged_loss_;
   nlohmann::json logged_figures_ = nlohmann::json::object();
   std::vector<GeneratedSample> samples_;
