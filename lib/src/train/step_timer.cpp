@@ -15,6 +15,16 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// Waits for `device`'s queued work. A device fault is not the timer's to report (nor one to
+// raise while an exception unwinds the phase): the loop's next device call raises it.
+void settle(Device device) {
+  if (!device.is_cuda() || std::uncaught_exceptions() > 0) return;
+  try {
+    cuda_synchronize(device.index);
+  } catch (const std::exception&) {
+  }
+}
+
 }  // namespace
 
 std::string_view phase_name(Phase phase) {
@@ -68,11 +78,7 @@ StepTimer::Scope::Scope(StepTimer& timer, Phase phase)
       wait_before_(dist::thread_comm_wait_seconds()) {}
 
 StepTimer::Scope::~Scope() {
-  // A device fault is not this timer's to report: the loop's next device call raises it.
-  if (timer_.device_.is_cuda() && std::uncaught_exceptions() == 0) try {
-      cuda_synchronize(timer_.device_.index);
-    } catch (const std::exception&) {
-    }
+  settle(timer_.device_);
   const Clock::time_point end = Clock::now();
   const double waited = dist::thread_comm_wait_seconds() - wait_before_;
   timer_.window_.phase_s[static_cast<std::size_t>(phase_)] += seconds(end - begin_) - waited;
