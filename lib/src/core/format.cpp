@@ -20,4 +20,8 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+std::string format_seconds(std::chrono::milliseconds duration) {
+  return std::to_string((duration.count() + 500) / 1000) + " s";
+}
+
 }  // namespace genesis

@@ -8,6 +8,7 @@
 
 #include "collective_errors.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/format.hpp"
 
 namespace genesis::dist::detail {
 namespace {
@@ -15,8 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kBackend = "join";  // arrival keys: "join_arrived/<rank>"
 constexpr const char* kAllJoined = "join_complete";
-
-std::string seconds_text(Milliseconds ms) { return std::to_string(ms.count() / 1000) + " s"; }
 
 }  // namespace
 
@@ -39,12 +38,12 @@ void join_world(rendezvous::Store& store, int rank, int world_size, Milliseconds
     if (to_the_end)
       // The list ends the line: the launcher's summary reads it up to there.
       throw Timeout("rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                    " waited " + seconds_text(timeout) + " for the others to join the job (were "
+                    " waited " + format_seconds(timeout) + " for the others to join the job (were "
                     "they started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE?); " +
                     missing);
     if (rank == 0)
       spdlog::warn("rank 0: {} of {} ranks have joined the job after {} ({}); still waiting",
-                   store.add("join_count", 0), world_size, seconds_text(waited), missing);
+                   store.add("join_count", 0), world_size, format_seconds(waited), missing);
     slice = std::chrono::minutes(1);
   }
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "genesis/core/error.hpp"
+#include "genesis/core/format.hpp"
 #include "genesis/launch/supervisor.hpp"
 #include "genesis/rendezvous/tcp_store.hpp"
 #include "membership.hpp"
@@ -17,10 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kBeat = std::chrono::seconds(1);
 constexpr std::chrono::milliseconds kRequestTimeout{1000};
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  return std::to_string((ms.count() + 500) / 1000) + " s";
-}
 
 // What node 0 knows of another node's heartbeat.
 struct Peer {
@@ -70,7 +67,7 @@ std::optional<JobMonitor::Failure> JobMonitor::remote_failure() const {
   if (remote_failure_) return remote_failure_;
   if (contacted_ && finish_ == Finish::running && Clock::now() - last_contact_ > timeout_)
     return Failure{"no answer from the job's store at " + store_where_ + " (node 0) for " +
-                   seconds_text(timeout_) +
+                   format_seconds(timeout_) +
                    ": node 0's launcher died or the network to it is down"};
   return std::nullopt;
 }
@@ -235,7 +232,7 @@ bool JobMonitor::others_finished(Session& session) {
                                  ? " (" + store.get(prefix_ + "host/" + n) + ")"
                                  : std::string();
     const std::string cause = "node " + n + host + " sent no heartbeat for " +
-                              seconds_text(timeout_) +
+                              format_seconds(timeout_) +
                               ": its launcher died or the network to it is down";
     if (store.add(prefix_ + "failures", 1) == 1)
       store.set(prefix_ + "failed", "0\nretry\n" + cause);

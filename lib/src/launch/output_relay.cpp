@@ -23,6 +23,20 @@ std::string_view shown_part(std::string_view line) {
   return line;
 }
 
+// `line` without its colour codes (ESC [ ... letter): on a terminal the ranks colour "error:".
+std::string without_colour(std::string_view line) {
+  std::string plain;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\033' && i + 1 < line.size() && line[i + 1] == '[') {
+      i += 2;
+      while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+      continue;
+    }
+    plain += line[i];
+  }
+  return plain;
+}
+
 }  // namespace
 
 OutputRelay::OutputRelay(std::string prefix, std::ostream* console, std::ostream* log,
@@ -59,20 +73,6 @@ void OutputRelay::flush() {
   pending_.clear();
   if (console_ != nullptr) console_->flush();
   if (log_ != nullptr) log_->flush();
-}
-
-// `line` without its colour codes (ESC [ ... letter): on a terminal the ranks colour "error:".
-std::string without_colour(std::string_view line) {
-  std::string plain;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '\033' && i + 1 < line.size() && line[i + 1] == '[') {
-      i += 2;
-      while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
-      continue;
-    }
-    plain += line[i];
-  }
-  return plain;
 }
 
 bool OutputRelay::already_shown(std::string_view line) {

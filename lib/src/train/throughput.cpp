@@ -14,9 +14,7 @@ Throughput::Throughput(std::int64_t first_step, std::int64_t last_step, Device d
       every_step_(every_step) {}
 
 void Throughput::begin_step() {
-  if (started_) return;
-  start_ = Clock::now();
-  started_ = true;
+  if (unread_steps_ == 0) start_ = Clock::now();
 }
 
 double Throughput::end_step(std::int64_t step, std::int64_t examples, bool read_clock) {
@@ -40,7 +38,6 @@ double Throughput::close() {
     timed_steps_ += unread_steps_;
   }
   unread_steps_ = unread_examples_ = 0;
-  started_ = false;
   return seconds;
 }
 

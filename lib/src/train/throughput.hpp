@@ -40,8 +40,7 @@ class Throughput {
   std::int64_t first_timed_;
   Device device_;
   bool every_step_;
-  Clock::time_point start_{};
-  bool started_ = false;           // start_ is the first unread step's
+  Clock::time_point start_{};  // the first unread step's begin
   std::int64_t last_step_ = 0;     // the last step ended
   std::int64_t unread_steps_ = 0, unread_examples_ = 0;
   double all_s_ = 0, timed_s_ = 0;
