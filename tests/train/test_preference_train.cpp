@@ -74,6 +74,12 @@ TEST_CASE("dpo: starts at log 2 from its init", "[dpo]") {
   for (const char* key : {"rewards/accuracies", "rewards/margins", "rewards/chosen",
                           "rewards/rejected", "logps/chosen", "logps/rejected"})
     CHECK(want.back().contains(key));
+  // Six steps toward the chosen answers: most pairs already ranked right, by a positive margin,
+  // and a sequence's log-probability is below 0 (a cut-short rejected one can be the likelier).
+  CHECK(want.back()["rewards/accuracies"].get<double>() > 0.5);
+  CHECK(want.back()["rewards/accuracies"].get<double>() <= 1.0);
+  CHECK(want.back()["rewards/margins"].get<double>() > 0.0);
+  CHECK(want.back()["logps/chosen"].get<double>() < 0.0);
   // The policy is its reference at the first step: every pair's margin is 0, and DPO's loss
   // alone (the preset adds the answers' likelihood, rpo_alpha) is log 2.
   auto pure = dpo(dir, init, "pure", 1, 8, "ddp", 1);
@@ -110,6 +116,7 @@ TEST_CASE("dpo and rm: 2 ranks follow 1 rank under every strategy", "[dpo][rm]")
     REQUIRE(one.exit_code == 0);
     const std::vector<json> want = metrics_of(dir.path() / (preset + "-one"));
     REQUIRE(want.size() == 6);
+    for (const char* key : keys) CHECK(want.back()[key].get<double>() != 0.0);  // each is read
     for (const Variant& v : variants) {
       INFO(v.name);
       const std::string name = preset + "-" + v.name;

@@ -58,8 +58,9 @@ DpoTerms dpo_loss(const Tensor& policy, const Tensor& reference, const DpoConfig
 
 struct DpoObjective::PairSums {
   Tensor loss;
-  // correct, margin, chosen, rejected, logp chosen, logp rejected: sums over the pairs
-  std::vector<float> sums;
+  // correct, margin, chosen, rejected, logp chosen, logp rejected: sums over the pairs, 0-d on
+  // the device (training holds them there until it logs; evaluation reads them at once)
+  std::vector<Tensor> sums;
   double pairs = 0;
 };
 
@@ -167,12 +168,12 @@ DpoObjective::PairSums DpoObjective::score(parallel::Strategy& policy,
   if (options_.rpo_alpha > 0)
     s.loss = add(s.loss, mul(chosen_nll(pi, y, mean), options_.rpo_alpha));
   s.pairs = static_cast<double>(B);
-  NoGradGuard no_grad;  // every sum in one copy to the host
+  NoGradGuard no_grad;
   const Tensor zero = Tensor::zeros({}, DType::f32, pi.device());
   const Tensor gap = sub(terms.chosen, terms.rejected);
   const Tensor logps = pi.detach();
-  s.sums = to_host({sum(gt(gap, zero)), sum(gap), sum(terms.chosen), sum(terms.rejected),
-                    sum(logps.select(1, 0)), sum(logps.select(1, 1))});
+  s.sums = {sum(gt(gap, zero)), sum(gap), sum(terms.chosen), sum(terms.rejected),
+            sum(logps.select(1, 0)), sum(logps.select(1, 1))};
   return s;
 }
 
@@ -187,9 +188,9 @@ const char* const kMetrics[] = {"rewards/accuracies", "rewards/margins", "reward
 
 BatchLoss DpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
   PairSums s = score(ctx.strategy, batch.rows, batch.last);
-  WindowSums sums{{"pairs", s.pairs}};
-  for (std::size_t i = 0; i < s.sums.size(); ++i) sums[kSums[i]] = s.sums[i];
-  return {std::move(s.loss), std::move(sums)};
+  BatchLoss out{.loss = std::move(s.loss), .sums = {{"pairs", s.pairs}}};
+  for (std::size_t i = 0; i < s.sums.size(); ++i) out.device_sums.emplace_back(kSums[i], s.sums[i]);
+  return out;
 }
 
 std::vector<WindowMetric> DpoObjective::window_metrics() const {
@@ -209,8 +210,11 @@ Evaluation DpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget&
   const auto take = [&](data::TensorDataset batch, bool counted, std::int64_t) {
     const PairSums s = score(ctx.strategy, to_device(std::move(batch), ctx.device), true);
     if (!counted) return;
-    for (std::size_t i = 0; i < s.sums.size(); ++i) sums[i] += s.sums[i];
-    sums[std::size(kSums)] += s.loss.item<double>() * s.pairs;
+    std::vector<Tensor> figures = s.sums;
+    figures.push_back(s.loss.to(DType::f32));
+    const std::vector<float> host = to_host(figures);  // one copy to the host
+    for (std::size_t i = 0; i < s.sums.size(); ++i) sums[i] += host[i];
+    sums[std::size(kSums)] += host.back() * s.pairs;
     sums[std::size(kSums) + 1] += s.pairs;
   };
   for_each_eval_batch(eval_, budget, ctx.job, take);

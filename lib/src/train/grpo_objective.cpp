@@ -185,7 +185,7 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
   }
   const GrpoTerms terms =
       grpo_loss(logp, old_logp, ref, advantages, mask, options_, completion_limit());
-  NoGradGuard no_grad;  // the figures, in one copy to the host
+  NoGradGuard no_grad;  // the figures, held on the device until the loop logs them
   const Tensor lp = log_probs.detach();
   const Tensor entropy = neg(sum(mul(exp(lp), lp), {-1}));  // (n, T)
   const Tensor ratio = exp(sub(logp.detach(), old_logp));   // pi / pi_old
@@ -193,17 +193,14 @@ BatchLoss GrpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCo
   auto share = [&](const Tensor& ratio_side, const Tensor& advantage_side) {
     return sum(mul(mul(ratio_side.to(DType::f32), advantage_side.to(DType::f32)), mask));
   };
-  std::vector<Tensor> figures{
-      sum(mul(entropy, mask)),
-      share(lt(ratio, scalar(1.0 - options_.epsilon, device)), lt(advantages, zero)),
-      share(gt(ratio, scalar(1.0 + clip_high(options_), device)), gt(advantages, zero))};
-  if (terms.kl.defined()) figures.push_back(sum(mul(terms.kl, mask)));
-  const std::vector<float> host = to_host(figures);
-  sums["entropy_sum"] = host[0];
-  sums["clip_low"] = host[1];
-  sums["clip_high"] = host[2];
-  if (terms.kl.defined()) sums["kl_sum"] = host[3];
-  return {terms.loss, std::move(sums)};
+  BatchLoss out{.loss = terms.loss, .sums = std::move(sums)};
+  out.device_sums = {
+      {"entropy_sum", sum(mul(entropy, mask))},
+      {"clip_low", share(lt(ratio, scalar(1.0 - options_.epsilon, device)), lt(advantages, zero))},
+      {"clip_high",
+       share(gt(ratio, scalar(1.0 + clip_high(options_), device)), gt(advantages, zero))}};
+  if (terms.kl.defined()) out.device_sums.emplace_back("kl_sum", sum(mul(terms.kl, mask)));
+  return out;
 }
 
 nlohmann::json GrpoObjective::state() const {

@@ -249,23 +249,20 @@ BatchLoss PpoObjective::compute_loss(const MicroBatch& batch, const ObjectiveCon
     sums.erase("sampled_tokens");
     sums.erase("sampling_s");
   }
-  NoGradGuard no_grad;  // the figures, in one copy to the host
+  NoGradGuard no_grad;  // the figures, held on the device until the loop logs them
   const Tensor lp = log_probs.detach();
   const Tensor entropy = neg(sum(mul(exp(lp), lp), {-1}));
-  const std::vector<float> host =
-      to_host({sum(mul(entropy, mask)), terms.pg_clipped, terms.vf_clipped, terms.approxkl,
-               sum(mul(vpred.detach(), mask)), terms.pg_loss.detach(), terms.vf_loss.detach(),
-               sum(mask)});
-  sums["entropy_sum"] = host[0];
-  sums["pg_clipped"] = host[1];
-  sums["vf_clipped"] = host[2];
-  sums["approxkl_sum"] = host[3];
-  sums["vpred_sum"] = host[4];
-  sums["pg_loss_sum"] = host[5];
-  sums["vf_loss_sum"] = host[6];
-  sums["scored_tokens"] = host[7];
   sums["updates"] = 1;
-  return {terms.loss, std::move(sums)};
+  BatchLoss out{.loss = terms.loss, .sums = std::move(sums)};
+  out.device_sums = {{"entropy_sum", sum(mul(entropy, mask))},
+                     {"pg_clipped", terms.pg_clipped},
+                     {"vf_clipped", terms.vf_clipped},
+                     {"approxkl_sum", terms.approxkl},
+                     {"vpred_sum", sum(mul(vpred.detach(), mask))},
+                     {"pg_loss_sum", terms.pg_loss.detach()},
+                     {"vf_loss_sum", terms.vf_loss.detach()},
+                     {"scored_tokens", sum(mask)}};
+  return out;
 }
 
 nlohmann::json PpoObjective::state() const {

@@ -17,7 +17,9 @@ namespace {
 
 struct PairScore {
   Tensor loss;  // 0-d f32, differentiable: the mean over pairs
-  double correct = 0, margin = 0, pairs = 0;
+  // 0-d f32 sums over the pairs, on the device: training holds them there until it logs
+  Tensor correct, margin;
+  double pairs = 0;
 };
 
 // Each row's last position with a scored target, as flat indices into (rows * T): (rows) i64.
@@ -40,12 +42,10 @@ PairScore score_pairs(parallel::Strategy& strategy, const data::TensorDataset& r
   const Tensor scores = pair_scores(values, rows.targets.reshape({2 * B, T}));
   PairScore s;
   s.loss = bradley_terry_loss(scores, rows.extra);
-  NoGradGuard no_grad;  // both sums in one copy to the host
+  NoGradGuard no_grad;
   const Tensor d = chosen_minus_rejected(scores);
-  const Tensor correct = sum(gt(d, Tensor::zeros({}, DType::f32, d.device()))).reshape({1});
-  const std::vector<float> sums = cat({correct, sum(d).reshape({1})}).to_vector();
-  s.correct = sums[0];
-  s.margin = sums[1];
+  s.correct = sum(gt(d, Tensor::zeros({}, DType::f32, d.device())));
+  s.margin = sum(d);
   s.pairs = static_cast<double>(B);
   return s;
 }
@@ -76,7 +76,9 @@ double RewardObjective::count_items(const data::TensorDataset& rows) const {
 
 BatchLoss RewardObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
   PairScore s = score_pairs(ctx.strategy, batch.rows, batch.last);
-  return {std::move(s.loss), {{"correct", s.correct}, {"pairs", s.pairs}, {"margin", s.margin}}};
+  return {.loss = std::move(s.loss),
+          .sums = {{"pairs", s.pairs}},
+          .device_sums = {{"correct", s.correct}, {"margin", s.margin}}};
 }
 
 std::vector<WindowMetric> RewardObjective::window_metrics() const {
@@ -95,9 +97,10 @@ Evaluation RewardObjective::evaluate(const ObjectiveContext& ctx, const EvalBudg
   for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted, std::int64_t) {
     const PairScore s = score_pairs(ctx.strategy, to_device(std::move(batch), ctx.device), true);
     if (!counted) return;
-    sums[0] += s.loss.item<double>() * s.pairs;
-    sums[1] += s.correct;
-    sums[2] += s.margin;
+    const std::vector<float> host = to_host({s.loss.to(DType::f32), s.correct, s.margin});
+    sums[0] += host[0] * s.pairs;
+    sums[1] += host[1];
+    sums[2] += host[2];
     sums[3] += s.pairs;
   });
   model.train();
