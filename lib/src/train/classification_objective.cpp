@@ -61,8 +61,9 @@ Evaluation ClassificationObjective::evaluate(const ObjectiveContext& ctx, const 
     const Tensor logits = ctx.strategy.forward(batch.inputs, true);
     if (!counted) return;
     BatchScore s = score_logits(logits, batch.targets, scored);
-    loss_sum += s.loss.item<double>() * s.predictions;
-    correct += s.correct.item<double>();
+    const std::vector<float> host = to_host({s.loss.to(DType::f32), s.correct.to(DType::f32)});
+    loss_sum += host[0] * s.predictions;
+    correct += host[1];
     predictions += s.predictions;
   });
   model.train();

@@ -21,6 +21,7 @@
 #include "genesis/train/trainer.hpp"
 #include "job.hpp"
 #include "metrics_recorder.hpp"
+#include "pending_figures.hpp"
 
 namespace genesis::train {
 
@@ -118,13 +119,6 @@ class Objective {
   virtual nlohmann::json state() const { return nullptr; }
   virtual void load_state(const nlohmann::json& state) { (void)state; }
 };
-
-// Several 0-d figures of a step, in one copy to the host (one wait for the device, not one each).
-inline std::vector<float> to_host(const std::vector<Tensor>& scalars) {
-  std::vector<Tensor> flat;
-  for (const Tensor& t : scalars) flat.push_back(t.reshape({1}));
-  return cat(flat, 0).to_vector();
-}
 
 // `rows` on `device`: host datasets are uploaded batch by batch (token ids and labels are small
 // next to the activations they produce), from pinned memory so the copies queue behind the

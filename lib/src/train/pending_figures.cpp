@@ -4,6 +4,13 @@
 
 namespace genesis::train {
 
+std::vector<float> to_host(const std::vector<Tensor>& scalars) {
+  std::vector<Tensor> flat;
+  flat.reserve(scalars.size());
+  for (const Tensor& t : scalars) flat.push_back(t.reshape({1}));
+  return cat(flat, 0).to_vector();
+}
+
 void PendingFigures::add_loss(const Tensor& value, double weight) {
   held_.push_back({value.detach().to(DType::f32), weight, {}});
 }
@@ -16,8 +23,8 @@ void PendingFigures::fold_into(RankState& state) {
   if (held_.empty()) return;
   std::vector<Tensor> parts;
   parts.reserve(held_.size());
-  for (const Held& h : held_) parts.push_back(h.value.reshape({1}));
-  const std::vector<float> values = cat(parts).to_vector();  // the one wait for the device
+  for (const Held& h : held_) parts.push_back(h.value);
+  const std::vector<float> values = to_host(parts);  // the one wait for the device
   for (std::size_t i = 0; i < held_.size(); ++i) {
     const double value = values[i];
     if (held_[i].sum.empty())

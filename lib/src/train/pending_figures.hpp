@@ -14,6 +14,10 @@
 
 namespace genesis::train {
 
+// Several 0-d figures of one dtype, in one copy to the host (one wait for the device, not one
+// each).
+std::vector<float> to_host(const std::vector<Tensor>& scalars);
+
 class PendingFigures {
  public:
   // Once read: state.window_loss += value * weight. `value` is 0-d; its graph is not kept.
