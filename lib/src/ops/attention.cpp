@@ -4,8 +4,11 @@
 // matrix. The kernels themselves are in backends/*/attention.*; they accept views
 // with unit stride along D, which the packed form uses to skip every head-split copy. Under
 // autocast both forms first cast their inputs to the autocast type (autocast_inputs.hpp).
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "autocast_inputs.hpp"
 #include "elementwise_promote.hpp"
@@ -41,11 +44,42 @@ Tensor heads_view(const Tensor& packed, std::int64_t H, std::int64_t D, std::int
                    packed.offset() + column);
 }
 
+// Interim composition for grouped-query heads and sliding windows, until the fused kernels take
+// them: K/V repeated per query head, and the window as a materialised additive mask.
+Tensor repeat_heads(const Tensor& t, std::int64_t H) {
+  const std::int64_t B = t.size(0), Hkv = t.size(1), T = t.size(2), D = t.size(3);
+  if (Hkv == H) return t;
+  return t.unsqueeze(2).expand({B, Hkv, H / Hkv, T, D}).contiguous().reshape({B, H, T, D});
+}
+
+Tensor window_mask(std::int64_t T, std::int64_t Tk, std::int64_t window, Device device) {
+  std::vector<float> m(static_cast<std::size_t>(T * Tk), -std::numeric_limits<float>::infinity());
+  for (std::int64_t i = 0; i < T; ++i) {
+    const std::int64_t p = Tk - T + i;
+    for (std::int64_t j = std::max<std::int64_t>(0, p - window + 1); j <= p; ++j)
+      m[static_cast<std::size_t>(i * Tk + j)] = 0.0f;
+  }
+  return Tensor::from_vector(m, {T, Tk}).to(device);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                    bool causal, std::optional<double> scale) {
+                                    bool causal, std::optional<double> scale,
+                                    std::int64_t window) {
   constexpr const char* kOp = "scaled_dot_product_attention";
+  if (k_in.dim() == 4 && q_in.dim() == 4 && k_in.size(1) != q_in.size(1) && k_in.size(1) > 0 &&
+      q_in.size(1) % k_in.size(1) == 0)
+    return scaled_dot_product_attention(q_in, repeat_heads(k_in, q_in.size(1)),
+                                        repeat_heads(v_in, q_in.size(1)), causal, scale, window);
+  if (window > 0) {
+    GENESIS_CHECK(causal && q_in.dim() == 4 && k_in.dim() == 4, InvalidArgument,
+                  std::string(kOp) + ": a sliding window needs causal (B, H, T, D) attention");
+    const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q_in.size(3))));
+    const Tensor scores = add(mul(matmul(q_in, k_in.transpose(2, 3)), s),
+                              window_mask(q_in.size(2), k_in.size(2), window, q_in.device()));
+    return matmul(softmax(scores, -1), v_in);
+  }
   nn_compute::check_floating(kOp, "q", q_in);
   nn_compute::check_floating(kOp, "k", k_in);
   nn_compute::check_floating(kOp, "v", v_in);

@@ -75,15 +75,29 @@ struct ScoredLoss {
 ScoredLoss cross_entropy_scored(const Tensor& logits, const Tensor& target,
                                 std::int64_t ignore_index = -100);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Llama's RMSNorm over the last dim, as Hugging Face computes it: x in f32 scaled by
+// 1 / sqrt(mean(x^2) + eps), cast back to x's type, times weight.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+// Rotary position embedding on x (B, T, H, D), Hugging Face's rotate_half convention: each
+// head's halves (x1, x2) become (x1 cos - x2 sin, x2 cos + x1 sin) at angle positions[b, t] *
+// inv_freq[i] for i < D/2 (computed in f32). positions (B, T) i64 may differ per row (left
+// padding, a KV cache's offset); inv_freq (D/2) f32 carries the rope_theta and any scaling.
+Tensor rotary_embedding(const Tensor& x, const Tensor& positions, const Tensor& inv_freq);
+// silu(gate) * up: the SwiGLU of Llama's MLP, gate and up of one shape.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 Tensor embedding(const Tensor& weight, const Tensor& index);
 // Inverted dropout; identity when !training or p == 0. The mask is a pure function of a seed
 // drawn from `gen`, so backward recomputes it instead of storing it.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
-// q (B, H, T, D), k and v (B, H, Tk, D) with T <= Tk -> (B, H, T, D). The queries are the last T
+// q (B, H, T, D), k and v (B, Hkv, Tk, D) with T <= Tk -> (B, H, T, D). The queries are the last T
 // positions of the sequence (T < Tk is a KV cache's decode step), which the causal mask respects.
+// Grouped-query attention when Hkv < H (H a multiple of Hkv): query head h reads key/value head
+// h / (H / Hkv), never copied per query head. window > 0 (causal only) is a sliding window: the
+// query at position p sees keys p - window < j <= p (Hugging Face's sliding_window).
 // scale defaults to 1/sqrt(D). Fused: the score matrix is never materialised for the whole batch.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal = true, std::optional<double> scale = {});
+                                    bool causal = true, std::optional<double> scale = {},
+                                    std::int64_t window = 0);
 // Multi-head attention on a packed projection: qkv (B, T, 3C) holding [q | k | v], each C wide
 // with n_head heads side by side -> (B, T, C), heads side by side (llm.c's layout). Same math as
 // splitting the heads and calling scaled_dot_product_attention with scale 1/sqrt(C/n_head), but
