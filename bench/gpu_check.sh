@@ -15,9 +15,11 @@
 #   bench/gpu_check.sh bundle        # on the machine that built BUILD with CUDA: its binaries and
 #                                    # their Debian libraries into .gpu/bundle.tar.xz; on the GPU
 #                                    # machine the script then unpacks it and skips the build stage
-# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf memory, and profile (Nsight Compute over
-# the gpt2 preset's steady state; not in the default list). A stage's failure does not stop the
-# others; the exit status is 1 when any failed.
+# Stages: build cuda-tests doctor nccl-bench gpt2 sft hf hf-families memory, and profile (Nsight
+# Compute over the gpt2 preset's steady state; not in the default list). hf-families: tiny random
+# checkpoints of llama, mistral, qwen2, qwen3 and gpt2 (tests/golden/hf_reference.py), scored and
+# decoded by genesis on the GPU and the CPU and by transformers' own models of their config.json.
+# A stage's failure does not stop the others; the exit status is 1 when any failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-check}
@@ -195,12 +197,46 @@ hf_check() {
     python3 "$root/bench/hf_greedy_check.py" "$runs/sft-gpu" "$runs/export"
 }
 
+# Each family's checkpoint: genesis on cuda against transformers (log-probs within 1e-3, the same
+# greedy answers) and against genesis on the CPU.
+hf_families() {
+  local dir="$out/hf-families" failed_any=0
+  mkdir -p "$dir"
+  printf '%s\n' '{"ids": [5, 17, 33, 100, 250, 7, 9, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50]}' \
+    '{"ids": [11, 12, 13]}' '{"ids": [200, 201, 202, 203, 204, 205, 206, 207, 208]}' > "$dir/ids.jsonl"
+  for family in "llama --kv-heads 2" "llama --tied --kv-heads 1 --rope-scaling llama3" \
+      "mistral --window 6" "qwen2 --window 5 --max-window-layers 1" \
+      "qwen3 --dtype bfloat16 --shards 3" "gpt2"; do
+    rm -rf "$dir/model"
+    # shellcheck disable=SC2086
+    python3 "$root/tests/golden/hf_reference.py" make --out "$dir/model" --family $family > /dev/null || return 1
+    for device in cuda cpu; do
+      "$genesis" score "$dir/model" -i "$dir/ids.jsonl" --device $device > "$dir/score.$device" &&
+        "$genesis" generate "$dir/model" -i "$dir/ids.jsonl" --device $device --max-new-tokens 12 \
+          > "$dir/generate.$device" || return 1
+    done
+    echo "== $family"
+    python3 "$root/bench/hf_transformers_check.py" "$dir/model" "$dir/ids.jsonl" "$dir/score.cuda" \
+      "$dir/generate.cuda" 12 || failed_any=1
+    python3 - "$dir/score.cuda" "$dir/score.cpu" <<'PY' || failed_any=1
+import json, sys
+a, b = ([json.loads(l)["logprobs"] for l in open(p)] for p in sys.argv[1:3])
+worst = max(abs(x - y) for u, v in zip(a, b) for x, y in zip(u, v))
+print("cuda vs cpu: max |log-prob diff| %.2e" % worst)
+sys.exit(0 if worst <= 1e-3 else 1)
+PY
+    cmp -s "$dir/generate.cuda" "$dir/generate.cpu" || { echo "cuda and cpu greedy answers differ"; failed_any=1; }
+  done
+  [ $failed_any = 0 ] && echo "hf-families: all families agree"
+  return $failed_any
+}
+
 if [ "${1:-}" = bundle ]; then
   make_bundle
   exit
 fi
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build cuda-tests doctor nccl-bench gpt2 sft hf memory)
+[ ${#stages[@]} -eq 0 ] && stages=(build cuda-tests doctor nccl-bench gpt2 sft hf hf-families memory)
 if use_bundle; then
   bundled=1
 else
@@ -208,7 +244,7 @@ else
   use_carried_deps || exit 1
 fi
 export GENESIS_REQUIRE_GPU=1 genesis out runs root build
-export -f do_build cuda_tests nccl_bench sft_pair hf_check memory_pair profile_gpt2
+export -f do_build cuda_tests nccl_bench sft_pair hf_check hf_families memory_pair profile_gpt2
 { date -u +"%F %T UTC"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } \
   2>&1 | tee -a "$report"
 for s in "${stages[@]}"; do
@@ -220,9 +256,10 @@ for s in "${stages[@]}"; do
     gpt2) stage gpt2 "grep -E 'genesis|pytorch'" -- "$root/bench/gpt_cuda.sh" "$build" ;;
     sft) stage sft "tail -1" -- sft_pair ;;
     hf) stage hf "tail -1" -- hf_check ;;
+    hf-families) stage hf-families "tail -1" -- hf_families ;;
     memory) stage memory "tail -1" -- memory_pair ;;
     profile) stage profile "grep -m1 'GPU busy'" -- profile_gpt2 ;;
-    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf memory profile)" >&2; exit 2 ;;
+    *) echo "unknown stage '$s' (build cuda-tests doctor nccl-bench gpt2 sft hf hf-families memory profile)" >&2; exit 2 ;;
   esac
 done
 exit $failed

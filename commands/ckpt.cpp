@@ -8,6 +8,7 @@
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/compare.hpp"
 #include "genesis/ckpt/export.hpp"
+#include "genesis/ckpt/hf_weights.hpp"
 #include "genesis/ckpt/inspect.hpp"
 #include "genesis/ckpt/rewrite.hpp"
 #include "genesis/core/error.hpp"
@@ -30,6 +31,8 @@ struct CkptFlags {
   bool json = false;
   std::string out;
   std::string format = "auto";
+  std::string dtype;
+  std::string max_shard_size = "5GB";
   bool force = false;
   int world_size = 0;
   std::string strategy;
@@ -69,16 +72,29 @@ void add_ckpt_flags(CLI::App& app, CkptFlags& f) {
   add_ckpt_argument(*f.verify, f.path);
 
   f.export_ = add_ckpt_subcommand(
-      app, "export", "Consolidate the model's weights into one f32 safetensors file (HF GPT-2 names for GPT)");
+      app, "export",
+      "Consolidate the model's weights: a Hugging Face model directory for Hugging Face families "
+      "and GPT, or one f32 safetensors file in genesis's names");
   add_ckpt_argument(*f.export_, f.path);
   f.export_->add_option("-o,--output", f.out, "The .safetensors file to write, or else a directory (made if need be) for its model.safetensors; hf: config.json goes beside it, as from_pretrained reads them")
       ->required()
       ->type_name("FILE");
   f.export_->add_option("--format", f.format,
-                        "Tensor names: genesis's, or Hugging Face GPT-2's; auto is hf for a GPT "
-                        "language model, genesis otherwise (a value head)")
+                        "Tensor names: genesis's, or Hugging Face's; auto is hf for a Hugging Face "
+                        "family (llama, mistral, qwen2, qwen3, gpt2) and a GPT language model, "
+                        "genesis otherwise (a gpt with a value head)")
       ->type_name("FORMAT")
       ->check(CLI::IsMember({"auto", "genesis", "hf"}))
+      ->capture_default_str();
+  f.export_->add_option("--dtype", f.dtype,
+                        "Hugging Face families: the tensors' type (default: the run's, f32, so "
+                        "export then import is the identity; bf16 for the usual half-size export)")
+      ->type_name("DTYPE")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  f.export_->add_option("--max-shard-size", f.max_shard_size,
+                        "Hugging Face families: the largest safetensors shard, as transformers' "
+                        "max_shard_size (5GB, 500MB, 2GiB); larger models get shards and an index")
+      ->type_name("SIZE")
       ->capture_default_str();
   f.export_->add_flag("--force", f.force, "Replace existing output files");
 
@@ -128,13 +144,16 @@ int run_verify(const CkptFlags& f, const RunContext& context) {
 
 int run_export(const CkptFlags& f, const RunContext& context) {
   const ckpt::Checkpoint checkpoint(ckpt::resolve_checkpoint(f.path));
-  const ckpt::ExportResult r =
-      ckpt::export_checkpoint(checkpoint, {f.out, ckpt::parse_export_format(f.format), f.force});
+  ckpt::ExportOptions options{f.out, ckpt::parse_export_format(f.format), f.force};
+  if (!f.dtype.empty())
+    options.dtype = f.dtype == "bf16" ? DType::bf16 : f.dtype == "f16" ? DType::f16 : DType::f32;
+  options.max_shard_bytes = ckpt::parse_shard_size(f.max_shard_size);
+  const ckpt::ExportResult r = ckpt::export_checkpoint(checkpoint, options);
   context.out << "wrote " << r.file.string() << ": " << r.tensors << " tensors ("
               << ckpt::export_format_name(r.format) << " names), " << r.elements << " elements, "
               << ckpt::size_text(r.bytes) << ", from " << checkpoint.dir().string() << "\n";
   if (r.config_file)
-    context.out << "wrote " << r.config_file->string() << ": GPT2LMHeadModel config\n";
+    context.out << "wrote " << r.config_file->string() << ": transformers' config\n";
   return 0;
 }
 

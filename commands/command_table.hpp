@@ -34,8 +34,10 @@ std::vector<Command> make_command_table();
 Command make_bench_allreduce_command();
 Command make_ckpt_command();
 Command make_doctor_command();
+Command make_generate_command();
 Command make_launch_command();
 Command make_report_command();
+Command make_score_command();
 Command make_train_command();
 
 }  // namespace genesis::commands

@@ -216,7 +216,7 @@ TEST_CASE("override errors say which --set", "[config]") {
         "--set model.hidden_sizes: expected a list of integers, got \"64,32\"");
   CHECK(error_for_set({"training.mixed_precision=bf16", "training.gradient_checkpointing=true"}) ==
         "--set training.gradient_checkpointing recomputes transformer blocks and needs model.kind = "
-        "\"gpt\", got \"mlp\"");
+        "\"gpt\" or \"hf\", got \"mlp\"");
   CHECK(error_for_set({"model.kind=gpt", "data.source=synthetic:tokens", "model.n_head=3"}) ==
         "--set model.n_embd must be divisible by model.n_head, got n_embd = 256, n_head = 3");
 }

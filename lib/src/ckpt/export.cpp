@@ -160,6 +160,11 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
   if (options.format != ExportFormat::genesis && !manifest.config_toml.empty())
     config = parse_config_toml(manifest.config_toml, source);
 
+  if (config && config->model.kind == "hf")
+    return export_hf_model(checkpoint, options, *config, run_hf_dir(checkpoint.dir()));
+  GENESIS_CHECK(!options.dtype || *options.dtype == DType::f32, InvalidArgument,
+                "--dtype chooses the tensors' type of a Hugging Face family's export; this "
+                "checkpoint's model exports in f32");
   ExportResult result;
   result.format = options.format;
   // A value head (a reward model) has no GPT2LMHeadModel name, and transformers'

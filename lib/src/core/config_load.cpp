@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -232,7 +233,60 @@ void apply_train_batch_size(Config& config, const Origins& explicit_keys, int wo
   t.gradient_accumulation_steps = share / t.per_device_train_batch_size;
 }
 
+// model.kind = "hf" where model.config or a Hugging Face model.init_from implies it, unless the
+// user set another kind themselves (a gpt over its own hf export); beside an hf model, the gpt's
+// shape keys the user set are an error naming them (a preset's are simply unused). A saved,
+// resolved config (check_gpt_keys false) names every key, the unused ones too.
+void infer_model_kind(Config& config, const Origins& explicit_keys, const Origins& origins,
+                      bool check_gpt_keys) {
+  ModelConfig& m = config.model;
+  const bool user_kind = explicit_keys.contains("model.kind");
+  // A Hub id that is not cached makes an hf run only where nothing chose the kind: a preset's
+  // "runs/sft" that is not there yet is a missing run, not a model to download.
+  std::error_code ec;
+  const bool uncached_id = looks_like_hub_id(m.init_from) && !fs::exists(m.init_from, ec) &&
+                           !origins.contains("model.kind");
+  if (!user_kind && (!m.config.empty() || names_hf_model(m.init_from) || uncached_id)) m.kind = "hf";
+  if (m.kind != "hf" || !check_gpt_keys) return;
+  std::vector<std::string> set;
+  for (const char* key : {"model.n_layer", "model.n_head", "model.n_embd", "model.vocab_size",
+                          "model.dropout", "model.head"})
+    if (auto it = explicit_keys.find(key); it != explicit_keys.end())
+      set.push_back(key_at(it->second, key));
+  if (set.empty()) return;
+  std::string list;
+  for (const auto& key : set) list += (list.empty() ? "" : ", ") + key;
+  throw ConfigError(list + ": gpt settings beside a Hugging Face model, whose shape is its "
+                    "config.json's (" + (m.config.empty() ? "model.init_from" : "model.config") +
+                    "); remove them (an rm run's score head follows from training.algorithm)");
+}
+
 }  // namespace
+
+bool looks_like_hub_id(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() ||
+      text.find('/', slash + 1) != std::string::npos || text.size() > 96 ||
+      text.find("..") != std::string::npos || text.find("--") != std::string::npos ||
+      text.front() == '.' || text.ends_with(".safetensors"))
+    return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '_' || c == '.' || c == '-';
+  });
+}
+
+bool names_hf_model(const std::string& init_from) {
+  if (init_from.empty()) return false;
+  const fs::path path(init_from);
+  std::error_code ec;
+  if (fs::exists(path, ec))
+    return fs::is_directory(path, ec) && fs::exists(path / "config.json", ec) &&
+           !fs::exists(path / "manifest.json", ec) && !fs::exists(path / "checkpoints", ec);
+  if (!looks_like_hub_id(init_from)) return false;
+  std::string folder = "models--" + init_from;
+  folder.replace(folder.find('/'), 1, "--");
+  return fs::is_directory(fs::path(env::hf_hub_cache()) / folder, ec);
+}
 
 Config load_config(const std::string& preset, const fs::path& file,
                    const std::vector<std::string>& overrides) {
@@ -254,6 +308,7 @@ Config load_config(const std::string& preset, const fs::path& file,
   }
   for (const auto& [name, loc] : explicit_keys) origins[name] = loc;
   if (!config.distributed.deepspeed_config.empty()) apply_deepspeed(config, explicit_keys, origins);
+  infer_model_kind(config, explicit_keys, origins, /*check_gpt_keys=*/true);
   validate_config(config, origins);
   apply_train_batch_size(config, explicit_keys, env::world_size().value_or(1));
   return config;
@@ -263,6 +318,7 @@ Config parse_config_toml(const std::string& text, const std::string& source) {
   Config config;
   Origins origins;
   apply_text(config, text, source, origins);
+  infer_model_kind(config, origins, origins, /*check_gpt_keys=*/false);
   validate_config(config, origins);
   return config;
 }

@@ -23,8 +23,10 @@ std::vector<ConfigKey> top_level_keys() {
 // [model]
 std::vector<ConfigKey> model_keys() {
   return {
-    {"model.kind", "model family: mlp | gpt", [](Config& c) -> Field { return &c.model.kind; },
-     Rule::any, {"mlp", "gpt"}},
+    {"model.kind",
+     "model family: mlp | gpt | hf (a Hugging Face llama, mistral, qwen2, qwen3 or gpt2, which "
+     "model.init_from naming a Hugging Face model or model.config implies)",
+     [](Config& c) -> Field { return &c.model.kind; }, Rule::any, {"mlp", "gpt", "hf"}},
     {"model.input_size", "mlp: features per example",
      [](Config& c) -> Field { return &c.model.input_size; }, Rule::positive},
     {"model.hidden_sizes", "mlp: width of each hidden layer, ReLU between",
@@ -37,7 +39,7 @@ std::vector<ConfigKey> model_keys() {
      [](Config& c) -> Field { return &c.model.n_head; }, Rule::positive},
     {"model.n_embd", "gpt: embedding width",
      [](Config& c) -> Field { return &c.model.n_embd; }, Rule::positive},
-    {"model.block_size", "gpt: context length in tokens",
+    {"model.block_size", "gpt, hf: training sequence length in tokens (hf: at most max_position_embeddings)",
      [](Config& c) -> Field { return &c.model.block_size; }, Rule::positive},
     {"model.vocab_size", "gpt: vocabulary size",
      [](Config& c) -> Field { return &c.model.vocab_size; }, Rule::positive},
@@ -48,9 +50,14 @@ std::vector<ConfigKey> model_keys() {
     {"model.dropout", "gpt: dropout probability in [0, 1)",
      [](Config& c) -> Field { return &c.model.dropout; }, Rule::probability},
     {"model.init_from",
-     "weights to start from: a run directory (its latest checkpoint), a checkpoint directory or "
-     "a .safetensors file from `genesis ckpt export`; \"\": the seed's random init",
+     "weights to start from: a run directory (its latest checkpoint), a checkpoint directory, "
+     "a .safetensors file from `genesis ckpt export`, a Hugging Face model directory, or a Hub id "
+     "(\"Qwen/Qwen3-0.6B\") in the local Hugging Face cache; \"\": the seed's random init",
      [](Config& c) -> Field { return &c.model.init_from; }},
+    {"model.config",
+     "hf: a Hugging Face config.json to build with fresh weights (transformers' initialisation), "
+     "for pre-training; model.block_size stays the training sequence length",
+     [](Config& c) -> Field { return &c.model.config; }},
   };
 }
 

@@ -15,6 +15,9 @@ Location origin_of(const Origins& origins, std::string_view first, std::string_v
   return Location{};
 }
 
+// An hf model's heads follow from training.algorithm (rm: the score head), not model.head.
+bool is_hf(const Config& config) { return config.model.kind == "hf"; }
+
 // What training.algorithm needs of the model and data: rm, a gpt with a value head on
 // preference pairs; dpo, the language-model head on preference pairs, from a trained model;
 // sft, the language-model head on anything but pairs.
@@ -25,11 +28,11 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
     return key_at(origin_of(origins, key, "training.algorithm"), key);
   };
   if (algorithm == Algorithm::rm || algorithm == Algorithm::dpo) {
-    if (algorithm == Algorithm::rm &&
+    if (algorithm == Algorithm::rm && !is_hf(config) &&
         (config.model.kind != "gpt" || config.model.head != ModelHead::value))
       throw ConfigError(at("model.head") + ": " + name + " scores sequences with a gpt's value "
                         "head: set model.kind = \"gpt\" and model.head = \"value\"");
-    if (algorithm == Algorithm::dpo &&
+    if (algorithm == Algorithm::dpo && !is_hf(config) &&
         (config.model.kind != "gpt" || config.model.head != ModelHead::lm))
       throw ConfigError(at("model.head") + ": " + name + " trains a gpt's language-model head: "
                         "set model.kind = \"gpt\" and model.head = \"lm\"");
@@ -46,7 +49,7 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
     throw ConfigError(at("dpo.label_smoothing") + " = " +
                       std::to_string(config.dpo.label_smoothing) + " must be below 0.5");
   if (algorithm == Algorithm::sft) {
-    if (config.model.head != ModelHead::lm)
+    if (!is_hf(config) && config.model.head != ModelHead::lm)
       throw ConfigError(at("model.head") + " = \"value\" scores sequences, which "
                         "training.algorithm = \"rm\" trains (this run's is \"sft\")");
     if (pairs)
@@ -65,7 +68,7 @@ void validate_online(const Config& config, const Origins& origins) {
   };
   const std::string name =
       "training.algorithm = \"" + std::string(to_string(config.training.algorithm)) + "\"";
-  if (config.model.kind != "gpt" || config.model.head != ModelHead::lm)
+  if (!is_hf(config) && (config.model.kind != "gpt" || config.model.head != ModelHead::lm))
     throw ConfigError(at("model.head") + ": " + name + " samples from a gpt's language-model "
                       "head: set model.kind = \"gpt\" and model.head = \"lm\"");
   const std::string& source = config.data.source;
@@ -167,17 +170,19 @@ void validate_config(const Config& config, const Origins& origins) {
   const Location where = origin_of(origins, "data.source", "model.kind");
   const bool pairs = source.rfind("pairs:", 0) == 0;
   const bool sft = source.rfind("tasks:", 0) == 0 || source.rfind("jsonl:", 0) == 0 || pairs;
-  const bool fits = m.kind == "gpt" ? source == "synthetic:tokens" || sft
-                                    : source == "synthetic:classification";
+  const bool tokens = m.kind == "gpt" || m.kind == "hf";
+  const bool fits = tokens ? source == "synthetic:tokens" || sft
+                           : source == "synthetic:classification";
   if (!fits)
     throw ConfigError(key_at(where, "data.source") + " = \"" + source + "\" does not fit model.kind = \"" +
                       m.kind + "\" (use " +
-                      (m.kind == "gpt" ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\", "
+                      (tokens ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\", "
                                          "\"pairs:reverse,sort,copy,upper,add\" or \"jsonl:FILE\""
                                        : "\"synthetic:classification\"") +
                       ")");
-  // SFT text is tokenized bytewise: 256 byte tokens, end-of-text and padding.
-  if (sft && m.vocab_size < 258)
+  // SFT text is tokenized bytewise: 256 byte tokens, end-of-text and padding (an hf model's
+  // vocabulary is its config.json's, checked when the model is built).
+  if (sft && m.kind == "gpt" && m.vocab_size < 258)
     throw ConfigError(key_at(origin_of(origins, "model.vocab_size", "data.source"), "model.vocab_size") +
                       " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
@@ -186,10 +191,18 @@ void validate_config(const Config& config, const Origins& origins) {
   if (config.training.algorithm == Algorithm::ppo) validate_ppo(config, origins);
   validate_report_to(config, origins);
   validate_profile_steps(config, origins);
-  if (config.training.gradient_checkpointing && m.kind != "gpt")
+  if (config.training.gradient_checkpointing && !tokens)
     throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),
                              "training.gradient_checkpointing") +
-                      " recomputes transformer blocks and needs model.kind = \"gpt\", got \"" +
+                      " recomputes transformer blocks and needs model.kind = \"gpt\" or \"hf\", "
+                      "got \"" + m.kind + "\"");
+  if (m.kind == "hf" && m.init_from.empty() && m.config.empty())
+    throw ConfigError(key_at(origin_of(origins, "model.kind", "model.init_from"), "model.kind") +
+                      " = \"hf\" needs model.init_from (a Hugging Face model directory or Hub "
+                      "id) or model.config (a config.json for fresh weights)");
+  if (!m.config.empty() && m.kind != "hf")
+    throw ConfigError(key_at(origin_of(origins, "model.config", "model.kind"), "model.config") +
+                      " builds a Hugging Face model: it needs model.kind = \"hf\", got \"" +
                       m.kind + "\"");
 }
 

@@ -112,4 +112,12 @@ std::optional<double> timeout_s(const Lookup& env) {
 bool one_gpu_per_rank(const Lookup& env) { return read_flag("GENESIS_ONE_GPU_PER_RANK", env); }
 bool terminal_relayed(const Lookup& env) { return read_flag("GENESIS_TERMINAL", env); }
 
+std::string hf_hub_cache(const Lookup& env) {
+  if (auto v = read_text("HF_HUB_CACHE", env)) return *v;
+  if (auto v = read_text("HUGGINGFACE_HUB_CACHE", env)) return *v;
+  if (auto v = read_text("HF_HOME", env)) return *v + "/hub";
+  if (auto v = read_text("XDG_CACHE_HOME", env)) return *v + "/huggingface/hub";
+  return read_text("HOME", env).value_or("~") + "/.cache/huggingface/hub";
+}
+
 }  // namespace genesis::env

@@ -28,15 +28,6 @@ std::shared_ptr<Linear> gpt_linear(std::int64_t in, std::int64_t out, double std
   return layer;
 }
 
-// A container with no forward of its own, so Block's MLP parameters read "mlp.c_fc.weight".
-class Container : public Module {
- public:
-  template <typename M>
-  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
-    return register_module(name, std::move(m));
-  }
-};
-
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen,
@@ -132,7 +123,7 @@ Tensor GPT::forward(const Tensor& idx) {
 }
 
 void GPT::set_gradient_checkpointing(bool on) {
-  gradient_checkpointing_ = on;
+  CausalLM::set_gradient_checkpointing(on);
   if (critic_) critic_->set_gradient_checkpointing(on);
 }
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
 #include "genesis/tensor/random.hpp"
 
 namespace genesis::nn {

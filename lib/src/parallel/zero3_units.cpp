@@ -7,7 +7,7 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
 #include "genesis/nn/layers.hpp"
 #include "replicate.hpp"
 
@@ -15,7 +15,7 @@ namespace genesis::parallel::detail {
 namespace {
 
 bool is_unit(const nn::Module& m) {
-  return dynamic_cast<const nn::Block*>(&m) != nullptr ||
+  return dynamic_cast<const nn::CausalLMBlock*>(&m) != nullptr ||
          dynamic_cast<const nn::Linear*>(&m) != nullptr;
 }
 

@@ -30,12 +30,12 @@ inline constexpr const char* kPersistentUnit = "(persistent)";
 // Whether the persistence threshold (ZeroOptions::persistence_threshold) keeps `param` gathered.
 bool is_persistent(const Tensor& param, std::int64_t threshold);
 
-// The wrap policy. Every GPT Block is a unit, and elsewhere every Linear (MLP's layers.N); the
-// trainable parameters outside those form the root unit, gathered for the whole forward and
-// backward like FSDP's root. Parameters under the persistence threshold, wherever they are, form
-// the persistent unit instead. Units come in registration order, which is the order the models
-// run them in (prefetch relies on it); the persistent unit and the root unit, if they have
-// parameters, come last, in that order.
+// The wrap policy. Every causal LM block (nn::CausalLMBlock: GPT's Block, a decoder layer) is a
+// unit, and elsewhere every Linear (MLP's layers.N); the trainable parameters outside those form
+// the root unit, gathered for the whole forward and backward like FSDP's root. Parameters under
+// the persistence threshold, wherever they are, form the persistent unit instead. Units come in
+// registration order, which is the order the models run them in (prefetch relies on it); the
+// persistent unit and the root unit, if they have parameters, come last, in that order.
 std::vector<UnitSpec> wrap_units(nn::Module& model, std::int64_t persistence_threshold = 0);
 
 class ShardedUnit;

@@ -7,7 +7,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/tokenizer.hpp"
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
 #include "genesis/ops/ops.hpp"
 #include "loss_math.hpp"
 #include "pair_rows.hpp"
@@ -80,10 +80,11 @@ GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& re
 
 GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
                              const RewardConfig& reward, std::uint64_t seed,
-                             std::int64_t block_size)
+                             std::int64_t block_size, ModelChoice model)
     : prompts_(std::move(prompts)),
       options_(options),
       rewards_(reward),
+      model_(std::move(model)),
       seed_(seed),
       block_size_(block_size) {}
 
@@ -92,9 +93,7 @@ std::int64_t GrpoObjective::completion_limit() const {
 }
 
 void GrpoObjective::prepare(const PrepareContext& p) {
-  auto* gpt = dynamic_cast<nn::GPT*>(&p.ctx.strategy.module());
-  GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo trains a gpt");
-  rewards_.load_model(gpt->config(), p.ctx.device);
+  rewards_.load_model(model_, block_size_, p.ctx.device);
 }
 
 void GrpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) {
@@ -109,8 +108,8 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
                                              const ObjectiveContext& ctx) {
   const std::int64_t G = options_.num_generations;
   const PromptSet set = prompts_of(rows, G);
-  auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
-  GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo samples from a gpt");
+  auto* gpt = dynamic_cast<nn::CausalLM*>(&ctx.strategy.module());
+  GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo samples from a causal language model");
   ctx.strategy.gather_full_parameters();
   const nn::SamplingOptions sampling{
       .max_new_tokens = completion_limit(),

@@ -52,7 +52,8 @@ class GrpoObjective : public Objective {
   // prompts: held-out examples that evaluation completes greedily (exact match).
   // ConfigError for a bad reward.functions entry.
   GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
-                const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size);
+                const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size,
+                ModelChoice model);
 
   void set_reference(std::unique_ptr<parallel::Strategy> reference) override;
   // Loads reward.model, when set, onto the run's device.
@@ -83,6 +84,7 @@ class GrpoObjective : public Objective {
   std::vector<data::SftExample> prompts_;
   GrpoConfig options_;
   RewardSources rewards_;
+  ModelChoice model_;  // the policy's, whose shape a reward.model has
   // num_iterations > 1: this step's rollouts by micro-batch, kept for the next mu - 1 steps,
   // with the log-probabilities the policy gave them when they were sampled.
   std::vector<Rollout> buffered_;

@@ -16,6 +16,7 @@
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/nn/hf_models.hpp"
 
 namespace genesis::train {
 namespace {
@@ -106,8 +107,13 @@ InitWeights::InitWeights(const std::string& path, nn::Module& model, const std::
 std::string InitWeights::read_part(const std::string& path, const std::string& key,
                                    const std::string& prefix, const nn::NamedTensors& wanted) {
   const std::string where = key + " = \"" + path + "\"";
+  if (names_hf_model(path)) return read_hf_part(path, key, prefix, wanted);
   if (!fs::exists(path))
-    throw ConfigError(where + ": there is no such run, checkpoint or file" + how_to_make(path));
+    throw ConfigError(where + ": there is no such run, checkpoint or file" + how_to_make(path) +
+                      (looks_like_hub_id(path)
+                           ? "; nor is it a Hub id in the local Hugging Face cache "
+                             "(`huggingface-cli download " + path + "` fetches one)"
+                           : ""));
   std::map<std::string, Tensor> given;
   std::string description;
   try {
@@ -149,6 +155,63 @@ std::string InitWeights::read_part(const std::string& path, const std::string& k
   return description;
 }
 
+std::string InitWeights::read_hf_part(const std::string& path, const std::string& key,
+                                      const std::string& prefix, const nn::NamedTensors& wanted) {
+  const std::string where = key + " = \"" + path + "\"";
+  const fs::path dir = ckpt::resolve_pretrained(path, key);
+  nn::HfModelConfig config;
+  std::shared_ptr<const ckpt::HfWeights> weights;
+  try {
+    config = nn::read_hf_config(dir / "config.json");
+    weights = std::make_shared<const ckpt::HfWeights>(dir);
+  } catch (const IoError& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+  // The checkpoint's tensors by the model's names; those transformers ignores are dropped.
+  std::map<std::string, std::string> given;
+  for (const std::string& name : weights->names()) {
+    const std::string model_name = nn::model_tensor_name(config.family, name);
+    if (model_name.empty()) continue;
+    if (model_name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: unused
+    given.emplace(model_name, name);
+  }
+  std::int64_t read = 0;
+  std::vector<std::string> fresh;
+  for (const auto& [model_name, t] : wanted) {
+    const std::string name = model_name.substr(prefix.size());
+    auto it = given.find(name);
+    if (it == given.end()) {
+      if (!is_value_head(name))
+        throw ConfigError(where + " has no tensor '" + nn::hf_tensor_name(config.family, name).name +
+                          "', which this " + config.model_type + " model needs");
+      fresh.push_back(model_name);
+      continue;
+    }
+    const bool transposed = nn::hf_tensor_name(config.family, name).transposed;
+    Shape stored = weights->shape(it->second);
+    if (transposed && stored.size() == 2) std::swap(stored[0], stored[1]);
+    if (stored != t.shape())
+      throw ConfigError(where + ": tensor '" + it->second + "' in " +
+                        weights->file_of(it->second).string() + " is " +
+                        shape_str(weights->shape(it->second)) + ", this model's is " +
+                        shape_str(t.shape()) + (transposed ? " (stored transposed)" : ""));
+    hf_tensors_.emplace("model." + model_name,
+                        HfTensor{weights, it->second, transposed, t.shape(), t.dtype()});
+    given.erase(it);
+    ++read;
+  }
+  for (const auto& [name, stored] : given)
+    if (!is_value_head(name))
+      throw ConfigError(where + ": tensor '" + stored + "' in " +
+                        weights->file_of(stored).string() + " has no place in this " +
+                        config.model_type + " model (a model of another kind or size?)");
+  std::string description = dir.string() + " (Hugging Face " + config.model_type + ", " +
+                            std::to_string(read) + " tensors)";
+  for (const auto& name : fresh) description += "; " + name + " initialised fresh";
+  fresh_.insert(fresh_.end(), fresh.begin(), fresh.end());
+  return description;
+}
+
 void InitWeights::take_fresh_from(nn::Module& model) {
   NoGradGuard no_grad;
   std::set<std::string> names(fresh_.begin(), fresh_.end());
@@ -156,15 +219,27 @@ void InitWeights::take_fresh_from(nn::Module& model) {
     if (names.contains(name)) tensors_["model." + name] = p.detach().to(Device::cpu()).clone();
 }
 
-bool InitWeights::contains(const std::string& name) const { return tensors_.contains(name); }
+bool InitWeights::contains(const std::string& name) const {
+  return tensors_.contains(name) || hf_tensors_.contains(name);
+}
 
 Shape InitWeights::shape(const std::string& name) const {
+  if (auto hf = hf_tensors_.find(name); hf != hf_tensors_.end()) return hf->second.shape;
   auto it = tensors_.find(name);
   GENESIS_CHECK(it != tensors_.end(), InvalidArgument, "model.init_from has no '" + name + "'");
   return it->second.shape();
 }
 
 Tensor InitWeights::read(const std::string& name, std::int64_t offset, std::int64_t numel) const {
+  if (auto hf = hf_tensors_.find(name); hf != hf_tensors_.end()) {
+    const HfTensor& t = hf->second;
+    GENESIS_CHECK(offset >= 0 && numel >= 0 && offset + numel <= shape_numel(t.shape),
+                  InvalidArgument, "model.init_from: '" + name + "' read out of bounds");
+    if (!t.transposed) return t.weights->read(t.name, t.dtype, offset, numel);
+    // GPT-2's Conv1D weights are stored (in, out): the whole tensor, turned.
+    const Tensor whole = t.weights->read(t.name, t.dtype).transpose(0, 1).contiguous();
+    return whole.reshape({whole.numel()}).slice(0, offset, offset + numel).clone();
+  }
   auto it = tensors_.find(name);
   GENESIS_CHECK(it != tensors_.end(), InvalidArgument, "model.init_from has no '" + name + "'");
   const Tensor flat = it->second.reshape({it->second.numel()});

@@ -1,6 +1,8 @@
 // model.init_from: the weights a run starts from, read from a run directory (its latest
-// checkpoint), a checkpoint directory or a .safetensors file `genesis ckpt export` wrote, and
-// checked against the model before anything of the run is written. It is a model-only state
+// checkpoint), a checkpoint directory, a .safetensors file `genesis ckpt export` wrote, or a
+// Hugging Face model directory (or cached Hub id), and checked against the model before anything
+// of the run is written. A Hugging Face model is read lazily from its memory-mapped shards, slice
+// by slice as each rank asks, so no rank holds more of it than it keeps. It is a model-only state
 // source, so every strategy loads it as it loads a checkpoint (ZeRO-3 keeping only its shards),
 // and the optimizer starts empty.
 #pragma once
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "genesis/ckpt/hf_weights.hpp"
 #include "genesis/ckpt/state_piece.hpp"
 #include "genesis/nn/module.hpp"
 
@@ -42,7 +45,10 @@ class InitWeights : public ckpt::StateSource {
   // whole model present (after Strategy::gather_full_parameters, which ZeRO-3 needs).
   void take_fresh_from(nn::Module& model);
   // Frees the tensors once every model that starts from them has loaded them.
-  void release_tensors() { tensors_.clear(); }
+  void release_tensors() {
+    tensors_.clear();
+    hf_tensors_.clear();
+  }
 
   bool contains(const std::string& name) const override;
   Shape shape(const std::string& name) const override;
@@ -54,7 +60,21 @@ class InitWeights : public ckpt::StateSource {
   std::string read_part(const std::string& path, const std::string& key, const std::string& prefix,
                         const nn::NamedTensors& wanted);
 
+  // A tensor read from a Hugging Face directory when asked: its file, its name there, whether it
+  // is stored transposed (GPT-2's Conv1D), and the model's shape and dtype.
+  struct HfTensor {
+    std::shared_ptr<const ckpt::HfWeights> weights;
+    std::string name;
+    bool transposed = false;
+    Shape shape;
+    DType dtype = DType::f32;
+  };
+  // read_part for a Hugging Face model directory.
+  std::string read_hf_part(const std::string& path, const std::string& key,
+                           const std::string& prefix, const nn::NamedTensors& wanted);
+
   std::map<std::string, Tensor> tensors_;  // "model.<name>" -> the whole tensor, on the host
+  std::map<std::string, HfTensor> hf_tensors_;  // "model.<name>" -> where to read it
   std::vector<std::string> fresh_;         // model names
   std::string description_, path_description_;
 };

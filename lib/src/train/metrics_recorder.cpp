@@ -109,7 +109,7 @@ void MetricsRecorder::record_step(std::int64_t step, const std::vector<Metric>& 
   json line{{"step", step}};
   for (const Metric& m : metrics)
     if (m.in_file) line[m.key] = m.value;
-  write_line(line.dump(), step);
+  write_line(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), step);
   write_tensorboard(step, metrics, false);
   if (!interactive_)
     spdlog::info("step {}/{} {} ETA {}", step, max_steps_, metric_texts(metrics),
@@ -121,7 +121,7 @@ void MetricsRecorder::record_eval(std::int64_t step, const std::vector<Metric>& 
   json line{{"step", step}};
   for (const Metric& m : metrics)
     if (m.in_file) line["eval_" + m.key] = m.value;
-  write_line(line.dump(), step);
+  write_line(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), step);
   write_tensorboard(step, metrics, true);
   bar_.clear();
   spdlog::info("step {} eval {}", step, metric_texts(metrics));

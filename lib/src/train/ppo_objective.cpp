@@ -7,7 +7,7 @@
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/tokenizer.hpp"
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
 #include "genesis/ops/ops.hpp"
 #include "log_probs.hpp"
 #include "loss_math.hpp"
@@ -18,10 +18,10 @@ namespace genesis::train {
 
 namespace {
 
-nn::GPT& policy_of(parallel::Strategy& strategy) {
-  auto* gpt = dynamic_cast<nn::GPT*>(&strategy.module());
-  GENESIS_CHECK(gpt != nullptr && gpt->config().critic, InvalidArgument,
-                "ppo trains a gpt with a critic (nn::GPTConfig::critic)");
+nn::CausalLM& policy_of(parallel::Strategy& strategy) {
+  auto* gpt = dynamic_cast<nn::CausalLM*>(&strategy.module());
+  GENESIS_CHECK(gpt != nullptr && !gpt->has_value_head(), InvalidArgument,
+                "ppo trains a causal language model with a critic (nn::ModelHeads::critic)");
   return *gpt;
 }
 
@@ -89,10 +89,12 @@ PpoTerms ppo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& vpre
 }
 
 PpoObjective::PpoObjective(std::vector<data::SftExample> prompts, PpoConfig options,
-                           const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size)
+                           const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size,
+                           ModelChoice model)
     : prompts_(std::move(prompts)),
       options_(options),
       rewards_(reward),
+      model_(std::move(model)),
       kl_coef_(options.kl_coef),
       seed_(seed),
       block_size_(block_size) {}
@@ -106,7 +108,8 @@ void PpoObjective::set_reference(std::unique_ptr<parallel::Strategy> reference) 
 }
 
 void PpoObjective::prepare(const PrepareContext& p) {
-  rewards_.load_model(policy_of(p.ctx.strategy).config(), p.ctx.device);
+  policy_of(p.ctx.strategy);
+  rewards_.load_model(model_, block_size_, p.ctx.device);
 }
 
 double PpoObjective::count_items(const data::TensorDataset& rows) const {
@@ -115,7 +118,7 @@ double PpoObjective::count_items(const data::TensorDataset& rows) const {
 
 PpoObjective::Rollout PpoObjective::sample(const data::TensorDataset& rows, std::int64_t step,
                                            const ObjectiveContext& ctx) {
-  nn::GPT& gpt = policy_of(ctx.strategy);
+  nn::CausalLM& gpt = policy_of(ctx.strategy);
   GENESIS_CHECK(reference_ != nullptr, InvalidArgument, "ppo needs its reference model");
   const PromptSet set = prompts_of(rows, 1);
   ctx.strategy.gather_full_parameters();

@@ -49,7 +49,8 @@ class PpoObjective : public Objective {
  public:
   // prompts: held-out examples that evaluation completes greedily (exact match).
   PpoObjective(std::vector<data::SftExample> prompts, PpoConfig options,
-               const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size);
+               const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size,
+               ModelChoice model);
 
   void set_reference(std::unique_ptr<parallel::Strategy> reference) override;
   void prepare(const PrepareContext& p) override;
@@ -79,6 +80,7 @@ class PpoObjective : public Objective {
   std::vector<data::SftExample> prompts_;
   PpoConfig options_;
   RewardSources rewards_;
+  ModelChoice model_;  // the policy's, whose shape a reward.model has
   double kl_coef_;
   std::vector<Rollout> buffered_;  // this rollout's, by micro-batch
   std::int64_t buffered_step_ = 0;

@@ -87,7 +87,9 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
       samples.push_back({{"prompt", s.prompt}, {"expected", s.expected}, {"generated", s.generated}});
     summary["samples"] = samples;
   }
-  std::ofstream(result.summary_path) << summary.dump(2) << "\n";
+  // Generated samples may hold any bytes: invalid UTF-8 is written as U+FFFD, not refused.
+  std::ofstream(result.summary_path)
+      << summary.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
 std::optional<std::string> last_run_memory(const std::filesystem::path& run_dir) {

@@ -9,12 +9,11 @@
 
 namespace genesis::train {
 
-RewardModel::RewardModel(const std::string& path, nn::GPTConfig shape, Device device)
-    : device_(device) {
-  shape.value_head = true;
-  shape.critic = shape.critic_model = false;
+RewardModel::RewardModel(const std::string& path, const ModelChoice& shape,
+                         std::int64_t block_size, Device device)
+    : block_size_(block_size), device_(device) {
   Generator unused(0);
-  model_ = std::make_shared<nn::GPT>(shape, unused);
+  model_ = shape.build({.value_head = true}, unused);
   InitWeights weights(path, *model_, "reward.model");
   if (!weights.fresh().empty())
     throw ConfigError("reward.model = \"" + path + "\" has no trained value head (" +
@@ -28,7 +27,7 @@ RewardModel::RewardModel(const std::string& path, nn::GPTConfig shape, Device de
 std::vector<double> RewardModel::score(const std::vector<std::vector<std::int64_t>>& prompts,
                                        const std::vector<std::vector<std::int64_t>>& completions) const {
   NoGradGuard no_grad;
-  const std::int64_t T = model_->config().block_size;
+  const std::int64_t T = block_size_;
   const auto B = static_cast<std::int64_t>(prompts.size());
   std::vector<std::int64_t> ids(static_cast<std::size_t>(B * T), data::ByteTokenizer::kPad);
   std::vector<std::int64_t> last(static_cast<std::size_t>(B));

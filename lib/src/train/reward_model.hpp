@@ -9,20 +9,23 @@
 #include <string>
 #include <vector>
 
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
+#include "model_choice.hpp"
 
 namespace genesis::train {
 
 class RewardModel {
  public:
-  // `shape`: the model's (the policy's shape with a value head). ConfigError when the path has no
-  // such model, or no trained value head.
-  RewardModel(const std::string& path, nn::GPTConfig shape, Device device);
+  // The policy's model with a value head, scoring sequences of block_size tokens. ConfigError
+  // when the path has no such model, or no trained value head.
+  RewardModel(const std::string& path, const ModelChoice& shape, std::int64_t block_size,
+              Device device);
   std::vector<double> score(const std::vector<std::vector<std::int64_t>>& prompts,
                             const std::vector<std::vector<std::int64_t>>& completions) const;
 
  private:
-  std::shared_ptr<nn::GPT> model_;
+  std::shared_ptr<nn::CausalLM> model_;
+  std::int64_t block_size_;
   Device device_;
 };
 

@@ -47,7 +47,7 @@ PromptSet prompts_of(const data::TensorDataset& rows, std::int64_t copies) {
   return set;
 }
 
-Sampled sample_completions(nn::GPT& gpt, const std::vector<Tokens>& prompts, std::int64_t copies,
+Sampled sample_completions(nn::CausalLM& gpt, const std::vector<Tokens>& prompts, std::int64_t copies,
                            const nn::SamplingOptions& options, std::uint64_t seed,
                            std::int64_t step) {
   std::vector<Generator> generators;
@@ -114,8 +114,9 @@ RewardSources::RewardSources(const RewardConfig& config)
       timeout_s_(config.timeout_s),
       model_path_(config.model) {}
 
-void RewardSources::load_model(const nn::GPTConfig& policy, Device device) {
-  if (!model_path_.empty()) model_ = std::make_unique<RewardModel>(model_path_, policy, device);
+void RewardSources::load_model(const ModelChoice& policy, std::int64_t block_size, Device device) {
+  if (!model_path_.empty())
+    model_ = std::make_unique<RewardModel>(model_path_, policy, block_size, device);
 }
 
 std::vector<double> RewardSources::score(const PromptSet& set,

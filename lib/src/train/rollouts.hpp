@@ -12,7 +12,8 @@
 
 #include "genesis/core/config.hpp"
 #include "genesis/data/dataset.hpp"
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
+#include "model_choice.hpp"
 #include "objective.hpp"
 #include "reward_model.hpp"
 #include "rewards.hpp"
@@ -35,7 +36,7 @@ struct Sampled {
   std::vector<Tokens> completions;
   double seconds = 0;
 };
-Sampled sample_completions(nn::GPT& gpt, const std::vector<Tokens>& prompts, std::int64_t copies,
+Sampled sample_completions(nn::CausalLM& gpt, const std::vector<Tokens>& prompts, std::int64_t copies,
                            const nn::SamplingOptions& options, std::uint64_t seed,
                            std::int64_t step);
 
@@ -59,8 +60,8 @@ data::TensorDataset load_rows(const nlohmann::json& from, std::int64_t block_siz
 class RewardSources {
  public:
   explicit RewardSources(const RewardConfig& config);  // ConfigError for a bad functions entry
-  // Loads reward.model, when set, in the policy's shape onto `device`.
-  void load_model(const nn::GPTConfig& policy, Device device);
+  // Loads reward.model, when set, in the policy's shape (scoring block_size tokens) onto `device`.
+  void load_model(const ModelChoice& policy, std::int64_t block_size, Device device);
   // Each completion's total reward; adds to `sums` the per-source sums ("reward_<fn>_sum",
   // "reward_command_sum", "reward_model_sum"), completion lengths ("completion_tokens") and
   // completions that never reached end-of-text ("clipped_completions").

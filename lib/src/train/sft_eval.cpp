@@ -25,7 +25,7 @@ std::string completion_text(std::vector<std::int64_t> tokens) {
   return data::ByteTokenizer().decode(tokens);
 }
 
-GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
+GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::SftExample>& examples,
                                    const Job& job, std::int64_t limit, std::size_t samples,
                                    const CompletionScorer& score) {
   const data::ByteTokenizer tokenizer;
@@ -93,7 +93,7 @@ GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftEx
 void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
                      const EvalBudget& budget, Evaluation& result,
                      const CompletionScorer& score) {
-  auto* gpt = dynamic_cast<nn::GPT*>(&ctx.strategy.module());
+  auto* gpt = dynamic_cast<nn::CausalLM*>(&ctx.strategy.module());
   if (prompts.empty() || gpt == nullptr) return;
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;

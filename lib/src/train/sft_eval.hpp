@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "genesis/data/sft.hpp"
-#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/causal_lm.hpp"
 #include "genesis/train/trainer.hpp"
 #include "job.hpp"
 #include "objective.hpp"
@@ -47,7 +47,7 @@ constexpr std::size_t kReportedSamples = 3;
 // Collective: every rank calls it with the same examples. limit > 0 scores the first `limit`.
 // With `score`, each rank also rewards its completions (each as long as its expected answer and
 // end-of-text at most, as exact match needs).
-GenerationEval evaluate_generation(nn::GPT& model, const std::vector<data::SftExample>& examples,
+GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::SftExample>& examples,
                                    const Job& job, std::int64_t limit = 0,
                                    std::size_t samples = kReportedSamples,
                                    const CompletionScorer& score = {});

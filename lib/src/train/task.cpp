@@ -12,10 +12,10 @@
 #include "genesis/core/error.hpp"
 #include "genesis/data/preference.hpp"
 #include "genesis/data/synthetic.hpp"
-#include "genesis/nn/gpt.hpp"
 #include "genesis/nn/mlp.hpp"
 #include "grpo_objective.hpp"
 #include "language_model_objective.hpp"
+#include "model_choice.hpp"
 #include "ppo_objective.hpp"
 #include "reward_objective.hpp"
 
@@ -155,38 +155,36 @@ Task make_classifier(const Config& config, Generator& init) {
   return task;
 }
 
-nn::GPTConfig gpt_config(const ModelConfig& m) {
-  return {m.n_layer,    m.n_head,  m.n_embd, m.block_size,
-          m.vocab_size, m.dropout, m.head == ModelHead::value};
+// The run's model with `heads` from `init`, with the run's gradient checkpointing.
+std::shared_ptr<nn::CausalLM> build_model(const Config& config, const ModelChoice& choice,
+                                          const nn::ModelHeads& heads, Generator& init) {
+  auto model = choice.build(heads, init);
+  model->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  return model;
 }
 
-// The config's gpt (with a value head when model.head says so) from `init`, with the run's
-// gradient checkpointing.
-std::shared_ptr<nn::GPT> build_gpt(const Config& config, Generator& init) {
-  auto gpt = std::make_shared<nn::GPT>(gpt_config(config.model), init);
-  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
-  return gpt;
-}
-
-// The frozen reference DPO, GRPO (beta > 0) and PPO compare the policy with: the config's gpt
+// The frozen reference DPO, GRPO (beta > 0) and PPO compare the policy with: the run's model
 // without a value head, whose values come from model.init_from.
-std::function<std::shared_ptr<nn::Module>()> frozen_reference(const Config& config) {
-  return [g = gpt_config(config.model), seed = config.seed]() -> std::shared_ptr<nn::Module> {
+std::function<std::shared_ptr<nn::Module>()> frozen_reference(const Config& config,
+                                                              const ModelChoice& choice) {
+  return [choice, seed = config.seed]() -> std::shared_ptr<nn::Module> {
     Generator gen(seed);
-    return std::make_shared<nn::GPT>(g, gen);
+    return choice.build({}, gen);
   };
 }
 
-std::string describe_gpt(const ModelConfig& m) {
-  return "gpt n_layer=" + std::to_string(m.n_layer) + " n_head=" + std::to_string(m.n_head) +
-         " n_embd=" + std::to_string(m.n_embd) + " block_size=" + std::to_string(m.block_size) +
-         " vocab_size=" + std::to_string(m.vocab_size);
+// SFT text goes through the byte tokenizer: its 258 ids must be in the model's vocabulary.
+void check_byte_vocabulary(const ModelChoice& choice, const Config& config) {
+  const bool text = config.data.source != "synthetic:tokens";
+  GENESIS_CHECK(!text || choice.vocab_size() >= 258, ConfigError,
+                "data.source = \"" + config.data.source + "\" is text, tokenized bytewise into 258 "
+                "ids, more than this model's vocabulary of " + std::to_string(choice.vocab_size()));
 }
 
 // A gpt with a value head, scoring preference pairs (training.algorithm = "rm").
-Task make_reward_model(const Config& config, Generator& init) {
+Task make_reward_model(const Config& config, const ModelChoice& choice, Generator& init) {
   const ModelConfig& m = config.model;
-  auto gpt = build_gpt(config, init);
+  auto gpt = build_model(config, choice, {.value_head = true}, init);
   PairData pairs = load_pairs(config);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
@@ -195,14 +193,14 @@ Task make_reward_model(const Config& config, Generator& init) {
   task.eval_examples = pairs.eval.size();
   task.objective = std::make_unique<RewardObjective>(std::move(pairs.eval));
   task.tokens_per_example = 2 * m.block_size;  // a pair's two sequences
-  task.description = describe_gpt(m) + ", value head";
+  task.description = choice.description() + ", value head";
   return task;
 }
 
 // A gpt policy trained by DPO on preference pairs against a frozen copy of its init.
-Task make_dpo(const Config& config, Generator& init) {
+Task make_dpo(const Config& config, const ModelChoice& choice, Generator& init) {
   const ModelConfig& m = config.model;
-  auto gpt = build_gpt(config, init);
+  auto gpt = build_model(config, choice, {}, init);
   PairData pairs = load_pairs(config);
   Task task;
   // A held reference's forward adds a third of the policy's forward and backward.
@@ -214,17 +212,17 @@ Task make_dpo(const Config& config, Generator& init) {
   task.objective = std::make_unique<DpoObjective>(std::move(pairs.eval), std::move(pairs.prompts),
                                                   config.dpo);
   if (!config.dpo.precompute_ref_log_probs)
-    task.make_reference = frozen_reference(config);
+    task.make_reference = frozen_reference(config, choice);
   task.tokens_per_example = 2 * m.block_size;
-  task.description = describe_gpt(m) + ", dpo against a frozen reference";
+  task.description = choice.description() + ", dpo against a frozen reference";
   return task;
 }
 
 // A gpt policy trained by GRPO on the prompts of SFT data (their answers score the exact reward),
 // with a frozen copy of its init when grpo.beta > 0.
-Task make_grpo(const Config& config, Generator& init) {
+Task make_grpo(const Config& config, const ModelChoice& choice, Generator& init) {
   const ModelConfig& m = config.model;
-  auto gpt = build_gpt(config, init);
+  auto gpt = build_model(config, choice, {}, init);
   SftData rows = load_sft_data(config);
   Task task;
   const auto G = static_cast<double>(config.grpo.num_generations);
@@ -233,26 +231,25 @@ Task make_grpo(const Config& config, Generator& init) {
   task.train = std::move(rows.train);
   task.eval_examples = rows.prompts.size();
   task.objective = std::make_unique<GrpoObjective>(std::move(rows.prompts), config.grpo,
-                                                   config.reward, config.seed, m.block_size);
+                                                   config.reward, config.seed, m.block_size,
+                                                   choice);
   if (config.grpo.beta > 0)
-    task.make_reference = frozen_reference(config);
+    task.make_reference = frozen_reference(config, choice);
   // Each prompt trains num_generations rows of block_size tokens.
   task.tokens_per_example = static_cast<std::int64_t>(G) * m.block_size;
-  task.description = describe_gpt(m) + ", grpo with " + std::to_string(config.grpo.num_generations) +
+  task.description = choice.description() + ", grpo with " + std::to_string(config.grpo.num_generations) +
                      " completions a prompt";
   return task;
 }
 
 // A gpt policy with a critic (a head on its trunk or a model of its own) trained by PPO on the
 // prompts of SFT data, against a frozen copy of its init.
-Task make_ppo(const Config& config, Generator& init) {
+Task make_ppo(const Config& config, const ModelChoice& choice, Generator& init) {
   const ModelConfig& m = config.model;
-  nn::GPTConfig shape = gpt_config(m);
-  shape.critic = true;
-  shape.critic_model = config.ppo.critic == CriticKind::model;
-  shape.critic_lr_scale = config.ppo.critic_lr_scale;
-  auto gpt = std::make_shared<nn::GPT>(shape, init);
-  gpt->set_gradient_checkpointing(config.training.gradient_checkpointing);
+  const nn::ModelHeads heads{.critic = true,
+                             .critic_model = config.ppo.critic == CriticKind::model,
+                             .critic_lr_scale = config.ppo.critic_lr_scale};
+  auto gpt = build_model(config, choice, heads, init);
   SftData rows = load_sft_data(config);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
@@ -260,9 +257,10 @@ Task make_ppo(const Config& config, Generator& init) {
   task.train = std::move(rows.train);
   task.eval_examples = rows.prompts.size();
   task.objective = std::make_unique<PpoObjective>(std::move(rows.prompts), config.ppo,
-                                                  config.reward, config.seed, m.block_size);
-  task.make_reference = frozen_reference(config);
-  if (shape.critic_model && !m.init_from.empty()) {
+                                                  config.reward, config.seed, m.block_size,
+                                                  choice);
+  task.make_reference = frozen_reference(config, choice);
+  if (heads.critic_model && !m.init_from.empty()) {
     // It starts as the reward model, as TRL's value model does, or else as the policy (its
     // value head fresh).
     const bool rm = !config.reward.model.empty();
@@ -271,16 +269,16 @@ Task make_ppo(const Config& config, Generator& init) {
                                .key = rm ? "reward.model" : "model.init_from"});
   }
   task.tokens_per_example = m.block_size;
-  task.description = describe_gpt(m) + (shape.critic_model ? ", ppo with a critic model"
-                                                             : ", ppo with a critic head");
+  task.description = choice.description() + (heads.critic_model ? ", ppo with a critic model"
+                                                                  : ", ppo with a critic head");
   return task;
 }
 
 // The gpt and its token or SFT data.
-Task make_language_model(const Config& config, Generator& init) {
+Task make_language_model(const Config& config, const ModelChoice& choice, Generator& init) {
   const ModelConfig& m = config.model;
   const DataConfig& d = config.data;
-  auto gpt = build_gpt(config, init);
+  auto gpt = build_model(config, choice, {}, init);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;
@@ -290,13 +288,13 @@ Task make_language_model(const Config& config, Generator& init) {
     rows = load_sft_data(config);
   else
     std::tie(rows.train, rows.eval) = data::make_synthetic_tokens(
-        d.num_samples, m.block_size, m.vocab_size, d.eval_fraction, config.seed + 1);
+        d.num_samples, m.block_size, choice.vocab_size(), d.eval_fraction, config.seed + 1);
   task.train = std::move(rows.train);
   task.eval_examples = rows.eval.size();
   task.objective = std::make_unique<LanguageModelObjective>(std::move(rows.eval),
                                                             std::move(rows.prompts), sft);
   task.tokens_per_example = m.block_size;
-  task.description = describe_gpt(m);
+  task.description = choice.description();
   return task;
 }
 
@@ -306,20 +304,25 @@ Task make_task(const Config& config) {
   Generator init(config.seed);
   Task task;
   const Algorithm algorithm = config.training.algorithm;
-  if (algorithm == Algorithm::dpo)
-    task = make_dpo(config, init);
-  else if (algorithm == Algorithm::grpo)
-    task = make_grpo(config, init);
-  else if (algorithm == Algorithm::ppo)
-    task = make_ppo(config, init);
-  else if (algorithm == Algorithm::rm)
-    task = make_reward_model(config, init);
-  else if (config.model.kind == "mlp")
+  if (config.model.kind == "mlp" && algorithm == Algorithm::sft) {
     task = make_classifier(config, init);
-  else if (config.model.kind == "gpt")
-    task = make_language_model(config, init);
-  else
-    throw ConfigError("unknown model.kind \"" + config.model.kind + "\" (expected mlp or gpt)");
+  } else if (config.model.kind == "gpt" || config.model.kind == "hf") {
+    const ModelChoice choice(config.model);
+    check_byte_vocabulary(choice, config);
+    if (algorithm == Algorithm::dpo)
+      task = make_dpo(config, choice, init);
+    else if (algorithm == Algorithm::grpo)
+      task = make_grpo(config, choice, init);
+    else if (algorithm == Algorithm::ppo)
+      task = make_ppo(config, choice, init);
+    else if (algorithm == Algorithm::rm)
+      task = make_reward_model(config, choice, init);
+    else
+      task = make_language_model(config, choice, init);
+    task.hf_dir = choice.hf_dir();
+  } else {
+    throw ConfigError("unknown model.kind \"" + config.model.kind + "\" (expected mlp, gpt or hf)");
+  }
   GENESIS_CHECK(task.train.size() > 0, ConfigError,
                 "the training split is empty: raise data.num_samples or lower data.eval_fraction");
   return task;

@@ -32,6 +32,9 @@ struct Task {
   std::int64_t tokens_per_example = 1;  // sequence length for language models
   double flops_per_token = 0;           // training FLOPs per token (forward + backward)
   std::string description;              // one line for the start-up banner
+  // A Hugging Face model's directory (its config.json, generation_config.json and tokenizer
+  // files): the run keeps a copy in <run>/hf, which export and inference read. Empty: none.
+  std::filesystem::path hf_dir;
 };
 
 // Builds the model (initialised from config.seed) and generates the data (from config.seed + 1):

@@ -16,6 +16,7 @@
 #include <ostream>
 
 #include "checkpointing.hpp"
+#include "genesis/ckpt/export.hpp"
 #include "device_choice.hpp"
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
@@ -267,6 +268,7 @@ Run::Run(const Config& c)
                .rank = job.rank()}) {
   if (task.make_reference)
     task.objective->set_reference(make_reference(c, task, init.get(), plan, job, device));
+  if (job.rank() == 0 && !task.hf_dir.empty()) ckpt::keep_hf_files(task.hf_dir, dir / "hf");
   if (init) init->release_tensors();  // loaded; the banner keeps its description
 }
 

@@ -28,6 +28,10 @@ struct ExportOptions {
                                // model.safetensors; hf adds config.json beside it
   ExportFormat format = ExportFormat::automatic;
   bool force = false;  // replace existing files; without it an existing file is an error
+  // Hugging Face families (model.kind = "hf"): the tensors' type (default: the run's, f32, so
+  // export then import is the identity) and the largest shard (transformers' max_shard_size).
+  std::optional<DType> dtype;
+  std::uint64_t max_shard_bytes = 5'000'000'000;
 };
 
 struct ExportResult {
@@ -42,7 +46,22 @@ struct ExportResult {
 // Checks every target first (existing without force: InvalidArgument, nothing written), then
 // writes each under a temporary name and renames it into place, so a reader never sees a
 // half-written file.
+// A run of a Hugging Face family (model.kind = "hf") exports as save_pretrained writes that family
+// (export_hf_model), with the format auto or hf.
 ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions& options);
+
+// The Hugging Face model directory of a checkpoint of an hf run, written tensor by tensor (one
+// tensor in memory at a time, whatever the strategy that saved it): config.json from the run's
+// (`hf_dir`, the copy the run keeps, with torch_dtype set and *ForSequenceClassification for a
+// reward model), generation_config.json, model.safetensors or shards with their index, and the
+// tokenizer files found in hf_dir. A PPO critic is left out, as TRL saves the policy.
+ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& options,
+                             const Config& config, const std::filesystem::path& hf_dir);
+// Copies a Hugging Face model directory's config.json, generation_config.json and tokenizer files
+// (not its weights) into `to`, made if need be: what a run keeps of the model it started from.
+void keep_hf_files(const std::filesystem::path& from, const std::filesystem::path& to);
+// The directory of the Hugging Face files an hf run keeps (<run>/hf) for a checkpoint of it.
+std::filesystem::path run_hf_dir(const std::filesystem::path& checkpoint_dir);
 
 // The building blocks, separately testable.
 // Every "model.*" tensor in full, without the prefix, in name order; floating ones as f32.

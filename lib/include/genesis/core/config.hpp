@@ -78,7 +78,9 @@ constexpr std::optional<E> parse_setting(std::string_view text) {
 }
 
 struct ModelConfig {
-  std::string kind = "mlp";  // "mlp" | "gpt"
+  // "mlp" | "gpt" | "hf": a Hugging Face family (llama, mistral, qwen2, qwen3, gpt2) from the
+  // config.json of model.init_from or model.config, which either of those implies.
+  std::string kind = "mlp";
   // mlp: input_size -> hidden_sizes... -> num_classes, ReLU between
   std::int64_t input_size = 784;
   std::vector<std::int64_t> hidden_sizes = {512, 256};
@@ -94,8 +96,11 @@ struct ModelConfig {
   // from the last hidden state (a reward model's score).
   ModelHead head = ModelHead::lm;
   // The weights training starts from: a run directory (its latest checkpoint), a checkpoint
-  // directory, or a .safetensors file `genesis ckpt export` wrote; "": the seed's random init.
+  // directory, a .safetensors file `genesis ckpt export` wrote, a Hugging Face model directory or
+  // a Hub id in the local Hugging Face cache; "": the seed's random init.
   std::string init_from;
+  // hf: a config.json whose model is built with fresh weights (transformers' initialisation).
+  std::string config;
 };
 
 struct DataConfig {
@@ -322,6 +327,13 @@ Config load_config(const std::string& preset, const std::filesystem::path& file,
 // A config saved as TOML text (a checkpoint manifest's config_toml) read back over the defaults,
 // with load_config's checks; `source` stands for the file name in errors.
 Config parse_config_toml(const std::string& text, const std::string& source);
+// Whether model.init_from (or a model named on the command line) names a Hugging Face model: a
+// directory with a config.json that is not a genesis run or checkpoint, or, when no such path
+// exists, a Hub id ("org/name") that the local Hugging Face cache holds.
+bool names_hf_model(const std::string& path_or_id);
+// Whether `text`, naming no existing path, reads as a Hub id: "org/name" of letters, digits and
+// "_.-" (huggingface_hub's rule), not a path ("./x", "a/b/c", "x.safetensors").
+bool looks_like_hub_id(const std::string& text);
 // The resolved config as TOML (what `genesis train --print-config` shows); load_config of this
 // text reproduces the same Config.
 std::string config_to_toml(const Config& config);

@@ -81,5 +81,8 @@ std::optional<double> timeout_s(const Lookup& env = process_lookup());
 bool one_gpu_per_rank(const Lookup& env = process_lookup());
 // GENESIS_TERMINAL=1: the launcher relays this rank's stderr to a terminal.
 bool terminal_relayed(const Lookup& env = process_lookup());
+// The local Hugging Face Hub cache as huggingface_hub finds it: HF_HUB_CACHE (or its old name
+// HUGGINGFACE_HUB_CACHE), HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
+std::string hf_hub_cache(const Lookup& env = process_lookup());
 
 }  // namespace genesis::env

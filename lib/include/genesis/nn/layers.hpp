@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "genesis/nn/module.hpp"
 #include "genesis/tensor/random.hpp"
@@ -51,6 +52,16 @@ class Dropout : public Module {
 
  private:
   std::shared_ptr<Generator> gen_;
+};
+
+// A module with no forward of its own that only names its children ("mlp" holding "c_fc", so a
+// parameter reads "mlp.c_fc.weight"; "layers" holding "0", "1", ...).
+class Container : public Module {
+ public:
+  template <typename M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> m) {
+    return register_module(name, std::move(m));
+  }
 };
 
 class ReLU : public Module {

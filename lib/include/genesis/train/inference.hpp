@@ -1,0 +1,56 @@
+// Looking at a model: `genesis generate` and `genesis score` as library calls. A model is named
+// as users name it: a Hugging Face directory, a Hub id in the local cache, a run directory (its
+// latest checkpoint) or a checkpoint. Input and output are JSONL, one output line per input
+// line: a line that cannot be processed gets {"error": "..."} in its place, so the output stays
+// aligned with the input, and the others go on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "genesis/core/config.hpp"
+#include "genesis/nn/causal_lm.hpp"
+#include "genesis/tensor/device.hpp"
+
+namespace genesis::train {
+
+struct InferenceModel {
+  std::shared_ptr<nn::CausalLM> model;   // in eval mode, on its device
+  std::vector<std::int64_t> eos_token_ids;  // generation stops at any of them
+  bool byte_tokenizer = false;           // text in and out through data::ByteTokenizer
+  std::string description;               // one line for the log
+};
+
+// auto, cpu or cuda resolved against this machine as training.device is.
+Device inference_device(DeviceKind kind);
+
+// Loads MODEL's weights (f32) onto `device`. ConfigError naming MODEL when it is none of the
+// kinds above, or its weights do not fit its config.
+InferenceModel load_inference_model(const std::string& model, Device device);
+
+// Called for each line that failed, with its 1-based number and the reason (the caller logs it).
+using LineErrorSink = std::function<void(std::int64_t line, const std::string& reason)>;
+
+struct GenerateOptions {
+  nn::SamplingOptions sampling;  // stop_tokens: added to the model's EOS ids
+  std::uint64_t seed = 0;        // the draws of a sampled run (row i draws from seed + line i)
+  std::int64_t batch_size = 8;   // lines generated together
+};
+
+// Reads {"ids": [...]} or {"prompt": "..."} lines, writes {"ids": [new tokens], "text": "..."}
+// lines (text when the model has a tokenizer). Returns the number of failed lines.
+std::int64_t generate_jsonl(InferenceModel& model, std::istream& in, std::ostream& out,
+                            const GenerateOptions& options, const LineErrorSink& on_error);
+
+// Reads {"ids": [...]} or {"text": "..."} lines, writes {"logprobs": [...]}: log p(ids[t] |
+// ids[<t]) for t = 1..n-1, in f32. Returns the number of failed lines.
+std::int64_t score_jsonl(InferenceModel& model, std::istream& in, std::ostream& out,
+                         std::int64_t batch_size, const LineErrorSink& on_error);
+
+}  // namespace genesis::train

@@ -1,0 +1,239 @@
+// generate and score over JSONL (inference.hpp). Lines are read and checked one by one; the valid
+// ones go through the model in batches, and every output line is written in input order.
+#include "genesis/train/inference.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/autograd/grad_mode.hpp"
+#include "genesis/ckpt/checkpoint.hpp"
+#include "genesis/ckpt/export.hpp"
+#include "genesis/core/config.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/data/tokenizer.hpp"
+#include "genesis/ops/ops.hpp"
+#include "device_choice.hpp"
+#include "init_weights.hpp"
+#include "log_probs.hpp"
+#include "model_choice.hpp"
+
+namespace genesis::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using Tokens = std::vector<std::int64_t>;
+
+// The run's model config: a run directory's or a checkpoint's manifest.
+ModelConfig run_model_config(const std::string& name) {
+  const fs::path dir = ckpt::resolve_checkpoint(fs::path(name));
+  const ckpt::Manifest manifest = ckpt::read_manifest(dir);
+  GENESIS_CHECK(!manifest.config_toml.empty(), ConfigError,
+                "'" + name + "': the checkpoint keeps no config, so its model is unknown");
+  ModelConfig m = parse_config_toml(manifest.config_toml, "'" + dir.string() + "' config").model;
+  GENESIS_CHECK(m.kind == "gpt" || m.kind == "hf", ConfigError,
+                "'" + name + "' holds a model.kind = \"" + m.kind + "\", not a language model");
+  return m;
+}
+
+// Copies every tensor `weights` has for `model` into it.
+void load_weights(nn::CausalLM& model, const std::string& name) {
+  InitWeights weights(name, model, "MODEL");
+  NoGradGuard no_grad;
+  for (auto& [param, t] : model.named_parameters())
+    if (weights.contains("model." + param)) t.copy_(weights.read_full("model." + param));
+}
+
+// A line's token ids: "ids" (`ids_key`), or text through the byte tokenizer (`text_key`).
+Tokens line_tokens(const Json& line, const InferenceModel& m, const char* ids_key,
+                   const char* text_key) {
+  GENESIS_CHECK(line.is_object(), InvalidArgument, "expected a JSON object");
+  Tokens ids;
+  if (line.contains(ids_key)) {
+    const Json& list = line.at(ids_key);
+    GENESIS_CHECK(list.is_array(), InvalidArgument, std::string("\"") + ids_key + "\" is not a list");
+    for (const Json& id : list) {
+      GENESIS_CHECK(id.is_number_integer(), InvalidArgument,
+                    std::string("\"") + ids_key + "\" holds a non-integer");
+      ids.push_back(id.get<std::int64_t>());
+    }
+  } else if (line.contains(text_key)) {
+    GENESIS_CHECK(line.at(text_key).is_string(), InvalidArgument,
+                  std::string("\"") + text_key + "\" is not a string");
+    if (!m.byte_tokenizer)
+      throw NotSupported(std::string("\"") + text_key + "\" needs the model's tokenizer, which "
+                         "genesis does not read yet (tokenizer.json): give \"" + ids_key + "\"");
+    ids = data::ByteTokenizer().encode(line.at(text_key).get<std::string>());
+  } else {
+    throw InvalidArgument(std::string("no \"") + ids_key + "\" or \"" + text_key + "\"");
+  }
+  const std::int64_t V = m.model->vocab_size();
+  for (std::int64_t id : ids)
+    GENESIS_CHECK(id >= 0 && id < V, InvalidArgument,
+                  "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                      std::to_string(V) + ")");
+  GENESIS_CHECK(static_cast<std::int64_t>(ids.size()) <= m.model->max_positions(), InvalidArgument,
+                std::to_string(ids.size()) + " tokens, more than the model's " +
+                    std::to_string(m.model->max_positions()) + " positions");
+  return ids;
+}
+
+// Reads the lines of `in`; each valid line's tokens go to `valid` (with its index among all
+// lines), each invalid one's reason to `errors` at its index. Blank lines count as lines.
+struct Lines {
+  std::vector<std::string> errors;  // per line; "" for valid lines
+  std::vector<std::pair<std::size_t, Tokens>> valid;
+};
+
+template <class Parse>
+Lines read_lines(std::istream& in, Parse&& parse) {
+  Lines lines;
+  std::string text;
+  while (std::getline(in, text)) {
+    const std::size_t index = lines.errors.size();
+    lines.errors.emplace_back();
+    const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    try {
+      GENESIS_CHECK(!j.is_discarded(), InvalidArgument, "not valid JSON");
+      lines.valid.emplace_back(index, parse(j));
+    } catch (const Error& e) {
+      lines.errors[index] = e.what();
+    }
+  }
+  return lines;
+}
+
+// The byte tokenizer's text of generated ids; an id past its 258 (a model with a larger
+// vocabulary trained on byte-tokenized text) reads as U+FFFD.
+std::string byte_text(const Tokens& ids) {
+  std::string text;
+  for (std::int64_t id : ids)
+    text += id < data::ByteTokenizer::kVocabSize ? data::ByteTokenizer().decode(std::span(&id, 1))
+                                                 : std::string("\xEF\xBF\xBD");
+  return text;
+}
+
+// Writes every line: outputs[i] for valid lines, {"error"} for the others; reports the failures.
+std::int64_t write_lines(std::ostream& out, const Lines& lines, const std::vector<Json>& outputs,
+                         const LineErrorSink& on_error) {
+  std::int64_t failed = 0;
+  for (std::size_t i = 0; i < lines.errors.size(); ++i) {
+    if (lines.errors[i].empty()) {
+      // A completion's bytes need not be UTF-8: invalid sequences are written as U+FFFD.
+      out << outputs[i].dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+      continue;
+    }
+    ++failed;
+    out << Json{{"error", lines.errors[i]}}.dump() << "\n";
+    if (on_error) on_error(static_cast<std::int64_t>(i) + 1, lines.errors[i]);
+  }
+  out.flush();
+  return failed;
+}
+
+}  // namespace
+
+Device inference_device(DeviceKind kind) { return training_device(kind); }
+
+InferenceModel load_inference_model(const std::string& name, Device device) {
+  ModelConfig m;
+  InferenceModel out;
+  if (names_hf_model(name)) {
+    m.kind = "hf";
+    m.init_from = name;
+    m.block_size = 1;
+  } else {
+    GENESIS_CHECK(fs::exists(name), ConfigError,
+                  "MODEL '" + name + "' is no Hugging Face directory, Hub id, run or checkpoint");
+    m = run_model_config(name);
+    // An hf run keeps its model's config in <run>/hf, whatever became of model.init_from.
+    const fs::path kept = ckpt::run_hf_dir(ckpt::resolve_checkpoint(fs::path(name))) / "config.json";
+    if (m.kind == "hf" && fs::exists(kept)) {
+      m.config = kept.string();
+      m.init_from.clear();
+    }
+    out.byte_tokenizer = true;  // genesis trains text through the byte tokenizer
+    out.eos_token_ids = {data::ByteTokenizer::kEndOfText};
+  }
+  const ModelChoice choice(m, "MODEL");
+  Generator unused(0);
+  out.model = choice.build({}, unused);
+  load_weights(*out.model, name);
+  out.model->to(device);
+  out.model->eval();
+  if (choice.hf() && !out.byte_tokenizer)
+    out.eos_token_ids = nn::hf_eos_token_ids(choice.hf_dir(), *choice.hf());
+  out.description = choice.description();
+  return out;
+}
+
+std::int64_t generate_jsonl(InferenceModel& m, std::istream& in, std::ostream& out,
+                            const GenerateOptions& options, const LineErrorSink& on_error) {
+  Lines lines = read_lines(in, [&](const Json& j) {
+    Tokens ids = line_tokens(j, m, "ids", "prompt");
+    GENESIS_CHECK(!ids.empty(), InvalidArgument, "the prompt is empty");
+    return ids;
+  });
+  nn::SamplingOptions sampling = options.sampling;
+  sampling.stop_tokens.insert(sampling.stop_tokens.end(), m.eos_token_ids.begin(),
+                              m.eos_token_ids.end());
+  std::vector<Json> outputs(lines.errors.size());
+  const auto batch = static_cast<std::size_t>(std::max<std::int64_t>(1, options.batch_size));
+  for (std::size_t first = 0; first < lines.valid.size(); first += batch) {
+    const std::size_t end = std::min(lines.valid.size(), first + batch);
+    std::vector<Tokens> prompts;
+    std::vector<Generator> generators;
+    for (std::size_t i = first; i < end; ++i) {
+      prompts.push_back(lines.valid[i].second);
+      generators.emplace_back(options.seed + lines.valid[i].first);
+    }
+    const auto completions = m.model->generate(prompts, sampling, generators);
+    for (std::size_t i = first; i < end; ++i) {
+      Json line{{"ids", completions[i - first]}};
+      if (m.byte_tokenizer) line["text"] = byte_text(completions[i - first]);
+      outputs[lines.valid[i].first] = std::move(line);
+    }
+  }
+  return write_lines(out, lines, outputs, on_error);
+}
+
+std::int64_t score_jsonl(InferenceModel& m, std::istream& in, std::ostream& out,
+                         std::int64_t batch_size, const LineErrorSink& on_error) {
+  Lines lines = read_lines(in, [&](const Json& j) { return line_tokens(j, m, "ids", "text"); });
+  std::vector<Json> outputs(lines.errors.size());
+  const auto batch = static_cast<std::size_t>(std::max<std::int64_t>(1, batch_size));
+  NoGradGuard no_grad;
+  const Device device = m.model->parameters().front().device();
+  for (std::size_t first = 0; first < lines.valid.size(); first += batch) {
+    const std::size_t end = std::min(lines.valid.size(), first + batch);
+    std::size_t T = 1;
+    for (std::size_t i = first; i < end; ++i) T = std::max(T, lines.valid[i].second.size());
+    // Right-padded rows: a causal model's log-probs of a row's tokens never see what follows.
+    const auto rows = static_cast<std::int64_t>(end - first);
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(rows) * T, 0);
+    for (std::size_t i = first; i < end; ++i)
+      std::copy(lines.valid[i].second.begin(), lines.valid[i].second.end(),
+                ids.begin() + static_cast<std::ptrdiff_t>((i - first) * T));
+    const Tensor input = Tensor::from_vector(ids, {rows, static_cast<std::int64_t>(T)}).to(device);
+    const Tensor logits = (*m.model)(input);  // (rows, T, V)
+    const auto Ti = static_cast<std::int64_t>(T);
+    Tensor logp;
+    if (Ti > 1) {
+      const Tensor next = input.slice(1, 1, Ti);
+      logp = token_log_probs(logits.slice(1, 0, Ti - 1), next).to(Device::cpu()).contiguous();
+    }
+    const std::vector<float> values = Ti > 1 ? logp.to_vector() : std::vector<float>();
+    for (std::size_t i = first; i < end; ++i) {
+      const std::size_t n = lines.valid[i].second.size();
+      std::vector<double> row;
+      for (std::size_t t = 0; t + 1 < n; ++t)
+        row.push_back(values[(i - first) * (T - 1) + t]);
+      outputs[lines.valid[i].first] = Json{{"logprobs", row}};
+    }
+  }
+  return write_lines(out, lines, outputs, on_error);
+}
+
+}  // namespace genesis::train

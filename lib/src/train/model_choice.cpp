@@ -1,0 +1,76 @@
+// Choosing and building the run's model (model_choice.hpp).
+#include "model_choice.hpp"
+
+#include "genesis/ckpt/hf_weights.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/nn/gpt.hpp"
+#include "genesis/nn/hf_models.hpp"
+
+namespace genesis::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+nn::GPTConfig gpt_shape(const ModelConfig& m, const nn::ModelHeads& heads) {
+  nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout,
+                  heads.value_head};
+  g.critic = heads.critic;
+  g.critic_model = heads.critic_model;
+  g.critic_lr_scale = heads.critic_lr_scale;
+  return g;
+}
+
+std::string describe_hf(const nn::HfModelConfig& c, const std::string& source) {
+  std::string text = c.model_type + " (" + source + "): hidden " + std::to_string(c.hidden_size) +
+                     ", " + std::to_string(c.num_hidden_layers) + " layers, " +
+                     std::to_string(c.num_attention_heads) + " heads";
+  if (c.num_key_value_heads != c.num_attention_heads)
+    text += " (" + std::to_string(c.num_key_value_heads) + " kv)";
+  return text + ", vocab " + std::to_string(c.vocab_size);
+}
+
+}  // namespace
+
+ModelChoice::ModelChoice(const ModelConfig& model, const std::string& key_name) : model_(model) {
+  if (model.kind != "hf") {
+    description_ = "gpt n_layer=" + std::to_string(model.n_layer) + " n_head=" +
+                   std::to_string(model.n_head) + " n_embd=" + std::to_string(model.n_embd) +
+                   " block_size=" + std::to_string(model.block_size) + " vocab_size=" +
+                   std::to_string(model.vocab_size);
+    return;
+  }
+  const bool fresh = !model.config.empty();
+  const std::string key = !key_name.empty() ? key_name : fresh ? "model.config" : "model.init_from";
+  const std::string value = fresh ? model.config : model.init_from;
+  fs::path file;
+  if (fresh) {
+    file = fs::path(value);
+    if (fs::is_directory(file)) file /= "config.json";
+    GENESIS_CHECK(fs::is_regular_file(file), ConfigError,
+                  key + " = \"" + value + "\": there is no such config.json");
+    hf_dir_ = file.parent_path();
+  } else {
+    hf_dir_ = ckpt::resolve_pretrained(value, key);
+    file = hf_dir_ / "config.json";
+  }
+  try {
+    hf_ = nn::read_hf_config(file);
+  } catch (const Error& e) {
+    throw ConfigError(key + " = \"" + value + "\": " + e.what());
+  }
+  GENESIS_CHECK(model.block_size <= hf_->max_position_embeddings, ConfigError,
+                "model.block_size = " + std::to_string(model.block_size) + " is longer than " +
+                    key + "'s max_position_embeddings " +
+                    std::to_string(hf_->max_position_embeddings));
+  description_ = describe_hf(*hf_, value);
+}
+
+std::shared_ptr<nn::CausalLM> ModelChoice::build(const nn::ModelHeads& heads,
+                                                 Generator& gen) const {
+  if (hf_) return nn::build_hf_model(*hf_, heads, gen);
+  return std::make_shared<nn::GPT>(gpt_shape(model_, heads), gen);
+}
+
+std::int64_t ModelChoice::vocab_size() const { return hf_ ? hf_->vocab_size : model_.vocab_size; }
+
+}  // namespace genesis::train
