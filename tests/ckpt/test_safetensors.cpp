@@ -179,6 +179,78 @@ TEST_CASE("safetensors load names the file and the fault for each kind of corrup
   CHECK_THAT(load_error(dir.path() / "absent.st"), Contains("absent.st") && Contains("cannot read"));
 }
 
+TEST_CASE("safetensors load applies the safetensors library's own checks", "[ckpt]") {
+  testing::TempDir dir;
+  const std::string eight(8, '\0');
+  const std::string f32x2 = R"({"dtype":"F32","shape":[2],"data_offsets":)";
+  struct Case {
+    const char* name;
+    std::filesystem::path path;
+    const char* fault;
+  };
+  const Case cases[] = {
+      {"header over the library's limit",
+       [&] {  // a sparse file long enough for the declared length
+         const auto path = write_raw(dir, "limit.st", "{}", "", 100'000'001);
+         std::filesystem::resize_file(path, 8 + 100'000'001 + 16);
+         return path;
+       }(),
+       "limit of 100000000"},
+      {"not UTF-8", write_raw(dir, "utf8.st", "{\"\xff\":1}", ""), "not valid UTF-8"},
+      {"overlong UTF-8", write_raw(dir, "overlong.st", "{\"\xc0\xaf\":1}", ""), "not valid UTF-8"},
+      {"gap between tensors",
+       write_raw(dir, "gap.st", "{\"a\":" + f32x2 + "[0,8]},\"b\":" + f32x2 + "[12,20]}}", std::string(20, '\0')),
+       "leave a gap after byte 8"},
+      {"first tensor not at 0", write_raw(dir, "late.st", "{\"a\":" + f32x2 + "[4,12]}}", std::string(12, '\0')),
+       "leave a gap after byte 0"},
+      {"bytes after the last tensor", write_raw(dir, "tail.st", "{\"a\":" + f32x2 + "[0,8]}}", eight + "polyglot"),
+       "covered exactly"},
+      {"data but no tensors", write_raw(dir, "nodata.st", "{}", eight), "covered exactly"},
+      {"duplicate field in an entry",
+       write_raw(dir, "dupfield.st", R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight),
+       "duplicate key \"dtype\""},
+      {"negative zero offset",
+       write_raw(dir, "negzero.st", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-0,8]}})", eight),
+       "non-negative integers"},
+      {"float dimension", write_raw(dir, "float.st", R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", eight),
+       "non-negative integers"},
+      {"three offsets",
+       write_raw(dir, "three.st", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,8]}})", eight),
+       "[begin, end]"},
+      {"dtype the format lacks",
+       write_raw(dir, "f65.st", R"({"a":{"dtype":"F65","shape":[2],"data_offsets":[0,8]}})", eight),
+       "not one the safetensors format defines"},
+      {"sub-byte dtype not ending on a byte",
+       write_raw(dir, "f4.st", R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,2]}})", std::string(2, '\0')),
+       "byte boundary"},
+      {"a valid dtype genesis does not hold",
+       write_raw(dir, "u8.st", R"({"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", eight),
+       "unknown dtype \"U8\" for genesis"},
+      {"NUL padding (nlohmann would stop reading at it)",
+       write_raw(dir, "nul.st", std::string("{}\0\0\0\0\0\0", 8), ""), "a NUL byte at offset 2"},
+      {"nested past serde's limit",
+       write_raw(dir, "deep.st", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" +
+                                     std::string(200, '[') + std::string(200, ']') + "}}",
+                 eight),
+       "nested deeper than 127"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    CHECK_THAT(load_error(c.path), Contains(c.path.string()) && Contains(c.fault));
+  }
+  // What the library accepts is accepted: whitespace around the JSON as padding, entries in any
+  // order of offsets, zero-sized tensors anywhere in the order, unknown fields in an entry.
+  const auto ok = write_raw(dir, "ok.st",
+                            "\t\n {\"b\":" + f32x2 + "[8,16]},\"e\":{\"dtype\":\"I64\",\"shape\":[0,3],"
+                            "\"data_offsets\":[8,8]},\"a\":" + f32x2 + "[0,8],\"note\":\"x\"}} \r\n",
+                            std::string(16, '\0'));
+  const ckpt::SafetensorsFile f = ckpt::load_safetensors(ok);
+  REQUIRE(f.tensors.size() == 3);
+  CHECK(f.tensors[0].first == "b");  // header order, not offset order
+  CHECK(f.tensors[1].second.shape() == Shape{0, 3});
+  CHECK(ckpt::load_safetensors(write_raw(dir, "empty.st", "{\"__metadata__\":null}", "")).tensors.empty());
+}
+
 TEST_CASE("safetensors files written here are read by an independent Python reader", "[ckpt]") {
   testing::TempDir dir;
   const auto path = dir.path() / "cross.safetensors";

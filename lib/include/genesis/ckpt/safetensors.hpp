@@ -26,9 +26,11 @@ struct SafetensorsFile {
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Reads a whole file. Anything malformed (bad header length, JSON, dtype, shape/byte-range
-// disagreement, overlapping or out-of-bounds offsets, duplicate names) throws IoError naming the
-// path; nothing is allocated before the header has been checked against the file size.
+// Reads a whole file. The header is checked as the safetensors library checks it (length at most
+// 100,000,000 bytes and inside the file, UTF-8 JSON object, known dtypes, shape x dtype size ==
+// byte range, ranges tiling the data section from 0 to the file's end with no gap or overlap, no
+// duplicate names); a dtype genesis does not hold (U8, F64, F8_*) is refused too. Anything wrong
+// throws IoError naming the path; nothing is allocated before the header has been checked.
 SafetensorsFile load_safetensors(const std::filesystem::path& path);
 
 // The safetensors spelling of a dtype ("F32", "BF16", "BOOL", ...), as written in the header.

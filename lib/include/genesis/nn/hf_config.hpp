@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,13 +38,14 @@ struct HfModelConfig {
   std::int64_t num_hidden_layers = 0;      // gpt2: n_layer
   std::int64_t num_attention_heads = 0;    // gpt2: n_head
   std::int64_t num_key_value_heads = 0;    // absent: num_attention_heads
-  std::int64_t head_dim = 0;               // absent: hidden_size / num_attention_heads
+  std::int64_t head_dim = 0;               // absent: hidden_size / num_attention_heads (qwen3: 128,
+                                           // as transformers' Qwen3Config)
   std::int64_t max_position_embeddings = 0;  // gpt2: n_positions
   double norm_eps = 1e-6;                  // rms_norm_eps; gpt2: layer_norm_epsilon
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
-  bool attention_bias = false;             // qwen2: always true (q, k, v only)
-  bool mlp_bias = false;
+  bool attention_bias = false;             // qwen2: always true (q, k, v only); gpt2: true
+  bool mlp_bias = false;                   // llama's mlp_bias; gpt2: true
   bool tie_word_embeddings = false;
   // Per layer: the sliding window of its attention (0: full causal). mistral: sliding_window on
   // every layer; qwen2/qwen3: use_sliding_window from max_window_layers on (or layer_types).
@@ -58,9 +60,14 @@ struct HfModelConfig {
   bool is_gpt2() const { return family == HfFamily::gpt2; }
 };
 
-// Parses and checks a config.json's object; `where` names it in errors ("config.json 'DIR'").
+// Parses and checks a config.json's object; `where` names it in errors ("'DIR/config.json'").
+// ConfigError naming `where`, the field and its value on anything genesis would not build as
+// transformers does.
 HfModelConfig parse_hf_config(const nlohmann::json& json, const std::string& where);
-// Reads FILE (a config.json) or DIR/config.json.
+// The same from a config.json's text (at most 4 MiB, nested at most 64 deep); raw keeps the
+// file's key order.
+HfModelConfig parse_hf_config_text(std::string_view text, const std::string& where);
+// Reads FILE (a config.json) or DIR/config.json; IoError when it cannot be read.
 HfModelConfig read_hf_config(const std::filesystem::path& path);
 // The config.json transformers reads for `config` (model_type, architectures, torch_dtype set),
 // starting from config.raw when it has one.
