@@ -126,7 +126,8 @@ Tensor padded_positions(std::int64_t B, std::int64_t T, std::int64_t offset, std
 // ---- rms_norm
 
 TEST_CASE("rms_norm matches Hugging Face's RMSNorm composition", "[decoder][rms_norm]") {
-  const Shape shape = GENERATE(values<Shape>({{3, 5, 37}, {4, 512}, {1, 1}}));
+  // (64, 768): enough rows for the kernel's threads.
+  const Shape shape = GENERATE(values<Shape>({{3, 5, 37}, {64, 768}, {1, 1}}));
   INFO("shape " << shape_str(shape));
   const Tensor x = randn(shape, 1, 2.0), w = randn({shape.back()}, 2);
   auto fused = [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-6); };
@@ -175,9 +176,10 @@ TEST_CASE("rms_norm gradients by finite differences", "[decoder][rms_norm]") {
 // ---- rotary_embedding
 
 TEST_CASE("rotary_embedding matches the rotate_half composition", "[decoder][rotary]") {
-  const std::int64_t B = 2, T = 9, H = 3, D = 16;
   const std::int64_t offset = GENERATE(0, 4093);  // a KV cache's decode offset, large angles
-  INFO("offset " << offset);
+  const Shape shape = GENERATE(values<Shape>({{2, 9, 3, 16}, {2, 40, 8, 64}}));  // 2nd: threads
+  INFO("offset " << offset << " shape " << shape_str(shape));
+  const std::int64_t B = shape[0], T = shape[1], H = shape[2], D = shape[3];
   const Tensor pos = padded_positions(B, T, offset, 3);
   const Tensor freq = llama_inv_freq(D, offset > 0 ? 500000.0 : 10000.0);
   const Tensor x = randn({B, T, H, D}, 21);

@@ -1,9 +1,10 @@
 // What the fused-attention sources share: the geometry of one call (grouped-query heads and the
 // sliding window included), the (B, H, rows, D) views the kernels read and write, and the
-// launchers of the two paths. attention.cu checks the tensors and
-// picks the path; attention_fma.cu is the generic path (f32 FMA, any dtype, D <= 256);
-// attention_mma_forward.cu and attention_mma_backward.cu are the tensor-core path (f16/bf16,
-// D = 64 or 128, 16-byte aligned rows). Terms as in the CPU kernel: a *pair* is one (batch, head).
+// launchers of the two paths. attention.cu checks the tensors and picks the path;
+// attention_fma.cu is the generic path (f32 FMA, any dtype, D <= 256); attention_mma_forward.cu
+// and attention_mma_backward.cu are the tensor-core path (f16/bf16, D = 64 or 128, 16-byte
+// aligned rows). Terms as in the CPU kernel: a *pair* is one (batch, query head), a *kv pair*
+// one (batch, kv head).
 #pragma once
 
 #include <atomic>
