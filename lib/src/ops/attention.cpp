@@ -2,11 +2,10 @@
 // CPU; on CUDA a shared 16-bit type stays as it is, see kernel_dtype), and the backward that
 // replays the fused kernel from the saved log-sum-exp instead of a saved (T, T) probability
 // matrix. The kernels themselves are in backends/*/attention.*; they accept views
-// with unit stride along D, which the packed form uses to skip every head-split copy. Under
-// autocast both forms first cast their inputs to the autocast type (autocast_inputs.hpp).
-#include <algorithm>
+// with unit stride along D, which the packed form uses to skip every head-split copy, and
+// grouped-query heads and sliding windows themselves (no repeated K/V, no mask). Under autocast
+// both forms first cast their inputs to the autocast type (autocast_inputs.hpp).
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,42 +43,12 @@ Tensor heads_view(const Tensor& packed, std::int64_t H, std::int64_t D, std::int
                    packed.offset() + column);
 }
 
-// Interim composition for grouped-query heads and sliding windows, until the fused kernels take
-// them: K/V repeated per query head, and the window as a materialised additive mask.
-Tensor repeat_heads(const Tensor& t, std::int64_t H) {
-  const std::int64_t B = t.size(0), Hkv = t.size(1), T = t.size(2), D = t.size(3);
-  if (Hkv == H) return t;
-  return t.unsqueeze(2).expand({B, Hkv, H / Hkv, T, D}).contiguous().reshape({B, H, T, D});
-}
-
-Tensor window_mask(std::int64_t T, std::int64_t Tk, std::int64_t window, Device device) {
-  std::vector<float> m(static_cast<std::size_t>(T * Tk), -std::numeric_limits<float>::infinity());
-  for (std::int64_t i = 0; i < T; ++i) {
-    const std::int64_t p = Tk - T + i;
-    for (std::int64_t j = std::max<std::int64_t>(0, p - window + 1); j <= p; ++j)
-      m[static_cast<std::size_t>(i * Tk + j)] = 0.0f;
-  }
-  return Tensor::from_vector(m, {T, Tk}).to(device);
-}
-
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     bool causal, std::optional<double> scale,
                                     std::int64_t window) {
   constexpr const char* kOp = "scaled_dot_product_attention";
-  if (k_in.dim() == 4 && q_in.dim() == 4 && k_in.size(1) != q_in.size(1) && k_in.size(1) > 0 &&
-      q_in.size(1) % k_in.size(1) == 0)
-    return scaled_dot_product_attention(q_in, repeat_heads(k_in, q_in.size(1)),
-                                        repeat_heads(v_in, q_in.size(1)), causal, scale, window);
-  if (window > 0) {
-    GENESIS_CHECK(causal && q_in.dim() == 4 && k_in.dim() == 4, InvalidArgument,
-                  std::string(kOp) + ": a sliding window needs causal (B, H, T, D) attention");
-    const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(q_in.size(3))));
-    const Tensor scores = add(mul(matmul(q_in, k_in.transpose(2, 3)), s),
-                              window_mask(q_in.size(2), k_in.size(2), window, q_in.device()));
-    return matmul(softmax(scores, -1), v_in);
-  }
   nn_compute::check_floating(kOp, "q", q_in);
   nn_compute::check_floating(kOp, "k", k_in);
   nn_compute::check_floating(kOp, "v", v_in);
@@ -90,16 +59,23 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   GENESIS_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, InvalidArgument,
                 std::string(kOp) + ": q, k and v must be 4-d (B, H, T, D); got " + shapes);
   // Fewer queries than keys are the last positions of the sequence (a KV cache's decode step).
-  GENESIS_CHECK(k.shape() == v.shape() && q.size(0) == k.size(0) && q.size(1) == k.size(1) &&
-                    q.size(3) == k.size(3) && q.size(2) <= k.size(2),
+  // Grouped-query attention: each kv head serves H / Hkv query heads.
+  GENESIS_CHECK(k.shape() == v.shape() && q.size(0) == k.size(0) &&
+                    (k.size(1) > 0 ? q.size(1) % k.size(1) == 0 : q.size(1) == 0) &&
+                    q.size(3) == k.size(3) &&
+                    q.size(2) <= k.size(2),
                 InvalidArgument,
-                std::string(kOp) + ": q must be (B, H, T, D) and k, v (B, H, Tk, D) with T <= Tk; got " +
-                    shapes);
+                std::string(kOp) + ": q must be (B, H, T, D) and k, v (B, Hkv, Tk, D) with T <= Tk "
+                    "and H a multiple of Hkv; got " + shapes);
   const std::int64_t D = q.size(3);
   GENESIS_CHECK(D > 0, InvalidArgument, std::string(kOp) + ": head dim D is 0 in " + shapes);
+  GENESIS_CHECK(window >= 0 && (window == 0 || causal), InvalidArgument,
+                std::string(kOp) + ": a sliding window needs causal attention and window >= 0; got "
+                    "window " + std::to_string(window) + (causal ? "" : " without causal"));
 
   OpArgs args;
   args.i[0] = causal ? 1 : 0;
+  args.i[1] = window;
   args.f[0] = scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
   const DType kt = detail::kernel_dtype({&q, &k, &v});
   Tensor qf = kernel_rows(q, kt), kf = kernel_rows(k, kt), vf = kernel_rows(v, kt);

@@ -1,6 +1,6 @@
 // Fused scaled-dot-product attention on CUDA, forward and backward: the op-table rows, their
-// checks, the choice between the two kernel paths, and the backward's delta = rowsum(dout * out)
-// pre-pass. The tensor-core path (attention_mma_*.cu) takes f16/bf16 with D = 64 or 128 and
+// checks (grouped-query heads and a sliding window included), the choice between the two kernel
+// paths, and the backward's delta = rowsum(dout * out) pre-pass. The tensor-core path (attention_mma_*.cu) takes f16/bf16 with D = 64 or 128 and
 // 16-byte aligned rows; everything else up to D = 256 takes the f32 FMA path (attention_fma.cu).
 // Not here: D > 256 (NotSupported), and any (T, Tk) score matrix in global memory.
 #include <climits>
@@ -53,12 +53,19 @@ void check_lse(const char* op, const Tensor& lse, std::int64_t B, std::int64_t H
                     std::string(dtype_name(lse.dtype())) + " " + shape_text(lse));
 }
 
-// The geometry of q (B, H, T, D) and k (B, H, Tk, D), checked to fit the kernels' int indexing.
+// The geometry of q (B, H, T, D) and k (B, Hkv, Tk, D), checked to fit the kernels' int
+// indexing. A window of Tk or more hides no key: it becomes 0 (none).
 AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const OpArgs& args) {
   GENESIS_CHECK(q.dim() == 4 && k.dim() == 4, InvalidArgument,
                 std::string(op) + ": q and k must be 4-d (B, H, T, D), got " + shape_text(q) +
                     " and " + shape_text(k));
   const std::int64_t pairs = q.size(0) * q.size(1), T = q.size(2), Tk = k.size(2), D = q.size(3);
+  const std::int64_t H = q.size(1), Hkv = k.size(1);
+  GENESIS_CHECK(Hkv > 0 ? H % Hkv == 0 : H == 0, InvalidArgument,
+                std::string(op) + ": q has " + std::to_string(H) + " heads and k " +
+                    std::to_string(Hkv) + " (the query heads must be a multiple of the kv heads)");
+  GENESIS_CHECK(args.i[1] >= 0, InvalidArgument,
+                std::string(op) + ": window must be >= 0, got " + std::to_string(args.i[1]));
   GENESIS_CHECK(T <= Tk, InvalidArgument,
                 std::string(op) + ": q has more rows (" + std::to_string(T) + ") than k (" +
                     std::to_string(Tk) + ")");
@@ -69,9 +76,17 @@ AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const 
   GENESIS_CHECK(pairs * ((Tk + 31) / 32) < INT_MAX && Tk < INT_MAX - 256, NotSupported,
                 std::string(op) + ": B * H = " + std::to_string(pairs) + " with Tk = " +
                     std::to_string(Tk) + " is too large for one CUDA launch");
-  return {static_cast<int>(q.size(1)), static_cast<int>(pairs), static_cast<int>(T),
-          static_cast<int>(Tk), static_cast<int>(D), static_cast<float>(args.f[0]),
-          args.i[0] != 0};
+  AttentionShape s;
+  s.heads = static_cast<int>(H);
+  s.kv_heads = static_cast<int>(Hkv > 0 ? Hkv : 1);  // no heads at all: any group will do
+  s.pairs = static_cast<int>(pairs);
+  s.T = static_cast<int>(T);
+  s.Tk = static_cast<int>(Tk);
+  s.D = static_cast<int>(D);
+  s.scale = static_cast<float>(args.f[0]);
+  s.causal = args.i[0] != 0;
+  s.window = args.i[1] < Tk ? static_cast<int>(args.i[1]) : 0;
+  return s;
 }
 
 HeadsView view_of(const Tensor& t) {
@@ -120,7 +135,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 }  // namespace
 
-// q (B, H, T, D), k and v (B, H, Tk, D) -> out (B, H, T, D), lse (B, H, T).
+// q (B, H, T, D), k and v (B, Hkv, Tk, D) -> out (B, H, T, D), lse (B, H, T).
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
   const AttentionShape s = shape_of(kForward, q, k, args);
@@ -131,8 +146,9 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
                 std::string(kForward) + ": CUDA kernel expects f32, f16 or bf16, got " +
                     std::string(dtype_name(dtype)));
   check_heads(kForward, "q", q, B, H, s.T, s.D, dtype);
-  check_heads(kForward, "k", k, B, H, s.Tk, s.D, dtype);
-  check_heads(kForward, "v", v, B, H, s.Tk, s.D, dtype);
+  const std::int64_t Hkv = k.size(1);
+  check_heads(kForward, "k", k, B, Hkv, s.Tk, s.D, dtype);
+  check_heads(kForward, "v", v, B, Hkv, s.Tk, s.D, dtype);
   check_heads(kForward, "out", out[0], B, H, s.T, s.D, dtype);
   check_lse(kForward, out[1], B, H, s.T);
   if (s.pairs == 0 || s.T == 0 || s.D == 0) return;
@@ -145,7 +161,8 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
     launch_attention_forward_fma(a, dtype);
 }
 
-// (dout, q, k, v, out, lse) -> dq, dk, dv (the same layouts as the forward's operands).
+// (dout, q, k, v, out, lse) -> dq, dk, dv (the same layouts as the forward's operands; dk and dv
+// of each kv head summed over its group of query heads).
 void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                const OpArgs& args) {
   const Tensor &dout = in[0], &q = in[1], &k = in[2], &v = in[3], &o = in[4], &lse = in[5];
@@ -158,12 +175,13 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
                     std::string(dtype_name(dtype)));
   check_heads(kBackward, "dout", dout, B, H, s.T, s.D, dtype);
   check_heads(kBackward, "q", q, B, H, s.T, s.D, dtype);
-  check_heads(kBackward, "k", k, B, H, s.Tk, s.D, dtype);
-  check_heads(kBackward, "v", v, B, H, s.Tk, s.D, dtype);
+  const std::int64_t Hkv = k.size(1);
+  check_heads(kBackward, "k", k, B, Hkv, s.Tk, s.D, dtype);
+  check_heads(kBackward, "v", v, B, Hkv, s.Tk, s.D, dtype);
   check_heads(kBackward, "out", o, B, H, s.T, s.D, dtype);
   check_heads(kBackward, "dq", out[0], B, H, s.T, s.D, dtype);
-  check_heads(kBackward, "dk", out[1], B, H, s.Tk, s.D, dtype);
-  check_heads(kBackward, "dv", out[2], B, H, s.Tk, s.D, dtype);
+  check_heads(kBackward, "dk", out[1], B, Hkv, s.Tk, s.D, dtype);
+  check_heads(kBackward, "dv", out[2], B, Hkv, s.Tk, s.D, dtype);
   check_lse(kBackward, lse, B, H, s.T);
   // T == 0 still has keys whose gradients are zero; only no keys at all means no work.
   if (s.pairs == 0 || s.Tk == 0 || s.D == 0) return;

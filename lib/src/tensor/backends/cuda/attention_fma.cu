@@ -1,5 +1,6 @@
 // The generic fused-attention path: f32 FMA on shared-memory tiles, any float dtype (read and
-// written through f32), any head dim D <= 256 (rows zero-padded to DM = 32, 64, 128 or 256).
+// written through f32), any head dim D <= 256 (rows zero-padded to DM = 32, 64, 128 or 256),
+// grouped-query heads and sliding windows (a tile's keys start at its first row's window).
 // It is the reference the tensor-core path is checked against on the GPU, so it stays plain:
 // steps of 32 queries x 32 keys, 256 threads, a warp owning 4 query rows and a lane one key in
 // the score step (a row's max and sum are warp shuffles). Not here: tensor cores, D > 256.
@@ -102,12 +103,13 @@ template <int DM>
 __device__ __forceinline__ void softmax_step(const float (&acc)[kRowsPerWarp],
                                              float (&m)[kRowsPerWarp], float (&l)[kRowsPerWarp],
                                              float (&o)[kRowsPerWarp][DM / 32],
-                                             const int (&limit)[kRowsPerWarp], float* sP,
+                                             const int (&limit)[kRowsPerWarp],
+                                             const int (&low)[kRowsPerWarp], float* sP,
                                              float sl2, int k0, int r0, int lane) {
   const int key = k0 + lane;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
-    const float x = key <= limit[r] ? acc[r] * sl2 : -INFINITY;
+    const float x = key <= limit[r] && key >= low[r] ? acc[r] * sl2 : -INFINITY;
     const float m_new = fmaxf(m[r], warp_max(x));
     const float ref = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet stays 0
     const float alpha = exp2f(m[r] - ref);
@@ -144,8 +146,9 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kRowsPerWarp][DM / 
   }
 }
 
-// One block: 32 query rows of one pair; out and lse for them. Query tiles run last-first in
-// the grid so the longest causal rows start first.
+// One block: 32 query rows of one pair; out and lse for them, over the keys from the window
+// start of its first row to the causal end of its last. Query tiles run last-first in the grid
+// so the longest causal rows start first.
 template <typename T, int DM>
 __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     attention_forward_fma(ForwardArgs a) {
@@ -163,27 +166,28 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
   const int n_keys = s.causal ? min(s.Tk, past + q0 + kTile) : s.Tk;
   const float sl2 = s.scale * kLog2e;  // scores in log2 units: exp(x) = exp2(x * log2 e)
   const T* q = pair_rows<const T>(a.q, pair, s.heads);
-  const T* k = pair_rows<const T>(a.k, pair, s.heads);
-  const T* v = pair_rows<const T>(a.v, pair, s.heads);
+  const T* k = kv_rows<const T>(a.k, pair, s);
+  const T* v = kv_rows<const T>(a.v, pair, s);
 
   load_rows<T, DM>(sQ, DM, q + q0 * a.q.row_stride, a.q.row_stride, s.T - q0, s.D);
   float o[kRowsPerWarp][DM / 32] = {};
   float m[kRowsPerWarp], l[kRowsPerWarp];
-  int limit[kRowsPerWarp];  // last key row r0 + r may see
+  int limit[kRowsPerWarp], low[kRowsPerWarp];  // first and last key row r0 + r may see
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
     limit[r] = s.causal ? min(past + q0 + r0 + r, s.Tk - 1) : s.Tk - 1;
+    low[r] = first_key(s, q0 + r0 + r);
   }
-  for (int k0 = 0; k0 < n_keys; k0 += kTile) {
+  for (int k0 = first_key(s, q0); k0 < n_keys; k0 += kTile) {
     __syncthreads();  // the previous step is done with sK, sV, sP
     load_rows<T, DM>(sK, kKP, k + k0 * a.k.row_stride, a.k.row_stride, s.Tk - k0, s.D);
     load_rows<T, DM>(sV, DM, v + k0 * a.v.row_stride, a.v.row_stride, s.Tk - k0, s.D);
     __syncthreads();
     float acc[kRowsPerWarp] = {};
     row_scores<DM>(acc, sQ, sK, r0, lane);
-    softmax_step<DM>(acc, m, l, o, limit, sP, sl2, k0, r0, lane);
+    softmax_step<DM>(acc, m, l, o, limit, low, sP, sl2, k0, r0, lane);
     __syncwarp();  // a warp reads back only its own rows of sP
     float4 p4[kRowsPerWarp];
     accumulate_rows<DM, DM>(o, sP, sV, r0, lane, p4);
@@ -244,9 +248,10 @@ __device__ __forceinline__ void accumulate_dkdv(float (&dk)[kRowsPerWarp][DM / 3
   }
 }
 
-// One block: 32 keys of one pair; dk and dv for them, looping over the query tiles that see
-// any of its keys. Step 1 (warp = 4 queries, lane = key): P and dS into shared memory; step 2
-// (warp = 4 keys, lane = columns d): dv += P^T dout, dk += dS^T q.
+// One block: 32 keys of one kv pair; dk and dv for them, looping over the query heads of its
+// group and, for each, the query tiles that see any of its keys. Step 1 (warp = 4 queries,
+// lane = key): P and dS into shared memory; step 2 (warp = 4 keys, lane = columns d):
+// dv += P^T dout, dk += dS^T q.
 template <typename T, int DM>
 __global__ void __launch_bounds__(kThreads, min_blocks(DM, 128))
     attention_dkdv_fma(BackwardArgs a) {
@@ -262,42 +267,50 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 128))
   float* sDelta = sL + kTile;                      // [kTile]
   const AttentionShape& s = a.s;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r0 = warp * kRowsPerWarp;
-  const int pair = blockIdx.x % s.pairs;
-  const int k0 = (blockIdx.x / s.pairs) * kTile;
+  const int kv_pairs = kv_pairs_of(s), group = group_of(s);
+  const int kv = blockIdx.x % kv_pairs;
+  const int k0 = (blockIdx.x / kv_pairs) * kTile;
   const int past = s.Tk - s.T;
   const float sl2 = s.scale * kLog2e;
-  const T* q = pair_rows<const T>(a.q, pair, s.heads);
-  const T* dout = pair_rows<const T>(a.dout, pair, s.heads);
-  const float* lse = a.lse + static_cast<std::int64_t>(pair) * s.T;
-  const float* delta = a.delta + static_cast<std::int64_t>(pair) * s.T;
+  // The group's first query pair; the others follow it.
+  const int pair0 = kv / s.kv_heads * s.heads + kv % s.kv_heads * group;
 
-  load_rows<T, DM>(sK, kKP, pair_rows<const T>(a.k, pair, s.heads) + k0 * a.k.row_stride,
+  load_rows<T, DM>(sK, kKP, kv_pair_rows<const T>(a.k, kv, s) + k0 * a.k.row_stride,
                    a.k.row_stride, s.Tk - k0, s.D);
-  load_rows<T, DM>(sV, kKP, pair_rows<const T>(a.v, pair, s.heads) + k0 * a.v.row_stride,
+  load_rows<T, DM>(sV, kKP, kv_pair_rows<const T>(a.v, kv, s) + k0 * a.v.row_stride,
                    a.v.row_stride, s.Tk - k0, s.D);
   float dk[kRowsPerWarp][DM / 32] = {}, dv[kRowsPerWarp][DM / 32] = {};
-  // Queries before k0 - past see none of these keys.
+  // Queries before k0 - past see none of these keys, nor (under a window) those from
+  // query_end of the block's last key on.
   const int i_begin = s.causal ? max(0, k0 - past) / kTile * kTile : 0;
+  const int i_end = query_end(s, k0 + kTile - 1);
   const int key = k0 + lane;
-  for (int i0 = i_begin; i0 < s.T; i0 += kTile) {
-    __syncthreads();  // the previous step is done with sQ, sdO, sP, sS (and sK, sV are loaded)
-    load_query_step<T, DM>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, i0);
-    __syncthreads();
-    float sc[kRowsPerWarp] = {}, dp[kRowsPerWarp] = {};
-    row_scores<DM>(sc, dp, sQ, sdO, sK, sV, r0, lane);
+  for (int pair = pair0; pair < pair0 + group; ++pair) {
+    const T* q = pair_rows<const T>(a.q, pair, s.heads);
+    const T* dout = pair_rows<const T>(a.dout, pair, s.heads);
+    const float* lse = a.lse + static_cast<std::int64_t>(pair) * s.T;
+    const float* delta = a.delta + static_cast<std::int64_t>(pair) * s.T;
+    for (int i0 = i_begin; i0 < i_end; i0 += kTile) {
+      __syncthreads();  // the previous step is done with sQ, sdO, sP, sS (and sK, sV are loaded)
+      load_query_step<T, DM>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, i0);
+      __syncthreads();
+      float sc[kRowsPerWarp] = {}, dp[kRowsPerWarp] = {};
+      row_scores<DM>(sc, dp, sQ, sdO, sK, sV, r0, lane);
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const int i = r0 + r;
-      const bool seen = !s.causal || key <= past + i0 + i;
-      const float p = seen ? exp2f(sc[r] * sl2 - sL[i]) : 0.0f;
-      sP[i * kTile + lane] = p;
-      sS[i * kTile + lane] = p * (dp[r] - sDelta[i]);
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const int i = r0 + r;
+        const bool seen = (!s.causal || key <= past + i0 + i) &&
+                          (s.window == 0 || key > past + i0 + i - s.window);
+        const float p = seen ? exp2f(sc[r] * sl2 - sL[i]) : 0.0f;
+        sP[i * kTile + lane] = p;
+        sS[i * kTile + lane] = p * (dp[r] - sDelta[i]);
+      }
+      __syncthreads();
+      accumulate_dkdv<DM>(dk, dv, sP, sS, sQ, sdO, min(kTile, s.T - i0), r0, lane);
     }
-    __syncthreads();
-    accumulate_dkdv<DM>(dk, dv, sP, sS, sQ, sdO, min(kTile, s.T - i0), r0, lane);
   }
-  T* dk_out = pair_rows<T>(a.dk, pair, s.heads);
-  T* dv_out = pair_rows<T>(a.dv, pair, s.heads);
+  T* dk_out = kv_pair_rows<T>(a.dk, kv, s);
+  T* dv_out = kv_pair_rows<T>(a.dv, kv, s);
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int j = k0 + r0 + r;
@@ -331,15 +344,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
   const int past = s.Tk - s.T;
   const int n_keys = s.causal ? min(s.Tk, past + q0 + kTile) : s.Tk;
   const float sl2 = s.scale * kLog2e;
-  const T* k = pair_rows<const T>(a.k, pair, s.heads);
-  const T* v = pair_rows<const T>(a.v, pair, s.heads);
+  const T* k = kv_rows<const T>(a.k, pair, s);
+  const T* v = kv_rows<const T>(a.v, pair, s);
 
   load_rows<T, DM>(sQ, DM, pair_rows<const T>(a.q, pair, s.heads) + q0 * a.q.row_stride,
                    a.q.row_stride, s.T - q0, s.D);
   load_rows<T, DM>(sdO, DM, pair_rows<const T>(a.dout, pair, s.heads) + q0 * a.dout.row_stride,
                    a.dout.row_stride, s.T - q0, s.D);
   float lse2[kRowsPerWarp], dlt[kRowsPerWarp];
-  int limit[kRowsPerWarp];
+  int limit[kRowsPerWarp], low[kRowsPerWarp];
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int row = q0 + r0 + r;
@@ -347,9 +360,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     lse2[r] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
     dlt[r] = row < s.T ? a.delta[at] : 0.0f;
     limit[r] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
+    low[r] = first_key(s, row);
   }
   float dq[kRowsPerWarp][DM / 32] = {};
-  for (int k0 = 0; k0 < n_keys; k0 += kTile) {
+  for (int k0 = first_key(s, q0); k0 < n_keys; k0 += kTile) {
     __syncthreads();
     load_rows<T, DM>(sK, kKP, k + k0 * a.k.row_stride, a.k.row_stride, s.Tk - k0, s.D);
     load_rows<T, DM>(sV, kKP, v + k0 * a.v.row_stride, a.v.row_stride, s.Tk - k0, s.D);
@@ -359,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     const int key = k0 + lane;
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
-      const float p = key <= limit[r] ? exp2f(sc[r] * sl2 - lse2[r]) : 0.0f;
+      const float p = key <= limit[r] && key >= low[r] ? exp2f(sc[r] * sl2 - lse2[r]) : 0.0f;
       sS[(r0 + r) * kTile + lane] = p * (dp[r] - dlt[r]);
     }
     __syncwarp();
@@ -417,7 +431,7 @@ void launch_attention_backward_fma(const BackwardArgs& a, DType dtype) {
                             dkdv_bytes, ready_dkdv, "attention_backward (FMA path, dk/dv)");
       reserve_shared_memory(reinterpret_cast<const void*>(&attention_dq_fma<T, DM>), dq_bytes,
                             ready_dq, "attention_backward (FMA path, dq)");
-      const unsigned kv_grid = static_cast<unsigned>(a.s.pairs) * tiles_of(a.s.Tk, kTile);
+      const unsigned kv_grid = static_cast<unsigned>(kv_pairs_of(a.s)) * tiles_of(a.s.Tk, kTile);
       attention_dkdv_fma<T, DM><<<kv_grid, kThreads, dkdv_bytes, compute_stream()>>>(a);
       GENESIS_CUDA_LAUNCH_CHECK();
       if (a.s.T == 0) return;

@@ -1,7 +1,7 @@
 // The tensor-core attention backward (f16/bf16, D = 64 or 128, 16-byte aligned rows), without
 // atomics so that it is deterministic; P is recomputed from q, k and the forward's lse. One
-// kernel owns 64 keys and walks the query tiles that see them (dk, dv); the other owns 64 query
-// rows and walks their key tiles (dq). Not here: other head dims or dtypes (attention_fma.cu).
+// kernel owns 64 keys of a kv head and walks the query tiles that see them, for every query head
+// of its group (dk, dv); the other owns 64 query rows and walks their key tiles (dq). Not here: other head dims or dtypes (attention_fma.cu).
 #include <cmath>
 
 #include "attention_kernels.cuh"
@@ -82,7 +82,8 @@ __device__ __forceinline__ void transposed_scores(float (&st)[kStep / 8][4],
 }
 
 // P^T and dS^T in place of S^T and dP^T for the query step from i0. Masking only where the
-// step's first query misses the block's last key (from k0), or the step runs past T.
+// step's first query misses the block's last key (from k0), the step runs past T, or a sliding
+// window may hide a key.
 template <int kStep>
 __device__ __forceinline__ void transposed_probs(float (&st)[kStep / 8][4],
                                                  float (&dpt)[kStep / 8][4],
@@ -90,14 +91,18 @@ __device__ __forceinline__ void transposed_probs(float (&st)[kStep / 8][4],
                                                  const float* tL, const float* tDelta,
                                                  const int (&key)[2], int k0, int i0, int t) {
   const int rows = s.T - i0;  // queries c >= rows are padding
-  const bool masked = (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep;
+  const bool masked =
+      (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep || s.window > 0;
 #pragma unroll
   for (int nb = 0; nb < kStep / 8; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int c = nb * 8 + 2 * t + (e & 1);  // query i0 + c
       float p = fast_exp2(st[nb][e] * sl2 - tL[c] * kLog2e);
-      if (masked && (c >= rows || (s.causal && key[e >> 1] > past + i0 + c))) p = 0.0f;
+      const int j = key[e >> 1];
+      if (masked && (c >= rows || (s.causal && j > past + i0 + c) ||
+                     (s.window > 0 && j <= past + i0 + c - s.window)))
+        p = 0.0f;
       st[nb][e] = p;
       dpt[nb][e] = p * (dpt[nb][e] - tDelta[c]);
     }
@@ -127,9 +132,10 @@ __device__ __forceinline__ void accumulate_dkdv(float (&dk)[D / 8][4], float (&d
   }
 }
 
-// dk, dv for 64 keys of one pair, in transposed form so every product stays in the warp's own
-// 16 key rows: S^T = K Q^T, dP^T = V dO^T, dS^T = P^T * (dP^T - delta), dv += P^T dO,
-// dk += scale dS^T Q. K and V stay in shared memory; query steps are double-buffered.
+// dk, dv for 64 keys of one kv pair, in transposed form so every product stays in the warp's
+// own 16 key rows: S^T = K Q^T, dP^T = V dO^T, dS^T = P^T * (dP^T - delta), dv += P^T dO,
+// dk += scale dS^T Q. K and V stay in shared memory; the query steps of every query head of the
+// kv pair's group run as one double-buffered sequence (head by head, steps in order).
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
   constexpr int kStep = step_rows<D>();  // queries per step
@@ -143,35 +149,44 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
   const AttentionShape& s = a.s;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane & 3;
   const int m0 = warp * 16;  // the warp's first key in the block
-  const int pair = blockIdx.x % s.pairs;
-  const int k0 = (blockIdx.x / s.pairs) * kBlockRows;
+  const int kv_pairs = kv_pairs_of(s), group = group_of(s);
+  const int kv = blockIdx.x % kv_pairs;
+  const int k0 = (blockIdx.x / kv_pairs) * kBlockRows;
   const int past = s.Tk - s.T;
   const float sl2 = s.scale * kLog2e;
-  const T* q = pair_rows<const T>(a.q, pair, s.heads);
-  const T* dout = pair_rows<const T>(a.dout, pair, s.heads);
-  const float* lse = a.lse + static_cast<std::int64_t>(pair) * s.T;
-  const float* delta = a.delta + static_cast<std::int64_t>(pair) * s.T;
-  // Queries before k0 - past see none of these keys.
+  // The group's first query pair; the others follow it.
+  const int pair0 = kv / s.kv_heads * s.heads + kv % s.kv_heads * group;
+  // Queries before k0 - past see none of these keys, nor (under a window) those from
+  // query_end of the block's last key on: each head takes `per_head` steps from i_begin.
   const int i_begin = s.causal ? max(0, k0 - past) / kStep * kStep : 0;
+  const int per_head = max(0, tiles_of(query_end(s, k0 + kBlockRows - 1) - i_begin, kStep));
+  const int n_steps = per_head * group;
+  // Step n's query rows: head pair0 + n / per_head, rows from i0 = i_begin + (n % per_head) kStep.
+  auto load_step = [&](int n, int b) {
+    const int pair = pair0 + n / per_head, i0 = i_begin + n % per_head * kStep;
+    const std::int64_t at = static_cast<std::int64_t>(pair) * s.T;
+    load_query_step<T, D>(a, sQ, sdO, sL, sDelta, pair_rows<const T>(a.q, pair, s.heads),
+                          pair_rows<const T>(a.dout, pair, s.heads), a.lse + at, a.delta + at,
+                          b, i0);
+  };
 
-  load_tile<T, D, kBlockRows, kThreads>(sK, pair_rows<const T>(a.k, pair, s.heads) +
+  load_tile<T, D, kBlockRows, kThreads>(sK, kv_pair_rows<const T>(a.k, kv, s) +
                                                 k0 * a.k.row_stride,
                                         a.k.row_stride, s.Tk - k0);
-  load_tile<T, D, kBlockRows, kThreads>(sV, pair_rows<const T>(a.v, pair, s.heads) +
+  load_tile<T, D, kBlockRows, kThreads>(sV, kv_pair_rows<const T>(a.v, kv, s) +
                                                 k0 * a.v.row_stride,
                                         a.v.row_stride, s.Tk - k0);
-  if (i_begin < s.T)
-    load_query_step<T, D>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, 0, i_begin);
+  if (n_steps > 0) load_step(0, 0);
   cp_async_commit();
 
   int key[2];  // this thread's keys (rows g and g + 8 of the warp)
 #pragma unroll
   for (int h = 0; h < 2; ++h) key[h] = k0 + m0 + (lane >> 2) + 8 * h;
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  for (int i0 = i_begin, step = 0; i0 < s.T; i0 += kStep, ++step) {
-    const int buf = step & 1;
-    if (i0 + kStep < s.T) {
-      load_query_step<T, D>(a, sQ, sdO, sL, sDelta, q, dout, lse, delta, buf ^ 1, i0 + kStep);
+  for (int step = 0; step < n_steps; ++step) {
+    const int buf = step & 1, i0 = i_begin + step % per_head * kStep;
+    if (step + 1 < n_steps) {
+      load_step(step + 1, buf ^ 1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -195,24 +210,26 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
   const float scale[2] = {s.scale, s.scale}, one[2] = {1.0f, 1.0f};
   const int valid = s.Tk - k0 - m0;
   store_rows<T, D>(sK, dk, scale, m0,
-                   pair_rows<T>(a.dk, pair, s.heads) + (k0 + m0) * a.dk.row_stride,
+                   kv_pair_rows<T>(a.dk, kv, s) + (k0 + m0) * a.dk.row_stride,
                    a.dk.row_stride, valid, lane);
   store_rows<T, D>(sV, dv, one, m0,
-                   pair_rows<T>(a.dv, pair, s.heads) + (k0 + m0) * a.dv.row_stride,
+                   kv_pair_rows<T>(a.dv, kv, s) + (k0 + m0) * a.dv.row_stride,
                    a.dv.row_stride, valid, lane);
 }
 
-// This thread's query rows g and g + 8 of the dq kernel's warp (from q0 + m0): the last key
-// each sees, lse in log2 units (+inf past T, so P = 0 there), and delta.
+// This thread's query rows g and g + 8 of the dq kernel's warp (from q0 + m0): the last and
+// first key each sees, lse in log2 units (+inf past T, so P = 0 there), and delta.
 __device__ __forceinline__ void query_row_stats(const BackwardArgs& a, int (&limit)[2],
-                                                float (&lse2)[2], float (&dlt)[2], int past,
-                                                int pair, int q0, int m0, int lane) {
+                                                int (&low)[2], float (&lse2)[2],
+                                                float (&dlt)[2], int past, int pair, int q0,
+                                                int m0, int lane) {
   const AttentionShape& s = a.s;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = q0 + m0 + (lane >> 2) + 8 * h;
     const std::int64_t at = static_cast<std::int64_t>(pair) * s.T + row;
     limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
+    low[h] = first_key(s, row);
     lse2[h] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
     dlt[h] = row < s.T ? a.delta[at] : 0.0f;
   }
@@ -243,13 +260,15 @@ template <int kStep>
 __device__ __forceinline__ void row_score_grads(float (&sc)[kStep / 8][4],
                                                 const float (&dp)[kStep / 8][4], float sl2,
                                                 bool masked, int k0, int t, const int (&limit)[2],
-                                                const float (&lse2)[2], const float (&dlt)[2]) {
+                                                const int (&low)[2], const float (&lse2)[2],
+                                                const float (&dlt)[2]) {
 #pragma unroll
   for (int nb = 0; nb < kStep / 8; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float p = fast_exp2(sc[nb][e] * sl2 - lse2[e >> 1]);
-      if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) p = 0.0f;
+      const int key = k0 + nb * 8 + 2 * t + (e & 1);
+      if (masked && (key > limit[e >> 1] || key < low[e >> 1])) p = 0.0f;
       sc[nb][e] = p * (dp[nb][e] - dlt[e >> 1]);
     }
 }
@@ -272,14 +291,15 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
   const int q0 = (tiles_of(s.T, kBlockRows) - 1 - blockIdx.x / s.pairs) * kBlockRows;
   const int past = s.Tk - s.T;
   const int n_keys = s.causal ? min(s.Tk, past + q0 + kBlockRows) : s.Tk;
+  const int k_begin = first_key(s, q0);  // the window's start for the block's first row
   const int first_limit = s.causal ? min(past + q0, s.Tk - 1) : s.Tk - 1;
   const float sl2 = s.scale * kLog2e;
-  const T* k = pair_rows<const T>(a.k, pair, s.heads);
-  const T* v = pair_rows<const T>(a.v, pair, s.heads);
+  const T* k = kv_rows<const T>(a.k, pair, s);
+  const T* v = kv_rows<const T>(a.v, pair, s);
 
-  int limit[2];
+  int limit[2], low[2];
   float lse2[2], dlt[2];
-  query_row_stats(a, limit, lse2, dlt, past, pair, q0, m0, lane);
+  query_row_stats(a, limit, low, lse2, dlt, past, pair, q0, m0, lane);
 
   load_tile<T, D, kBlockRows, kThreads>(sQ, pair_rows<const T>(a.q, pair, s.heads) +
                                                 q0 * a.q.row_stride,
@@ -287,13 +307,15 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
   load_tile<T, D, kBlockRows, kThreads>(sdO, pair_rows<const T>(a.dout, pair, s.heads) +
                                                  q0 * a.dout.row_stride,
                                         a.dout.row_stride, s.T - q0);
-  load_tile<T, D, kStep, kThreads>(sK, k, a.k.row_stride, s.Tk);
-  load_tile<T, D, kStep, kThreads>(sV, v, a.v.row_stride, s.Tk);
+  load_tile<T, D, kStep, kThreads>(sK, k + k_begin * a.k.row_stride, a.k.row_stride,
+                                   s.Tk - k_begin);
+  load_tile<T, D, kStep, kThreads>(sV, v + k_begin * a.v.row_stride, a.v.row_stride,
+                                   s.Tk - k_begin);
   cp_async_commit();
 
   std::uint32_t qf[D / 16][4], df[D / 16][4];
   float dq[D / 8][4] = {};
-  for (int k0 = 0, step = 0; k0 < n_keys; k0 += kStep, ++step) {
+  for (int k0 = k_begin, step = 0; k0 < n_keys; k0 += kStep, ++step) {
     const int buf = step & 1;
     next_kv_step<T, D, kStep, kThreads>(a, sK, sV, k, v, k0, buf, k0 + kStep < n_keys);
     __syncthreads();
@@ -308,7 +330,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
     const T* tV = sV + buf * kStep * D;
     float sc[kStep / 8][4] = {}, dp[kStep / 8][4] = {};
     row_scores<T, D, kStep>(sc, dp, qf, df, tK, tV, lane);
-    row_score_grads<kStep>(sc, dp, sl2, k0 + kStep - 1 > first_limit, k0, t, limit, lse2, dlt);
+    row_score_grads<kStep>(sc, dp, sl2, s.window > 0 || k0 + kStep - 1 > first_limit, k0, t,
+                           limit, low, lse2, dlt);
     accumulate_product<T, D, kStep>(dq, sc, tK, lane);  // dq += dS K
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
   }
@@ -327,7 +350,7 @@ void launch_backward(const BackwardArgs& a) {
                         ready_dkdv, "attention_backward (tensor-core path, dk/dv)");
   reserve_shared_memory(reinterpret_cast<const void*>(&attention_dq_mma<T, D>), dq_bytes,
                         ready_dq, "attention_backward (tensor-core path, dq)");
-  const unsigned kv_grid = static_cast<unsigned>(a.s.pairs) * tiles_of(a.s.Tk, kBlockRows);
+  const unsigned kv_grid = static_cast<unsigned>(kv_pairs_of(a.s)) * tiles_of(a.s.Tk, kBlockRows);
   attention_dkdv_mma<T, D><<<kv_grid, kThreads, dkdv_bytes, compute_stream()>>>(a);
   GENESIS_CUDA_LAUNCH_CHECK();
   if (a.s.T == 0) return;

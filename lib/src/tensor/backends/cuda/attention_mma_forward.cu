@@ -1,7 +1,8 @@
 // The tensor-core attention forward (FlashAttention-2 style) for f16/bf16 with D = 64 or 128 and
 // 16-byte aligned rows: a block owns 64 query rows of one pair (4 warps x 16 rows) and streams
-// 64-key tiles of K and V through double-buffered shared memory, with an online softmax in f32;
-// causal key tiles past the block's last row are never loaded. Not here: other head dims or
+// 64-key tiles of K and V (its kv head's, under grouped-query attention) through double-buffered
+// shared memory, with an online softmax in f32; causal key tiles past the block's last row, and
+// keys before its first row's sliding window, are never loaded. Not here: other head dims or
 // dtypes (attention_fma.cu).
 #include <cmath>
 
@@ -47,15 +48,17 @@ __device__ __forceinline__ void tile_scores(float (&sc)[kKeys / 8][4],
 }
 
 // Scale into log2 units (before the max, so a negative scale is handled too) and mask the keys
-// past limit[h] when the tile starting at key k0 is `masked`.
+// outside [low[h], limit[h]] when the tile starting at key k0 is `masked`.
 __device__ __forceinline__ void scale_and_mask(float (&sc)[kKeys / 8][4], float sl2, bool masked,
-                                               int k0, int t, const int (&limit)[2]) {
+                                               int k0, int t, const int (&limit)[2],
+                                               const int (&low)[2]) {
 #pragma unroll
   for (int nb = 0; nb < kKeys / 8; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float x = sc[nb][e] * sl2;
-      if (masked && k0 + nb * 8 + 2 * t + (e & 1) > limit[e >> 1]) x = -INFINITY;
+      const int key = k0 + nb * 8 + 2 * t + (e & 1);
+      if (masked && (key > limit[e >> 1] || key < low[e >> 1])) x = -INFINITY;
       sc[nb][e] = x;
     }
 }
@@ -125,31 +128,36 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
   const int q0 = (tiles_of(s.T, kRows) - 1 - blockIdx.x / s.pairs) * kRows;
   const int past = s.Tk - s.T;
   const int n_keys = s.causal ? min(s.Tk, past + q0 + kRows) : s.Tk;
-  const int n_tiles = tiles_of(n_keys, kKeys);
-  // A tile needs masking when its last key is past what the block's first row may see.
+  const int k_begin = first_key(s, q0);  // the window's start for the block's first row
+  const int n_tiles = tiles_of(n_keys - k_begin, kKeys);
+  // A tile needs masking when its last key is past what the block's first row may see, or
+  // (with a window, every tile) when it may start before what its last row may see.
   const int first_limit = s.causal ? min(past + q0, s.Tk - 1) : s.Tk - 1;
   const float sl2 = s.scale * kLog2e;  // scores in log2 units: exp(x) = exp2(x * log2 e)
   const T* q = pair_rows<const T>(a.q, pair, s.heads);
-  const T* k = pair_rows<const T>(a.k, pair, s.heads);
-  const T* v = pair_rows<const T>(a.v, pair, s.heads);
+  const T* k = kv_rows<const T>(a.k, pair, s);
+  const T* v = kv_rows<const T>(a.v, pair, s);
 
-  int limit[2];  // last key this thread's rows (g and g + 8 of the warp) may see
+  int limit[2], low[2];  // last and first key this thread's rows (g and g + 8 of the warp) see
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = q0 + m0 + (lane >> 2) + 8 * h;
     limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
+    low[h] = first_key(s, row);
   }
 
   load_tile<T, D, kRows, kThreads>(sQ, q + q0 * a.q.row_stride, a.q.row_stride, s.T - q0);
-  load_tile<T, D, kKeys, kThreads>(sK, k, a.k.row_stride, s.Tk);
-  load_tile<T, D, kKeys, kThreads>(sV, v, a.v.row_stride, s.Tk);
+  load_tile<T, D, kKeys, kThreads>(sK, k + k_begin * a.k.row_stride, a.k.row_stride,
+                                   s.Tk - k_begin);
+  load_tile<T, D, kKeys, kThreads>(sV, v + k_begin * a.v.row_stride, a.v.row_stride,
+                                   s.Tk - k_begin);
   cp_async_commit();
 
   std::uint32_t qf[D / 16][4];
   float o[D / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (int j = 0; j < n_tiles; ++j) {
-    const int buf = j & 1, k0 = j * kKeys;
+    const int buf = j & 1, k0 = k_begin + j * kKeys;
     next_kv_step<T, D, kKeys, kThreads>(a, sK, sV, k, v, k0, buf, j + 1 < n_tiles);
     __syncthreads();
     if (j == 0) {
@@ -160,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
     const T* tV = sV + buf * kKeys * D;
     float sc[kKeys / 8][4] = {};
     tile_scores<T, D>(sc, qf, tK, lane);
-    scale_and_mask(sc, sl2, k0 + kKeys - 1 > first_limit, k0, t, limit);
+    scale_and_mask(sc, sl2, s.window > 0 || k0 + kKeys - 1 > first_limit, k0, t, limit, low);
     online_softmax<D>(sc, m, l, o);
     accumulate_product<T, D, kKeys>(o, sc, tV, lane);  // O += P V
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
