@@ -16,7 +16,7 @@ _genesis() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         if [[ -z $command ]]; then
             case ${COMP_WORDS[i]} in
-                bench-allreduce|ckpt|doctor|launch|report|train) command=${COMP_WORDS[i]} ;;
+                bench-allreduce|ckpt|doctor|generate|launch|report|score|train) command=${COMP_WORDS[i]} ;;
             esac
         elif [[ $command == ckpt && -z $subcommand ]]; then
             case ${COMP_WORDS[i]} in
@@ -82,8 +82,14 @@ _genesis() {
             case $subcommand in
                 export)
                     case $prev in
+                        --dtype)
+                            COMPREPLY=($(compgen -W "f32 bf16 f16" -- "$cur"))
+                            return ;;
                         --format)
                             COMPREPLY=($(compgen -W "auto genesis hf" -- "$cur"))
+                            return ;;
+                        --max-shard-size)
+                            :
                             return ;;
                         --output|-o)
                             compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
@@ -111,6 +117,34 @@ _genesis() {
                     COMPREPLY=($(compgen -W "auto gloo nccl shm shm+gloo" -- "$cur"))
                     return ;;
                 --timeout)
+                    :
+                    return ;;
+            esac
+            ;;
+        generate)
+            case $prev in
+                --batch-size)
+                    :
+                    return ;;
+                --device)
+                    COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur"))
+                    return ;;
+                --input|-i)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
+                --max-new-tokens)
+                    :
+                    return ;;
+                --seed)
+                    :
+                    return ;;
+                --temperature)
+                    :
+                    return ;;
+                --top-k)
+                    :
+                    return ;;
+                --top-p)
                     :
                     return ;;
             esac
@@ -192,6 +226,19 @@ _genesis() {
                     return ;;
             esac
             ;;
+        score)
+            case $prev in
+                --batch-size)
+                    :
+                    return ;;
+                --device)
+                    COMPREPLY=($(compgen -W "auto cpu cuda" -- "$cur"))
+                    return ;;
+                --input|-i)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
+            esac
+            ;;
         train)
             case $prev in
                 --algorithm)
@@ -223,7 +270,7 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor launch report train" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor generate launch report score train" -- "$cur"))
         return
     fi
     if [[ $command == ckpt && -z $subcommand && $cur != -* ]]; then
@@ -241,7 +288,7 @@ _genesis() {
                 verify)
                     if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")); fi ;;
                 export)
-                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --force --format --help -h --log-level --output -o --version" -- "$cur")); fi ;;
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --dtype --force --format --help -h --log-level --max-shard-size --output -o --version" -- "$cur")); fi ;;
                 reshard)
                     if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --log-level --output -o --strategy --version --world-size" -- "$cur")); fi ;;
                 diff)
@@ -249,9 +296,11 @@ _genesis() {
                 *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
             esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
+        generate) COMPREPLY=($(compgen -W "--batch-size --color --device --help -h --input -i --log-level --max-new-tokens --seed --temperature --top-k --top-p --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --dry_run --emit-sbatch --emit_sbatch --gpus --num-gpus --num_gpus --grace-period --grace_period --heartbeat-timeout --heartbeat_timeout --help -h --local-ranks-filter --local_ranks_filter --log-dir --log_dir --log-level --master-addr --master_addr --master-port --master_port --max-restarts --max_restarts --module -m --nnodes --num-nodes --num_nodes --no-python --no_python --node-rank --node_rank --nproc-per-node --nproc_per_node --nproc --rdzv-backend --rdzv_backend --rdzv-conf --rdzv_conf --rdzv-endpoint --rdzv_endpoint --run-id --run_id --rdzv-id --rdzv_id --standalone --store-token --store_token --tee --timeout --version" -- "$cur")) ;;
         report)
             if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --format --help -h --log-level --metric --output -o --version" -- "$cur")); fi ;;
+        score) COMPREPLY=($(compgen -W "--batch-size --color --device --help -h --input -i --log-level --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--algorithm --color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac

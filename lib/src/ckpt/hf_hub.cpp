@@ -28,16 +28,6 @@ bool is_repo_id(const std::string& id) {
   return slashes <= 1 && id.front() != '/' && id.back() != '/';
 }
 
-// The hub cache as huggingface_hub finds it: HF_HUB_CACHE (or its old name), HF_HOME/hub,
-// XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
-fs::path hub_cache() {
-  if (auto v = env::read_text("HF_HUB_CACHE")) return *v;
-  if (auto v = env::read_text("HUGGINGFACE_HUB_CACHE")) return *v;
-  if (auto v = env::read_text("HF_HOME")) return fs::path(*v) / "hub";
-  if (auto v = env::read_text("XDG_CACHE_HOME")) return fs::path(*v) / "huggingface" / "hub";
-  return fs::path(env::read_text("HOME").value_or("~")) / ".cache" / "huggingface" / "hub";
-}
-
 // A commit hash as refs/main holds it: one plain path component, so it cannot lead elsewhere.
 bool is_plain_name(const std::string& s) {
   if (s.empty() || s.size() > 255 || s == "." || s == "..") return false;
@@ -56,7 +46,7 @@ fs::path resolve_pretrained(const std::string& path_or_id, const std::string& ke
                 key + " = '" + path_or_id + "': no such file or directory");
   std::string folder = "models--" + path_or_id;
   if (const auto slash = folder.find('/'); slash != std::string::npos) folder.replace(slash, 1, "--");
-  const fs::path repo = hub_cache() / folder;
+  const fs::path repo = fs::path(env::hf_hub_cache()) / folder;
   const fs::path ref = repo / "refs" / "main";
   std::ifstream in(ref);
   std::string commit;

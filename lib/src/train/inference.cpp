@@ -140,7 +140,8 @@ Device inference_device(DeviceKind kind) { return training_device(kind); }
 InferenceModel load_inference_model(const std::string& name, Device device) {
   ModelConfig m;
   InferenceModel out;
-  if (names_hf_model(name)) {
+  // A Hub id that is not cached goes to resolve_pretrained too, whose error says how to fetch it.
+  if (names_hf_model(name) || (looks_like_hub_id(name) && !fs::exists(name))) {
     m.kind = "hf";
     m.init_from = name;
     m.block_size = 1;

@@ -110,7 +110,7 @@ std::string InitWeights::read_part(const std::string& path, const std::string& k
   if (names_hf_model(path)) return read_hf_part(path, key, prefix, wanted);
   if (!fs::exists(path))
     throw ConfigError(where + ": there is no such run, checkpoint or file" + how_to_make(path) +
-                      (looks_like_hub_id(path)
+                      (looks_like_hub_id(path) && how_to_make(path).empty()
                            ? "; nor is it a Hub id in the local Hugging Face cache "
                              "(`huggingface-cli download " + path + "` fetches one)"
                            : ""));
