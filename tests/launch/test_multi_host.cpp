@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 #include "support/simulated_hosts.hpp"
 
 using namespace genesis::testing;
@@ -70,10 +71,11 @@ std::vector<CliResult> results_of(const std::vector<HostRun>& runs) {
   return {runs[0].result, runs[1].result};
 }
 
+// The two hosts, or nullopt after skipping the test (the caller returns): call it first.
 std::optional<SimulatedHosts> hosts_or_skip(const std::string& rate = "") {
   std::string why_not;
   auto hosts = SimulatedHosts::create(rate, why_not);
-  if (!hosts) WARN(why_not);
+  if (!hosts) skip_test(Need::namespaces, why_not);
   return hosts;
 }
 
@@ -397,10 +399,9 @@ TEST_CASE("after a cut link, --max-restarts resumes the job from its last checkp
 
 TEST_CASE("a PyTorch DDP program runs under genesis launch across two hosts",
           "[launch][multihost]") {
-  if (run_process({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0) {
-    WARN("Debian's python3-torch is not installed (make test installs it): not run");
-    return;
-  }
+  if (run_process({"/usr/bin/python3", "-c", "import torch.distributed"}).exit_code != 0)
+    return skip_test(Need::pytorch, "Debian's python3-torch is not installed (make test "
+                                    "installs it): no PyTorch program to launch");
   auto hosts = hosts_or_skip();
   if (!hosts) return;
   const std::string script =
