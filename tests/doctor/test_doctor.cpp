@@ -288,6 +288,10 @@ TEST_CASE("shm check: a /dev/shm too small for the shm backend's segment", "[doc
   CHECK(contains(small.detail, "segment for 4 ranks needs"));
   CHECK(contains(small.hint, "--shm-size"));
   CHECK_FALSE(contains(one_rank.detail, "segment for"));
+}
+
+TEST_CASE("slurm check names the job's task and nodes and warns of a bad SLURM_PROCID",
+          "[doctor]") {
   auto job = doctor::check_slurm(env_of({{"SLURM_JOB_ID", "42"}, {"SLURM_PROCID", "1"},
                                          {"SLURM_NTASKS", "4"},
                                          {"SLURM_JOB_NODELIST", "node[01-02]"}}));
