@@ -4,6 +4,8 @@
 // get zeros, and misuse fails with a clear message.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/autograd/node.hpp"
 #include "genesis/nn/mlp.hpp"
@@ -36,28 +38,37 @@ TEST_CASE("an existing .grad is updated in place, so views of it stay valid", "[
 TEST_CASE("a tied weight's gradients add into a .grad that views a bucket, the hook fires once",
           "[autograd]") {
   // Each gradient goes into the view as it comes (no sum of them waits beside the bucket), and
-  // the hook still sees the complete gradient.
+  // the hook fires once, after the last of them: a hook per partial gradient would have DDP
+  // reduce the bucket before it is complete.
   Tensor x = Tensor::from_vector<float>({1, 2}, {2}).set_requires_grad(true);
   Tensor bucket = Tensor::full({4}, 0.5);
   x.set_grad(bucket.slice(0, 1, 3));
-  std::vector<float> seen;
-  x.register_grad_ready_hook([&](const Tensor& p) { seen = p.grad().to_vector(); });
+  std::vector<std::vector<float>> seen;  // the gradient at each call
+  x.register_grad_ready_hook([&](const Tensor& p) { seen.push_back(p.grad().to_vector()); });
   sum(mul(x, x) + mul(x, 3.0)).backward();  // dy/dx = 2x + 3
   CHECK(bucket.to_vector() == std::vector<float>{0.5f, 5.5f, 7.5f, 0.5f});
-  CHECK(seen == std::vector<float>{5.5f, 7.5f});
+  CHECK(seen == std::vector<std::vector<float>>{{5.5f, 7.5f}});
 }
 
 TEST_CASE("grad-ready hooks fire once per parameter, last layer first", "[autograd]") {
   Generator gen(5);
   nn::MLP mlp(6, {5, 4}, 3, gen);
   std::vector<std::string> order;
+  std::map<std::string, int> calls;
   for (auto& [name, p] : mlp.named_parameters()) {
-    p.register_grad_ready_hook([&order, name = name](const Tensor& param) {
+    calls[name] = 0;
+    p.register_grad_ready_hook([&order, &calls, name = name](const Tensor& param) {
       REQUIRE(param.grad().defined());
       order.push_back(name);
+      ++calls[name];
     });
   }
   sum(mlp(Tensor::randn({2, 6}, gen))).backward();
+  REQUIRE(calls.size() == 6);
+  for (const auto& [name, n] : calls) {
+    INFO(name);
+    CHECK(n == 1);  // each once: a total of 6 could hide one hook firing twice, another never
+  }
   REQUIRE(order.size() == 6);
   // Registration order is layers.0 -> layers.4; gradients become ready in reverse.
   REQUIRE(order.front().rfind("layers.4.", 0) == 0);

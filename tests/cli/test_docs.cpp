@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 
 namespace fs = std::filesystem;
 using genesis::testing::run_process;
@@ -80,10 +81,9 @@ TEST_CASE("committed completions and man pages match the generated ones", "[docs
 }
 
 TEST_CASE("man pages render without groff warnings", "[docs]") {
-  if (run_process({"sh", "-c", "command -v groff"}).exit_code != 0) {
-    WARN("groff not installed: man pages not rendered");
-    return;
-  }
+  if (run_process({"sh", "-c", "command -v groff"}).exit_code != 0)
+    return genesis::testing::skip_test(genesis::testing::Need::doc_tools,
+                                       "groff is not installed: the man pages are not rendered");
   for (const auto& name : files_in(kGenerated / "man")) {
     INFO(name);
     auto result = run_process({"groff", "-man", "-Tutf8", "-ww", "-z", (kGenerated / "man" / name).string()});
@@ -98,11 +98,13 @@ TEST_CASE("man pages render without groff warnings", "[docs]") {
 }
 
 TEST_CASE("zsh and fish completions parse", "[docs]") {
-  for (auto [shell, file] : {std::pair{"zsh", "_genesis"}, std::pair{"fish", "genesis.fish"}}) {
-    if (run_process({"sh", "-c", std::string("command -v ") + shell}).exit_code != 0) {
-      WARN(shell << " not installed: " << file << " not checked");
-      continue;
-    }
+  const auto shells = {std::pair{"zsh", "_genesis"}, std::pair{"fish", "genesis.fish"}};
+  for (auto [shell, file] : shells)
+    if (run_process({"sh", "-c", std::string("command -v ") + shell}).exit_code != 0)
+      return genesis::testing::skip_test(
+          genesis::testing::Need::doc_tools,
+          std::string(shell) + " is not installed: " + file + " is not checked");
+  for (auto [shell, file] : shells) {
     auto result = run_process({shell, "-n", (kSource / "completions" / file).string()});
     INFO(result.err);
     CHECK(result.exit_code == 0);

@@ -1,7 +1,7 @@
 // The NCCL process group and device tensors. Everywhere: the clear errors a machine without a GPU
 // (or a build without CUDA) gives for backend nccl, bench-allreduce --backend nccl and cuda:N
-// tensors, and the arrival report a timeout quotes. Tagged [cuda], on a GPU only (a WARN and an
-// early return elsewhere): host<->device round trips, and 2 launched ranks sharing the one GPU
+// tensors, and the arrival report a timeout quotes. Tagged [cuda], on a GPU only (skipped
+// elsewhere): host<->device round trips, and 2 launched ranks sharing the one GPU
 // (distinct NCCL_HOSTID) running bench-allreduce and every collective with exact results.
 #include <catch2/catch.hpp>
 
@@ -91,10 +91,9 @@ void require_exact_table(const genesis::testing::CliResult& r) {
 // ---- every machine
 
 TEST_CASE("backend nccl says why it cannot run on a machine without a GPU", "[nccl]") {
-  if (gpu_visible()) {
-    WARN("a GPU is visible: the no-GPU errors cannot be reached here");
-    return;
-  }
+  if (gpu_visible())
+    return testing::skip_test(testing::Need::no_gpu,
+                              "a GPU is visible: the no-GPU errors cannot be reached here");
   NoJobEnv env;
   const std::string single = error_of([] { init_process_group("nccl", 1, 0); });
   CHECK_THAT(single, Catch::Contains(kNoGpuReason) && Catch::Contains("nccl"));
@@ -127,10 +126,9 @@ TEST_CASE("backend nccl says why it cannot run on a machine without a GPU", "[nc
 }
 
 TEST_CASE("bench-allreduce --backend nccl fails with the reason and prints no table", "[nccl]") {
-  if (gpu_visible()) {
-    WARN("a GPU is visible: the no-GPU errors cannot be reached here");
-    return;
-  }
+  if (gpu_visible())
+    return testing::skip_test(testing::Need::no_gpu,
+                              "a GPU is visible: the no-GPU errors cannot be reached here");
   auto r = run_genesis({"bench-allreduce", "--backend", "nccl", "-b", "8", "-e", "8"});
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.exit_code == 1);
@@ -145,10 +143,9 @@ TEST_CASE("bench-allreduce --backend nccl fails with the reason and prints no ta
 }
 
 TEST_CASE("cuda tensors fail clearly on a machine without a GPU", "[nccl]") {
-  if (gpu_visible()) {
-    WARN("a GPU is visible: the no-GPU errors cannot be reached here");
-    return;
-  }
+  if (gpu_visible())
+    return testing::skip_test(testing::Need::no_gpu,
+                              "a GPU is visible: the no-GPU errors cannot be reached here");
   const Tensor host = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});
   CHECK_THAT(error_of([] { Tensor::zeros({2}, DType::f32, Device::cuda(0)); }),
              Catch::Contains(kNoGpuReason));

@@ -21,6 +21,7 @@
 
 #include "dist/shm/shm_communicator.hpp"
 #include "genesis/core/error.hpp"
+#include "support/environment_skip.hpp"
 
 namespace genesis {
 namespace {
@@ -182,10 +183,8 @@ TEST_CASE("shm: a rank whose process exits is named at once", "[shm][dist]") {
 }
 
 TEST_CASE("shm: a segment another user owns is refused", "[shm][dist]") {
-  if (geteuid() != 0) {
-    WARN("skipped: handing a segment to another user needs root");
-    return;
-  }
+  if (geteuid() != 0)
+    return testing::skip_test(testing::Need::root, "handing a segment to another user needs root");
   const std::string name = fresh_name();
   const int fd = shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   REQUIRE(fd >= 0);

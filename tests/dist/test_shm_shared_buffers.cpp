@@ -12,6 +12,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/dist/process_group_shm.hpp"
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 #include "support/small_runs.hpp"
 #include "support/thread_ranks.hpp"
 
@@ -157,10 +158,10 @@ testing::CliResult train_with_dev_shm(const testing::TempDir& dir, const std::st
 
 TEST_CASE("DDP on 2 ranks with no room in /dev/shm for its buckets trains, with one warning",
           "[shm][dist][train]") {
-  if (!can_mount_namespace()) {
-    WARN("cannot make a mount namespace here (needs root): the no-room fallback is not exercised");
-    return;
-  }
+  if (!can_mount_namespace())
+    return testing::skip_test(testing::Need::namespaces,
+                              "cannot make a mount namespace here (needs root): the no-room "
+                              "fallback is not exercised");
   // 10 MiB: room for the group's segment (9 MiB for 2 ranks), not for two 1-2 MiB buckets.
   testing::TempDir dir;
   const auto r = train_with_dev_shm(dir, "10m", "full",
@@ -176,10 +177,10 @@ TEST_CASE("DDP on 2 ranks with no room in /dev/shm for its buckets trains, with 
 
 TEST_CASE("auto on a host whose /dev/shm cannot take the group's segment trains over gloo",
           "[shm][dist][train]") {
-  if (!can_mount_namespace()) {
-    WARN("cannot make a mount namespace here (needs root): the gloo fallback is not exercised");
-    return;
-  }
+  if (!can_mount_namespace())
+    return testing::skip_test(testing::Need::namespaces,
+                              "cannot make a mount namespace here (needs root): the gloo "
+                              "fallback is not exercised");
   testing::TempDir dir;
   const auto run = [&](const std::string& name, const std::string& backend) {
     return train_with_dev_shm(dir, "1m", name,

@@ -19,6 +19,7 @@
 #include "genesis/doctor/report.hpp"
 #include "genesis/tensor/device.hpp"
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 #include "support/thread_ranks.hpp"
 
 using namespace genesis;
@@ -273,11 +274,12 @@ TEST_CASE("shm check: a /dev/shm too small for the shm backend's segment", "[doc
   // A 1 MiB tmpfs stands in for a container's small /dev/shm (mounting needs root).
   testing::TempDir dir;
   const std::string mount_point = dir.path().string();
-  if (testing::run_process({"mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mount_point})
-          .exit_code != 0) {
-    WARN("cannot mount a tmpfs here (needs root): the small-/dev/shm check is not exercised");
-    return;
-  }
+  const testing::CliResult mounted =
+      testing::run_process({"mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mount_point});
+  if (mounted.exit_code != 0)
+    return testing::skip_test(testing::Need::root,
+                              "cannot mount a tmpfs here (" + mounted.err +
+                                  "): the small-/dev/shm check is not exercised");
   const auto small = doctor::check_shm(mount_point, 4);
   const auto one_rank = doctor::check_shm(mount_point, 1);
   testing::run_process({"umount", mount_point});
@@ -286,6 +288,10 @@ TEST_CASE("shm check: a /dev/shm too small for the shm backend's segment", "[doc
   CHECK(contains(small.detail, "segment for 4 ranks needs"));
   CHECK(contains(small.hint, "--shm-size"));
   CHECK_FALSE(contains(one_rank.detail, "segment for"));
+}
+
+TEST_CASE("slurm check names the job's task and nodes and warns of a bad SLURM_PROCID",
+          "[doctor]") {
   auto job = doctor::check_slurm(env_of({{"SLURM_JOB_ID", "42"}, {"SLURM_PROCID", "1"},
                                          {"SLURM_NTASKS", "4"},
                                          {"SLURM_JOB_NODELIST", "node[01-02]"}}));

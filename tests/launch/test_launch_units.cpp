@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "genesis/core/error.hpp"
@@ -12,6 +13,9 @@
 #include "genesis/launch/output_relay.hpp"
 #include "genesis/launch/slurm.hpp"
 #include "genesis/launch/worker_env.hpp"
+#include "support/cli_run.hpp"
+#include "support/scontrol_path.hpp"
+#include "support/scoped_env.hpp"
 
 using namespace genesis;
 using namespace genesis::launch;
@@ -205,14 +209,20 @@ TEST_CASE("SLURM hostlists expand with ranges and padding", "[launch]") {
 }
 
 TEST_CASE("SLURM variables map onto the env contract", "[launch]") {
-  // scontrol is absent on test machines, so the first host comes from the built-in parser.
-  auto mapping = map_slurm_env(lookup_in({{"SLURM_PROCID", "5"},
-                                          {"SLURM_LOCALID", "1"},
-                                          {"SLURM_NTASKS", "8"},
-                                          {"SLURM_NODEID", "2"},
-                                          {"SLURM_NNODES", "4"},
-                                          {"SLURM_JOB_ID", "777"},
-                                          {"SLURM_JOB_NODELIST", "trn[003-006]"}}));
+  // Without scontrol on PATH the first host comes from the built-in parser.
+  testing::TempDir dir;
+  const std::map<std::string, std::string> job{{"SLURM_PROCID", "5"},
+                                               {"SLURM_LOCALID", "1"},
+                                               {"SLURM_NTASKS", "8"},
+                                               {"SLURM_NODEID", "2"},
+                                               {"SLURM_NNODES", "4"},
+                                               {"SLURM_JOB_ID", "777"},
+                                               {"SLURM_JOB_NODELIST", "trn[003-006]"}};
+  std::optional<SlurmMapping> mapping;
+  {
+    const testing::ScopedEnv no_scontrol("PATH", testing::path_without_scontrol(dir.path()).string());
+    mapping = map_slurm_env(lookup_in(job));
+  }
   REQUIRE(mapping.has_value());
   CHECK(mapping->rank == 5);
   CHECK(mapping->local_rank == 1);
@@ -220,7 +230,13 @@ TEST_CASE("SLURM variables map onto the env contract", "[launch]") {
   CHECK(mapping->node_rank == 2);
   CHECK(mapping->nnodes == 4);
   CHECK(mapping->job_id == "777");
-  if (std::system("command -v scontrol >/dev/null 2>&1") != 0) CHECK(mapping->master_addr == "trn003");
+  CHECK(mapping->master_addr == "trn003");
+  // With scontrol on PATH its answer wins (it knows every form of node list).
+  {
+    const testing::ScopedEnv fake(
+        "PATH", testing::path_with_fake_scontrol(dir.path(), "from-scontrol").string());
+    CHECK(map_slurm_env(lookup_in(job))->master_addr == "from-scontrol");
+  }
 
   // An explicit RANK (torchrun or genesis launch inside the allocation) wins over SLURM.
   CHECK_FALSE(map_slurm_env(lookup_in({{"SLURM_PROCID", "1"}, {"RANK", "0"}})).has_value());

@@ -2,7 +2,7 @@
 // `srun -n 2 genesis train` as one world, `genesis launch` under srun, the --emit-sbatch script
 // under sbatch on one node and on two, and srun steps whose tasks cannot run scontrol. Each trains
 // gpt-tiny for 3 steps to the loss `genesis launch --nproc 2` reaches outside SLURM. Without root
-// or the Debian packages they WARN and return (GENESIS_REQUIRE_SLURM=1: they fail).
+// or the Debian packages they skip (GENESIS_REQUIRE_SLURM=1: they fail).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,7 +11,9 @@
 #include <set>
 
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 #include "support/local_slurm.hpp"
+#include "support/scontrol_path.hpp"
 
 using namespace genesis::testing;
 using nlohmann::json;
@@ -21,16 +23,12 @@ namespace {
 
 constexpr double kLossTolerance = 1e-5;
 
-// The cluster, or nullptr after a WARN saying why SLURM cannot run here.
+// The cluster, or nullptr after skipping the test (the caller returns): call it first.
 std::unique_ptr<LocalSlurm> slurm_or_skip(int nodes) {
   std::string why_not;
   auto slurm = LocalSlurm::start(nodes, why_not);
-  if (slurm) return slurm;
-  const char* required = std::getenv("GENESIS_REQUIRE_SLURM");
-  if (required != nullptr && std::string(required) == "1")
-    FAIL("GENESIS_REQUIRE_SLURM=1, but a local SLURM cannot run: " << why_not);
-  WARN("real-SLURM test not run: " << why_not);
-  return nullptr;
+  if (!slurm) skip_test(Need::slurm, "a local SLURM cannot run here: " + why_not);
+  return slurm;
 }
 
 // What every run trains: small enough for seconds on 2 cores, identical in every test.
@@ -82,16 +80,6 @@ void check_one_world_of_two(const fs::path& out, const std::string& console, dou
   // Two worlds of one would each report, and each write the same run directory.
   CHECK(count_of(console, "done: 3 steps") == 1);
   CHECK(std::abs(summary["final_loss"].get<double>() - reference) < kLossTolerance);
-}
-
-// A directory of links to everything in /usr/bin but scontrol: a PATH on which srun, env and
-// the shell are found and scontrol is not (on merged-/usr Debian, /bin is /usr/bin).
-fs::path path_without_scontrol(const fs::path& where) {
-  const fs::path bin = where / "bin-without-scontrol";
-  fs::create_directories(bin);
-  for (const auto& entry : fs::directory_iterator("/usr/bin"))
-    if (entry.path().filename() != "scontrol") fs::create_symlink(entry.path(), bin / entry.path().filename());
-  return bin;
 }
 
 

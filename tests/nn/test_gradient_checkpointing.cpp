@@ -1,10 +1,12 @@
-// Gradient checkpointing recomputes each GPT block in backward: the gradients must be those of
-// the plain model bit for bit (dropout masks included, through the rewound generator), also when
-// DDP's gradient hooks fire inside the recompute and its end-of-backward callback must wait for
-// the whole pass.
+// Gradient checkpointing recomputes each GPT block in backward: it does happen (each block runs
+// twice a step, and the graph holds a fraction of the activations the plain model's does), and
+// the gradients must be those of the plain model bit for bit (dropout masks included, through
+// the rewound generator), also when DDP's gradient hooks fire inside the recompute and its
+// end-of-backward callback must wait for the whole pass.
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "genesis/autograd/checkpoint.hpp"
@@ -12,6 +14,7 @@
 #include "genesis/nn/gpt.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/parallel/ddp.hpp"
+#include "genesis/tensor/host_memory.hpp"
 #include "support/thread_ranks.hpp"
 
 namespace genesis {
@@ -46,6 +49,41 @@ std::vector<std::vector<float>> train_step(nn::Module& model, std::uint64_t seed
   for (int repeat = 0; repeat < 2; ++repeat)  // twice: the generator must advance identically
     cross_entropy(model(x), y).backward();
   return grads_of(model);
+}
+
+// The GPT's blocks, h.0 to h.<n_layer - 1>.
+std::vector<std::shared_ptr<nn::Module>> blocks_of(nn::Module& gpt) {
+  std::vector<std::shared_ptr<nn::Module>> blocks;
+  for (auto& [name, child] : gpt.named_children())
+    if (name == "h")
+      for (auto& [index, block] : child->named_children()) blocks.push_back(block);
+  return blocks;
+}
+
+TEST_CASE("gradient checkpointing runs each block again in backward and keeps its activations "
+          "out of the graph", "[checkpointing]") {
+  std::map<bool, std::size_t> held;  // host bytes the forward's graph keeps for backward
+  for (bool checkpointing : {false, true}) {
+    INFO("gradient checkpointing " << checkpointing);
+    auto gpt = make_gpt(checkpointing);
+    const auto blocks = blocks_of(*gpt);
+    REQUIRE(blocks.size() == static_cast<std::size_t>(kConfig.n_layer));
+    std::vector<int> forwards(blocks.size(), 0);
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      blocks[i]->register_forward_pre_hook([&forwards, i](nn::Module&, const Tensor&) { ++forwards[i]; });
+    const Tensor x = tokens(4, 1), y = tokens(4, 2);
+    const std::size_t before = host_allocator::stats().allocated_bytes;
+    Tensor loss = cross_entropy((*gpt)(x), y);
+    held[checkpointing] = host_allocator::stats().allocated_bytes - before;
+    CHECK(forwards == std::vector<int>(blocks.size(), 1));
+    loss.backward();
+    // The recompute is each block's second forward.
+    CHECK(forwards == std::vector<int>(blocks.size(), checkpointing ? 2 : 1));
+  }
+  // Per block the plain graph keeps the layer norms, q, k, v, the attention, the MLP's wide
+  // activations and the dropout masks; the checkpointed one keeps the block's input alone.
+  INFO("held by the graph: " << held[false] << " bytes plain, " << held[true] << " checkpointed");
+  CHECK(held[true] < held[false] / 2);
 }
 
 TEST_CASE("gradient checkpointing gives the plain model's gradients exactly", "[checkpointing]") {

@@ -2,11 +2,13 @@
 // parameters, the per-step gradient norms and the memory report, so every strategy's test can
 // compare itself with DDP on the same global batches. The pieces (make_rank_strategy,
 // make_deferred_strategy, train_step) also serve tests that stop and resume or build the model
-// under deferred init. Shared by tests/parallel/test_*.cpp.
+// under deferred init, and HostBytesAtEnd measures where a strategy's state lives. Shared by
+// tests/parallel/test_*.cpp.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include <barrier>
 #include <cmath>
 #include <functional>
 #include <mutex>
@@ -19,6 +21,7 @@
 #include "genesis/optim/sgd.hpp"
 #include "genesis/parallel/deferred_init.hpp"
 #include "genesis/parallel/strategy.hpp"
+#include "genesis/tensor/host_memory.hpp"
 #include "parallel/zero3_strategy.hpp"
 #include "support/thread_ranks.hpp"
 
@@ -166,6 +169,28 @@ inline Outcome train_with(int world, Model kind, Opt opt, int accum, int steps,
   });
   return out;
 }
+
+// train()'s inspect callback that measures the host bytes in live tensors of all ranks together
+// once training is done, beyond those live when it was made: the ranks wait for each other, so
+// none is inside a step and only what the strategies keep between steps is counted.
+class HostBytesAtEnd {
+ public:
+  explicit HostBytesAtEnd(int world)
+      : ranks_(world), before_(host_allocator::stats().allocated_bytes) {}
+  std::function<void(int, parallel::Strategy&)> inspect() {
+    return [this](int rank, parallel::Strategy&) {
+      ranks_.arrive_and_wait();
+      if (rank == 0) bytes_ = host_allocator::stats().allocated_bytes - before_;
+      ranks_.arrive_and_wait();
+    };
+  }
+  std::int64_t bytes() const { return static_cast<std::int64_t>(bytes_); }
+
+ private:
+  std::barrier<> ranks_;
+  std::size_t before_;
+  std::size_t bytes_ = 0;
+};
 
 inline Outcome train(const std::string& strategy, int world, Model kind, Opt opt = Opt::adamw,
                      int accum = 2, int steps = 4, const OptionsOverride& options_override = {},

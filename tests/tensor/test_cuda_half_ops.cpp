@@ -3,8 +3,8 @@
 // to f32 and narrowing the result. That is only a speed-up if nothing changes: a map's value and
 // gradient must be, bit for bit, those of the widened computation narrowed once; a reduction's
 // may differ by the order its f32 partial sums are added in (the kernels read 16-bit rows in
-// wider packs), so by at most one bf16 rounding step, and argmax not at all. [cuda]: a WARN and
-// an early return without a GPU.
+// wider packs), so by at most one bf16 rounding step, and argmax not at all. [cuda]: skipped
+// without a GPU.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

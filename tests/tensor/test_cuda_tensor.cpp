@@ -1,7 +1,7 @@
-// CUDA tensors beyond single kernels, on a GPU only ([cuda]; a WARN and an early return
-// elsewhere): memory statistics as torch.cuda reports them, copies across the host boundary in
-// every layout and dtype, a bad token id surfacing as a clear error at the next sync instead of a
-// crash, and autograd through a small network (and a tied embedding) giving the CPU's gradients.
+// CUDA tensors beyond single kernels, on a GPU only ([cuda]; skipped elsewhere): memory
+// statistics as torch.cuda reports them, copies across the host boundary in every layout and
+// dtype, a bad token id surfacing as a clear error at the next sync instead of a crash, and
+// autograd through a small network (and a tied embedding) giving the CPU's gradients.
 // Everywhere: pinned host memory uploads what it holds, or is refused clearly where there is no
 // GPU.
 #include <catch2/catch.hpp>

@@ -18,6 +18,7 @@
 #include "support/small_runs.hpp"
 #include "train/grpo_objective.hpp"
 #include "train/log_probs.hpp"
+#include "train/online_figures.hpp"
 #include "train/pair_rows.hpp"
 #include "train/rewards.hpp"
 
@@ -250,11 +251,77 @@ TEST_CASE("grpo on 2 ranks trains as 1 rank with the same global batch", "[grpo]
   }
 }
 
+// Step 4's figures of run "whole" (num_iterations 2, scale_rewards none, clip range `epsilon`)
+// computed from its step-3 checkpoint: the weights step 4 starts from and the rollout steps 3
+// and 4 share, with the log-probabilities it was sampled with. `logged` is step 4's line of
+// metrics.jsonl.
+void check_step_figures(const TempDir& dir, const json& logged, double epsilon) {
+  const ckpt::Checkpoint checkpoint(dir.path() / "whole" / "checkpoints" / "step-3");
+  const testing::KeptRollout r = testing::kept_rollout(checkpoint, 24);
+  const std::int64_t G = 4;
+  REQUIRE(r.rows == 4 * G);  // 4 prompts a step, each completed G times
+  Generator gen(0);
+  const auto policy = std::make_shared<nn::GPT>(
+      nn::GPTConfig{.n_layer = 1, .n_head = 2, .n_embd = 32, .block_size = 24, .vocab_size = 258},
+      gen);
+  testing::load_weights(*policy, checkpoint);
+  const testing::TokenFigures now = testing::token_figures(*policy, r, 0, r.rows);
+  double tokens = 0, entropy = 0, low = 0, high = 0, clipped = 0;
+  for (std::int64_t row = 0; row < r.rows; ++row) {
+    std::int64_t last = -1;
+    for (std::int64_t t = 0; t < r.T; ++t) {
+      if (!r.scored(row, t)) continue;
+      const std::size_t i = static_cast<std::size_t>(row * r.T + t);
+      const double ratio = std::exp(now.logp[i] - r.old_logp[i]);
+      const double a = r.advantages[static_cast<std::size_t>(row)];
+      tokens += 1;
+      entropy += now.entropy[i];
+      low += ratio < 1 - epsilon && a < 0;
+      high += ratio > 1 + epsilon && a > 0;
+      last = static_cast<std::int64_t>(i);
+    }
+    // A completion that never reached end-of-text was cut at the length limit.
+    clipped += last < 0 || r.targets[static_cast<std::size_t>(last)] != data::ByteTokenizer::kEndOfText;
+  }
+  auto figure = [&](const char* key) { return logged.at(key).get<double>(); };
+  CHECK(figure("entropy") == Approx(entropy / tokens).epsilon(1e-4));
+  // A ratio this close to a clip bound may land on the other side in f32: one token.
+  CHECK(std::abs(figure("clip_ratio/low_mean") - low / tokens) <= 1.0 / tokens + 1e-9);
+  CHECK(std::abs(figure("clip_ratio/high_mean") - high / tokens) <= 1.0 / tokens + 1e-9);
+  // The premise: both clips act at this step, so a clip figure logged as 0 cannot pass.
+  CHECK(low >= 2);
+  CHECK(high >= 2);
+  CHECK(figure("completions/mean_length") == Approx(tokens / static_cast<double>(r.rows)));
+  CHECK(figure("completions/clipped_ratio") == Approx(clipped / static_cast<double>(r.rows)));
+
+  // With scale_rewards none an advantage is the reward less its group's mean: the group's spread
+  // is the rewards' (unbiased, as torch.std), and a group that agrees has advantages of 0.
+  double std_sum = 0, agreeing = 0;
+  const double groups = static_cast<double>(r.rows / G);
+  for (std::int64_t g = 0; g < r.rows; g += G) {
+    double mean = 0, var = 0;
+    for (std::int64_t i = g; i < g + G; ++i) mean += r.advantages[i] / G;
+    for (std::int64_t i = g; i < g + G; ++i) var += (r.advantages[i] - mean) * (r.advantages[i] - mean);
+    std_sum += std::sqrt(var / (G - 1));
+    agreeing += var == 0;
+  }
+  CHECK(figure("reward_std") == Approx(std_sum / groups).epsilon(1e-9));
+  CHECK(figure("frac_reward_zero_std") == Approx(agreeing / groups));
+  CHECK(std_sum > 0);  // some group disagrees: the figure cannot pass as 0
+  CHECK(figure("reward") ==
+        Approx(figure("rewards/exact/mean") * 1.0 + figure("rewards/format/mean") * 0.5));
+}
+
 TEST_CASE("grpo with num_iterations 2 trains twice on each rollout and resumes between",
           "[grpo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
-  const auto mu2 = std::vector<std::string>{"--set", "grpo.num_iterations=2"};
+  // scale_rewards none keeps the rewards' spread in the advantages the checkpoint holds, and a
+  // narrow clip range makes both clips act on the second update (check_step_figures).
+  const double epsilon = 0.02;
+  const auto mu2 = std::vector<std::string>{"--set", "grpo.num_iterations=2",
+                                            "--set", "grpo.scale_rewards=\"none\"",
+                                            "--set", "grpo.epsilon=" + std::to_string(epsilon)};
   const CliResult whole = run_genesis(grpo(dir, init, "whole", 6, mu2), kOneThread);
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
@@ -268,6 +335,7 @@ TEST_CASE("grpo with num_iterations 2 trains twice on each rollout and resumes b
   }
   CHECK(m[0]["sampling/tokens_per_s"].get<double>() > 0);
   CHECK(m[1]["sampling/tokens_per_s"].get<double>() == 0.0);  // nothing sampled in that step
+  check_step_figures(dir, m[3], epsilon);
   // The step-3 checkpoint sits between the two updates of step 3's rollout: it keeps the rollout.
   check_resumes_exactly(dir, init, m, mu2,
                         {"loss", "reward", "grad_norm", "entropy", "clip_ratio/low_mean"});

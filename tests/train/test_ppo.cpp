@@ -16,6 +16,7 @@
 #include "genesis/optim/adam.hpp"
 #include "support/cli_run.hpp"
 #include "support/small_runs.hpp"
+#include "train/online_figures.hpp"
 #include "train/ppo_objective.hpp"
 
 namespace genesis {
@@ -49,6 +50,92 @@ std::vector<std::string> ppo(const TempDir& dir, const std::filesystem::path& in
                     "reward.functions=[\"exact:1.0\", \"format:0.5\"]"},
                    small_model()),
               more);
+}
+
+// The shape small_model() gives the sft preset, with PPO's critic head or without (the reference).
+std::shared_ptr<nn::GPT> small_gpt(bool critic) {
+  nn::GPTConfig shape{.n_layer = 1, .n_head = 2, .n_embd = 32, .block_size = 24,
+                      .vocab_size = 258, .dropout = 0.0};
+  shape.critic = critic;
+  Generator gen(0);
+  return std::make_shared<nn::GPT>(shape, gen);
+}
+
+// Step 4's update figures of run "whole" (clip ranges `cliprange` and `cliprange_value`)
+// computed from its step-3 checkpoint: the weights step 4 starts from, and the rollout sampled at
+// step 1 whose second half step 4 trains on (num_mini_batches 2). `logged` is step 4's line of
+// metrics.jsonl.
+void check_update_figures(const TempDir& dir, const json& logged, double cliprange,
+                          double cliprange_value) {
+  const ckpt::Checkpoint checkpoint(dir.path() / "whole" / "checkpoints" / "step-3");
+  const testing::KeptRollout r = testing::kept_rollout(checkpoint, 24);
+  REQUIRE(r.rows == 8);
+  const auto policy = small_gpt(true);
+  testing::load_weights(*policy, checkpoint);
+  const std::int64_t first = r.rows / 2;  // the part's rows: [first, rows)
+  const testing::TokenFigures now = testing::token_figures(*policy, r, first, r.rows);
+  const double tokens = r.part_tokens.at(1);
+  double scored = 0, entropy = 0, approxkl = 0, vpred = 0, pg_clipped = 0, vf_clipped = 0;
+  double pg_loss = 0, vf_loss = 0;
+  for (std::int64_t k = 0; k < (r.rows - first) * r.T; ++k) {
+    const std::size_t i = static_cast<std::size_t>(first * r.T + k);  // in the whole rollout
+    if (!r.scored(first + k / r.T, k % r.T)) continue;
+    const double a = r.advantages[i], ret = r.returns[i], old_v = r.old_values[i];
+    const double ratio = std::exp(now.logp[k] - r.old_logp[i]);
+    const double pg1 = -a * ratio, pg2 = -a * std::clamp(ratio, 1 - cliprange, 1 + cliprange);
+    const double v = now.value[k];
+    const double vf1 = (v - ret) * (v - ret);
+    const double clipped_v = std::clamp(v, old_v - cliprange_value, old_v + cliprange_value);
+    const double vf2 = (clipped_v - ret) * (clipped_v - ret);
+    scored += 1;
+    entropy += now.entropy[k];
+    approxkl += 0.5 * (now.logp[k] - r.old_logp[i]) * (now.logp[k] - r.old_logp[i]);
+    vpred += v;
+    pg_clipped += pg2 > pg1;
+    vf_clipped += vf2 > vf1;
+    pg_loss += std::max(pg1, pg2);
+    vf_loss += 0.5 * std::max(vf1, vf2);
+  }
+  REQUIRE(scored == tokens);
+  auto figure = [&](const char* key) { return logged.at(key).get<double>(); };
+  CHECK(figure("policy/entropy") == Approx(entropy / scored).epsilon(1e-4));
+  CHECK(figure("policy/approxkl") == Approx(approxkl / scored).epsilon(1e-3).margin(1e-7));
+  CHECK(figure("val/vpred") == Approx(vpred / scored).epsilon(1e-5).margin(1e-7));
+  CHECK(figure("loss/policy") == Approx(pg_loss / tokens).epsilon(1e-4).margin(1e-7));
+  CHECK(figure("loss/value") == Approx(vf_loss / tokens).epsilon(1e-4).margin(1e-7));
+  // A ratio or value this close to its clip bound may land on the other side in f32: a token.
+  CHECK(std::abs(figure("policy/clipfrac") - pg_clipped / scored) <= 1.0 / scored + 1e-9);
+  CHECK(std::abs(figure("val/clipfrac") - vf_clipped / scored) <= 1.0 / scored + 1e-9);
+  // The premise: both clips act at this step, so a clip figure logged as 0 cannot pass.
+  CHECK(pg_clipped >= 2);
+  CHECK(vf_clipped >= 2);
+}
+
+// The figures of the rollout sampled at step 5, kept in run "whole"'s step-6 checkpoint: the
+// policy's log-probabilities when it sampled (kept) against the init's, over all its rows.
+// `logged` is a line of a step that trains on it (5 to 8).
+void check_rollout_figures(const TempDir& dir, const std::filesystem::path& init,
+                           const json& logged) {
+  const ckpt::Checkpoint checkpoint(dir.path() / "whole" / "checkpoints" / "step-6");
+  const testing::KeptRollout r = testing::kept_rollout(checkpoint, 24);
+  const auto reference = small_gpt(false);
+  testing::load_weights(*reference, ckpt::Checkpoint(ckpt::resolve_checkpoint(init)));
+  auto figure = [&](const char* key) { return logged.at(key).get<double>(); };
+  const testing::TokenFigures ref = testing::token_figures(*reference, r, 0, r.rows);
+  double kl = 0, neg_logp = 0;
+  for (std::int64_t i = 0; i < r.rows * r.T; ++i) {
+    if (!r.scored(i / r.T, i % r.T)) continue;
+    kl += r.old_logp[i] - ref.logp[i];
+    neg_logp -= r.old_logp[i];
+  }
+  const double n = static_cast<double>(r.rows), kl_coef = r.kl_coef;
+  CHECK(figure("kl_coef") == Approx(kl_coef));
+  CHECK(figure("objective/kl") == Approx(kl / n).epsilon(1e-3).margin(1e-6));
+  CHECK(figure("objective/entropy") == Approx(neg_logp / n).epsilon(1e-5));
+  CHECK(figure("objective/non_score_reward") == Approx(-kl_coef * kl / n).epsilon(1e-3).margin(1e-7));
+  CHECK(figure("objective/rlhf_reward") ==
+        Approx(figure("objective/scores") - kl_coef * kl / n).epsilon(1e-4).margin(1e-7));
+  CHECK(std::abs(kl / n) > 1e-3);  // the policy has moved from its init by step 5
 }
 
 // The policy of run `run` exports to Hugging Face's GPT-2 (hf names), its critic left out.
@@ -138,14 +225,21 @@ TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-ro
           "[ppo][train]") {
   TempDir dir;
   const auto init = make_init(dir, kInitSteps);
-  const CliResult whole = run_genesis(ppo(dir, init, "whole", 8), kOneThread);
+  // Clip ranges narrow enough that both clips act within a rollout's four updates, and wide
+  // enough that the critic still learns.
+  const double cliprange = 0.05, cliprange_value = 0.1;
+  const std::vector<std::string> clips{"--set", "ppo.cliprange=" + std::to_string(cliprange),
+                                       "--set",
+                                       "ppo.cliprange_value=" + std::to_string(cliprange_value)};
+  const CliResult whole = run_genesis(ppo(dir, init, "whole", 8, clips), kOneThread);
   INFO(whole.out << whole.err);
   REQUIRE(whole.exit_code == 0);
   const std::vector<json> m = metrics_of(dir.path() / "whole");
   REQUIRE(m.size() == 8);
   for (const char* key : {"objective/kl", "objective/entropy", "objective/rlhf_reward",
                           "objective/scores", "objective/non_score_reward", "policy/approxkl",
-                          "policy/clipfrac", "val/clipfrac", "val/vpred", "loss/policy",
+                          "policy/clipfrac", "policy/entropy", "val/clipfrac", "val/vpred",
+                          "loss/policy",
                           "loss/value", "kl_coef", "rewards/exact/mean",
                           "completions/mean_length", "sampling/tokens_per_s"}) {
     INFO(key);
@@ -161,11 +255,14 @@ TEST_CASE("a ppo run logs TRL's figures and trains its critic and resumes mid-ro
   CHECK(m[4]["objective/kl"].get<double>() != 0);
   // The critic learns the returns: its loss falls over one rollout's two epochs.
   CHECK(m[2]["loss/value"].get<double>() < m[0]["loss/value"].get<double>());
+  // Each figure's value, computed again from the checkpoints.
+  check_update_figures(dir, m[3], cliprange, cliprange_value);
+  check_rollout_figures(dir, init, m[6]);
   check_exports_without_critic(dir, "whole");
   // Resumed from step 3, inside the first rollout: the rollout is in the checkpoint.
   const auto step3 = dir.path() / "whole" / "checkpoints" / "step-3";
   const CliResult rest =
-      run_genesis(ppo(dir, init, "resumed", 8, resume_from(step3)), kOneThread);
+      run_genesis(ppo(dir, init, "resumed", 8, with(clips, resume_from(step3))), kOneThread);
   INFO(rest.out << rest.err);
   REQUIRE(rest.exit_code == 0);
   const std::vector<json> resumed = metrics_of(dir.path() / "resumed");

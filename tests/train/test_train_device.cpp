@@ -1,10 +1,11 @@
 // Training on a GPU. Everywhere: what training.device = "cuda" and backend "nccl" say when they
-// cannot run. Tagged [cuda], on a GPU only (a WARN and an early return elsewhere): the SFT preset
+// cannot run. Tagged [cuda], on a GPU only (skipped elsewhere): the SFT preset
 // trained on CUDA follows the CPU run's loss curve in fp32 to 1e-4, a bf16 run learns and
 // reports MFU and peak GPU memory, and 2 ranks over NCCL sharing the one GPU (distinct
 // NCCL_HOSTID) follow the 1-rank GPU run with the same global batch under DDP, ZeRO-1/2/3 and
-// ZeRO-3 with the optimizer offloaded to the host, and a GPU run resumed from a checkpoint ends
-// with the same bytes as the run that never stopped.
+// ZeRO-3 with the optimizer offloaded to the host (whose state is found on the host, and whose
+// peak device memory is lower for it), and a GPU run resumed from a checkpoint ends with the same
+// bytes as the run that never stopped.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -130,6 +131,7 @@ TEST_CASE("2 ranks over NCCL follow the 1-rank GPU run under every strategy",
   // ZeRO-3 with its optimizer offloaded to the host covers the CPU offload path.
   const std::vector<std::pair<std::string, std::string>> runs = {
       {"ddp", "none"}, {"zero1", "none"}, {"zero2", "none"}, {"zero3", "none"}, {"zero3", "cpu"}};
+  std::map<std::string, double> peak_mb;  // rank 0's peak device memory, by run
   for (const auto& [strategy, offload] : runs) {
     const std::string name = strategy + "-" + offload;
     std::string two = std::string(GENESIS_TEST_BIN);
@@ -141,6 +143,14 @@ TEST_CASE("2 ranks over NCCL follow the 1-rank GPU run under every strategy",
     const json summary = read_json(dir.path() / name / "summary.json");
     CHECK(summary["backend"] == "nccl");
     CHECK(summary["strategy"] == strategy);
+    // The report reads where each tensor is: the offloaded optimizer state, and nothing else, is
+    // found in host memory.
+    const json& memory = summary["memory_per_rank_bytes"];
+    INFO(name << ": " << memory.dump());
+    CHECK(memory["optimizer_state"].get<std::int64_t>() > 0);
+    CHECK(memory["offloaded_to_host"].get<std::int64_t>() ==
+          (offload == "cpu" ? memory["optimizer_state"].get<std::int64_t>() : 0));
+    peak_mb[name] = summary["peak_device_memory_mb_per_rank"][0].get<double>();
     const auto curve = losses(dir.path() / name);
     REQUIRE(curve.size() == reference.size());
     for (const auto& [step, loss] : reference) {
@@ -148,6 +158,10 @@ TEST_CASE("2 ranks over NCCL follow the 1-rank GPU run under every strategy",
       CHECK(std::abs(curve.at(step) - loss) <= 1e-4);
     }
   }
+  // The state that left the device is not in its peak (the device allocator's own count).
+  INFO("peak device memory: zero3 " << peak_mb["zero3-none"] << " MB, offloaded "
+                                    << peak_mb["zero3-cpu"] << " MB");
+  CHECK(peak_mb["zero3-cpu"] < peak_mb["zero3-none"]);
 }
 
 TEST_CASE("a GPU run resumed from step 6 ends bit for bit as the run that never stopped",

@@ -392,18 +392,25 @@ void FullyShardedStrategy::load_state(const StateSource& source) {
   load_optimizer(*optimizer_, state, name_);
 }
 
+// Offloaded bytes are read from where each tensor is, not from the settings: a shard (and the
+// gradient shard step() keeps beside it) or an optimizer state tensor in host memory while the
+// units compute on a device. An offload that did not happen reports none, and neither does a CPU
+// run, which has no device to leave (its host copies are one more copy in the same memory).
 MemoryReport FullyShardedStrategy::memory() const {
   MemoryReport r;
+  const bool on_device = !units_.empty() && !units_.front()->flat().flat.device().is_cpu();
   for (const auto& unit : units_) {
     const std::int64_t bytes = unit->flat().shard_numel * unit->element_bytes();
     r.parameter_bytes += bytes;
     if (unit->persistent()) r.parameter_bytes += unit->flat().padded_numel() * unit->element_bytes();
     r.gradient_bytes += bytes;
-    if (options_.offload_param) r.offloaded_bytes += 2 * bytes;
+    if (on_device && unit->shard().device().is_cpu()) r.offloaded_bytes += 2 * bytes;
   }
-  for (auto& [sname, t] : optimizer_->state_tensors())
-    r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
-  if (options_.offload_optimizer || options_.offload_param) r.offloaded_bytes += r.optimizer_bytes;
+  for (auto& [sname, t] : optimizer_->state_tensors()) {
+    const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+    r.optimizer_bytes += bytes;
+    if (on_device && t.device().is_cpu()) r.offloaded_bytes += bytes;
+  }
   return r;
 }
 

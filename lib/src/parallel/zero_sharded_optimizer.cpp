@@ -277,6 +277,10 @@ void ZeroStage12::zero_grad() {
   }
 }
 
+// Offloaded bytes are those of the optimizer state found in host memory while the buckets
+// compute on a device, read from where each state tensor is rather than from the setting: an
+// offload that did not happen reports none, and neither does a CPU run, which has no device to
+// leave (its host copies are one more copy in the same memory).
 MemoryReport ZeroStage12::memory() const {
   MemoryReport r;
   for (const Bucket& b : buckets_) {
@@ -284,9 +288,12 @@ MemoryReport ZeroStage12::memory() const {
     r.parameter_bytes += b.flat.padded_numel() * elem;
     r.gradient_bytes += (stage_ == 1 ? b.flat.padded_numel() : b.flat.shard_numel) * elem;
   }
-  for (auto& [name, t] : optimizer_->state_tensors())
-    r.optimizer_bytes += t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
-  if (!host_shards_.empty()) r.offloaded_bytes = r.optimizer_bytes;
+  const bool on_device = !buckets_.empty() && !buckets_.front().flat.flat.device().is_cpu();
+  for (auto& [name, t] : optimizer_->state_tensors()) {
+    const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));
+    r.optimizer_bytes += bytes;
+    if (on_device && t.device().is_cpu()) r.offloaded_bytes += bytes;
+  }
   return r;
 }
 
