@@ -3,31 +3,33 @@
 // shorter than the text), written and scored by an independent PyTorch implementation that
 // follows the model cards (tests/golden/hf_reference.py); `genesis score` must give its
 // log-probabilities within 1e-3 and `genesis generate` its greedy tokens.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 
 namespace fs = std::filesystem;
 using genesis::testing::CliResult;
+using genesis::testing::Need;
 using genesis::testing::run_genesis;
 using genesis::testing::run_process;
+using genesis::testing::skip_test;
 using genesis::testing::TempDir;
 using Json = nlohmann::json;
 
 namespace {
 
-const std::string kReference = std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
+const std::string kReference =
+    std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
 
 // Runs the reference; false when torch is missing (exit code 3), which the caller reports.
 bool reference(const std::vector<std::string>& args, CliResult& result) {
@@ -88,8 +90,7 @@ void check_family(const Family& family) {
   make.insert(make.end(), family.make.begin(), family.make.end());
   CliResult made;
   if (!reference(make, made)) {
-    WARN("Debian's python3-torch is missing (make test installs it): no reference to compare");
-    return;
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no reference to compare");
   }
   const fs::path ids = write_ids(dir.path());
 
@@ -112,9 +113,9 @@ void check_family(const Family& family) {
   CHECK(worst < 1e-3);
 
   CliResult greedy;
-  REQUIRE(reference({"generate", "--model", model.string(), "--input", ids.string(),
-                     "--max-new-tokens", "12"},
-                    greedy));
+  REQUIRE(reference(
+      {"generate", "--model", model.string(), "--input", ids.string(), "--max-new-tokens", "12"},
+      greedy));
   const CliResult generated = run_genesis({"generate", model.string(), "--input", ids.string(),
                                            "--max-new-tokens", "12", "--device", "cpu"});
   INFO(generated.err);
@@ -140,13 +141,13 @@ TEST_CASE("a line genesis score cannot process gets an error line in its place; 
   const fs::path model = dir.path() / "model";
   CliResult made;
   if (!reference({"make", "--out", model.string(), "--family", "llama"}, made)) {
-    WARN("Debian's python3-torch is missing (make test installs it): no checkpoint to read");
-    return;
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to read");
   }
   const fs::path input = dir.path() / "lines.jsonl";
   std::ofstream(input) << "{\"ids\": [5, 6, 7]}\nnot json\n{\"ids\": [5, 99999]}\n"
                           "{\"text\": \"needs a tokenizer\"}\n{\"ids\": [8, 9]}\n";
-  const CliResult r = run_genesis({"score", model.string(), "-i", input.string(), "--device", "cpu"});
+  const CliResult r =
+      run_genesis({"score", model.string(), "-i", input.string(), "--device", "cpu"});
   CHECK(r.exit_code == 1);
   const std::vector<Json> lines = json_lines(r.out);
   REQUIRE(lines.size() == 5);
@@ -185,8 +186,7 @@ TEST_CASE("a checkpoint or config genesis cannot use is refused in one line nami
   const fs::path good = dir.path() / "good";
   CliResult made;
   if (!reference({"make", "--out", good.string(), "--family", "qwen3", "--shards", "2"}, made)) {
-    WARN("Debian's python3-torch is missing (make test installs it): no checkpoint to break");
-    return;
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to break");
   }
   const fs::path ids = write_ids(dir.path());
   auto broken = [&](const std::string& name) {

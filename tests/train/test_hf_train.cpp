@@ -2,36 +2,38 @@
 // transformers' layout (written by the independent reference, tests/golden/hf_reference.py),
 // every strategy and every objective runs it with no change of their own, and what genesis
 // exports reads back in the reference with genesis's own log-probabilities and greedy answers.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
 
 namespace fs = std::filesystem;
 using genesis::testing::CliResult;
+using genesis::testing::Need;
 using genesis::testing::run_genesis;
 using genesis::testing::run_process;
+using genesis::testing::skip_test;
 using genesis::testing::TempDir;
 using Json = nlohmann::json;
 
 namespace {
 
-const std::string kReference = std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
+const std::string kReference =
+    std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
 const genesis::testing::RunOptions kOneThread{{{"OMP_NUM_THREADS", "1"}}, {}};
 
 // A tiny checkpoint of `family` in dir/model; false when torch is missing.
 bool make_checkpoint(const fs::path& dir, const std::vector<std::string>& options) {
-  std::vector<std::string> argv{"/usr/bin/python3", kReference, "make", "--out",
-                                (dir / "model").string(), "--seed", "3"};
+  std::vector<std::string> argv{"/usr/bin/python3",       kReference, "make", "--out",
+                                (dir / "model").string(), "--seed",   "3"};
   argv.insert(argv.end(), options.begin(), options.end());
   const CliResult r = run_process(argv);
   if (r.exit_code == 3) return false;
@@ -43,13 +45,27 @@ bool make_checkpoint(const fs::path& dir, const std::vector<std::string>& option
 // A few steps of the sft preset's tasks on the checkpoint, in dir/runs/<name>.
 std::vector<std::string> train_args(const fs::path& dir, const std::string& name,
                                     const std::vector<std::string>& more) {
-  std::vector<std::string> args{"train", "--preset", "sft", "-o", (dir / "runs").string(),
-                                "--name", name,
-                                "--set", "model.init_from=" + (dir / "model").string(),
-                                "--set", "data.num_samples=200", "--set", "training.max_steps=3",
-                                "--set", "training.train_batch_size=8",
-                                "--set", "training.per_device_train_batch_size=4",
-                                "--set", "training.eval_batches=1", "--set", "training.logging_steps=1"};
+  std::vector<std::string> args{"train",
+                                "--preset",
+                                "sft",
+                                "-o",
+                                (dir / "runs").string(),
+                                "--name",
+                                name,
+                                "--set",
+                                "model.init_from=" + (dir / "model").string(),
+                                "--set",
+                                "data.num_samples=200",
+                                "--set",
+                                "training.max_steps=3",
+                                "--set",
+                                "training.train_batch_size=8",
+                                "--set",
+                                "training.per_device_train_batch_size=4",
+                                "--set",
+                                "training.eval_batches=1",
+                                "--set",
+                                "training.logging_steps=1"};
   args.insert(args.end(), more.begin(), more.end());
   return args;
 }
@@ -73,13 +89,13 @@ TEST_CASE("a Hugging Face model trains the same under ddp, zero1, zero2, zero3 a
           "[train][hf][multiproc]") {
   TempDir dir;
   if (!make_checkpoint(dir.path(), {"--family", "llama", "--kv-heads", "2"})) {
-    WARN("Debian's python3-torch is missing (make test installs it): no checkpoint to train");
-    return;
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
   }
   std::vector<double> losses;
   for (const std::string strategy : {"ddp", "zero1", "zero2", "zero3", "hsdp"}) {
     std::vector<std::string> args{"launch", "--nproc", "2"};
-    for (const auto& a : train_args(dir.path(), strategy, {"--set", "distributed.strategy=" + strategy}))
+    for (const auto& a :
+         train_args(dir.path(), strategy, {"--set", "distributed.strategy=" + strategy}))
       args.push_back(a);
     const CliResult r = run_genesis(args, kOneThread);
     INFO(strategy << "\n" << r.out << r.err);
@@ -98,8 +114,7 @@ TEST_CASE("a Hugging Face model trains by rm, dpo, grpo and ppo from its checkpo
           "[train][hf]") {
   TempDir dir;
   if (!make_checkpoint(dir.path(), {"--family", "qwen3", "--tied"})) {
-    WARN("Debian's python3-torch is missing (make test installs it): no checkpoint to train");
-    return;
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
   }
   const std::vector<std::vector<std::string>> runs = {
       {"--set", "training.algorithm=rm", "--set", "data.source=pairs:reverse,sort"},
@@ -122,9 +137,9 @@ TEST_CASE("a Hugging Face model trains by rm, dpo, grpo and ppo from its checkpo
 TEST_CASE("an exported Hugging Face model gives the reference genesis's log-probs and answers",
           "[train][hf][ckpt]") {
   TempDir dir;
-  if (!make_checkpoint(dir.path(), {"--family", "mistral", "--window", "8", "--dtype", "bfloat16"})) {
-    WARN("Debian's python3-torch is missing (make test installs it): no checkpoint to train");
-    return;
+  if (!make_checkpoint(dir.path(),
+                       {"--family", "mistral", "--window", "8", "--dtype", "bfloat16"})) {
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
   }
   const CliResult trained = run_genesis(train_args(dir.path(), "ft", {}), kOneThread);
   INFO(trained.out << trained.err);
@@ -144,7 +159,8 @@ TEST_CASE("an exported Hugging Face model gives the reference genesis's log-prob
   const fs::path ids = dir.path() / "ids.jsonl";
   std::ofstream(ids) << "{\"ids\": [104, 101, 108, 108, 111, 32, 119, 111, 114, 108, 100, 33]}\n"
                         "{\"ids\": [114, 101, 118, 101, 114, 115, 101]}\n";
-  const CliResult ours = run_genesis({"score", run.string(), "-i", ids.string(), "--device", "cpu"});
+  const CliResult ours =
+      run_genesis({"score", run.string(), "-i", ids.string(), "--device", "cpu"});
   const CliResult ours_exported =
       run_genesis({"score", exported.string(), "-i", ids.string(), "--device", "cpu"});
   const CliResult theirs = run_process({"/usr/bin/python3", kReference, "logprobs", "--model",
@@ -166,11 +182,12 @@ TEST_CASE("an exported Hugging Face model gives the reference genesis's log-prob
       {"generate", run.string(), "-i", ids.string(), "--max-new-tokens", "10", "--device", "cpu"});
   const CliResult greedy = run_genesis({"generate", exported.string(), "-i", ids.string(),
                                         "--max-new-tokens", "10", "--device", "cpu"});
-  const CliResult reference = run_process({"/usr/bin/python3", kReference, "generate", "--model",
-                                           exported.string(), "--input", ids.string(),
-                                           "--max-new-tokens", "10"});
+  const CliResult reference =
+      run_process({"/usr/bin/python3", kReference, "generate", "--model", exported.string(),
+                   "--input", ids.string(), "--max-new-tokens", "10"});
   REQUIRE((run_greedy.exit_code == 0 && greedy.exit_code == 0 && reference.exit_code == 0));
-  const auto r = json_lines(run_greedy.out), g = json_lines(greedy.out), h = json_lines(reference.out);
+  const auto r = json_lines(run_greedy.out), g = json_lines(greedy.out),
+             h = json_lines(reference.out);
   REQUIRE((g.size() == h.size() && r.size() == h.size()));
   for (std::size_t i = 0; i < g.size(); ++i) {
     CHECK(g[i].at("ids") == h[i].at("ids"));

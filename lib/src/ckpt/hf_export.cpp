@@ -17,15 +17,23 @@ namespace fs = std::filesystem;
 
 // The files of a model directory besides its weights and config that from_pretrained and
 // AutoTokenizer read.
-constexpr const char* kTokenizerFiles[] = {
-    "tokenizer.json",   "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-    "vocab.json",       "merges.txt",            "added_tokens.json",       "chat_template.jinja"};
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "special_tokens_map.json",
+                                           "tokenizer.model",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "added_tokens.json",
+                                           "chat_template.jinja"};
 
 const char* torch_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::bf16: return "bfloat16";
-    case DType::f16: return "float16";
-    default: return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      return "float32";
   }
 }
 
@@ -40,9 +48,11 @@ std::string architecture(const nn::HfModelConfig& hf, bool classifier) {
   for (const char* suffix : {"ForCausalLM", "ForSequenceClassification", "LMHeadModel"})
     if (base.ends_with(suffix)) base.resize(base.size() - std::string(suffix).size());
   if (base.empty()) {
-    static const std::map<std::string, std::string> kNames = {
-        {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}, {"qwen3", "Qwen3"},
-        {"gpt2", "GPT2"}};
+    static const std::map<std::string, std::string> kNames = {{"llama", "Llama"},
+                                                              {"mistral", "Mistral"},
+                                                              {"qwen2", "Qwen2"},
+                                                              {"qwen3", "Qwen3"},
+                                                              {"gpt2", "GPT2"}};
     base = kNames.at(hf.model_type);
   }
   if (classifier) return base + "ForSequenceClassification";
@@ -58,9 +68,11 @@ void write_json(const fs::path& path, const nlohmann::ordered_json& json) {
 void keep_hf_files(const fs::path& from, const fs::path& to) {
   fs::create_directories(to);
   for (const char* name : {"config.json", "generation_config.json"})
-    if (fs::exists(from / name)) fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+    if (fs::exists(from / name))
+      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
   for (const char* name : kTokenizerFiles)
-    if (fs::exists(from / name)) fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+    if (fs::exists(from / name))
+      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
 }
 
 fs::path run_hf_dir(const fs::path& checkpoint_dir) {
@@ -77,8 +89,8 @@ ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& 
                     "' is missing, so the checkpoint's model cannot be described");
   nn::HfModelConfig hf = nn::read_hf_config(hf_dir / "config.json");
   const bool classifier = config.training.algorithm == Algorithm::rm;
-  const fs::path dir = options.file.extension() == ".safetensors" ? options.file.parent_path()
-                                                                   : options.file;
+  const fs::path dir =
+      options.file.extension() == ".safetensors" ? options.file.parent_path() : options.file;
   GENESIS_CHECK(options.force || !fs::exists(dir / "config.json"), InvalidArgument,
                 "'" + dir.string() + "' already holds a model: pass --force to replace it");
   fs::create_directories(dir);
@@ -92,7 +104,8 @@ ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& 
   std::vector<Item> items;
   for (const std::string& name : checkpoint.names("model.")) {
     const std::string model_name = name.substr(6);
-    if (!is_critic(model_name)) items.push_back({model_name, nn::hf_tensor_name(hf.family, model_name)});
+    if (!is_critic(model_name))
+      items.push_back({model_name, nn::hf_tensor_name(hf.family, model_name)});
   }
   std::sort(items.begin(), items.end(),
             [](const Item& a, const Item& b) { return a.hf.name < b.hf.name; });

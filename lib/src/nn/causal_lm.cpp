@@ -25,7 +25,8 @@ Tensor padding_mask(const std::vector<std::int64_t>& pads, std::int64_t length, 
                     std::int64_t window, Device device) {
   const auto B = static_cast<std::int64_t>(pads.size());
   const std::int64_t L = length + T;
-  std::vector<float> m(static_cast<std::size_t>(B * T * L), -std::numeric_limits<float>::infinity());
+  std::vector<float> m(static_cast<std::size_t>(B * T * L),
+                       -std::numeric_limits<float>::infinity());
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t) {
       float* row = m.data() + (b * T + t) * L;
@@ -82,7 +83,8 @@ PaddedPrompts left_padded(const std::vector<const std::vector<std::int64_t>*>& r
 Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const CacheStep& step,
                         std::int64_t window) {
   const std::int64_t T = q.size(2);
-  if (step.pads.empty()) return scaled_dot_product_attention(q.contiguous(), k, v, true, {}, window);
+  if (step.pads.empty())
+    return scaled_dot_product_attention(q.contiguous(), k, v, true, {}, window);
   return masked_attention(q, k, v, padding_mask(step.pads, step.length, T, window, q.device()));
 }
 
@@ -100,9 +102,9 @@ Tensor CausalLM::forward_cached_rows(const Tensor& idx, KVCache& cache, std::int
                 "(model.head = \"value\")");
   const std::int64_t B = idx.size(0), T = idx.size(1);
   GENESIS_CHECK(cache.pads.empty() || static_cast<std::int64_t>(cache.pads.size()) == batch_rows,
-                InvalidArgument, "generation: the cache has padding for " +
-                                     std::to_string(cache.pads.size()) + " rows, the input " +
-                                     std::to_string(batch_rows));
+                InvalidArgument,
+                "generation: the cache has padding for " + std::to_string(cache.pads.size()) +
+                    " rows, the input " + std::to_string(batch_rows));
   const std::int64_t max_pad =
       cache.pads.empty() ? 0 : *std::max_element(cache.pads.begin(), cache.pads.end());
   const std::int64_t capacity =
@@ -110,8 +112,7 @@ Tensor CausalLM::forward_cached_rows(const Tensor& idx, KVCache& cache, std::int
   GENESIS_CHECK(cache.length + T <= capacity, InvalidArgument,
                 "generation past the model's " + std::to_string(max_positions()) + " positions");
   std::vector<std::int64_t> pads(static_cast<std::size_t>(B), 0);
-  if (!cache.pads.empty())
-    std::copy_n(cache.pads.begin() + first_row, B, pads.begin());
+  if (!cache.pads.empty()) std::copy_n(cache.pads.begin() + first_row, B, pads.begin());
   std::vector<std::int64_t> positions(static_cast<std::size_t>(B * T));
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t)
@@ -152,7 +153,7 @@ Tensor CausalLM::next_token_logits(const Tensor& idx, KVCache& cache) {
 // Prompts repeated only apart from each other run row by row, as copying run by run would cost
 // more than it saves.
 Tensor CausalLM::prompt_pass(const std::vector<std::vector<std::int64_t>>& prompts, std::int64_t P,
-                        KVCache& cache) {
+                             KVCache& cache) {
   const auto B = static_cast<std::int64_t>(prompts.size());
   const Device dev = device();
   std::vector<const std::vector<std::int64_t>*> distinct;
@@ -174,8 +175,7 @@ Tensor CausalLM::prompt_pass(const std::vector<std::vector<std::int64_t>>& promp
   KVCache shared;
   shared.pads = padded.pads;
   shared.room = cache.room;
-  const Tensor logits =
-      next_token_logits(Tensor::from_vector(padded.ids, {U, P}).to(dev), shared);
+  const Tensor logits = next_token_logits(Tensor::from_vector(padded.ids, {U, P}).to(dev), shared);
   cache.length = shared.length;
   cache.keys.resize(shared.keys.size());
   cache.values.resize(shared.values.size());
@@ -257,17 +257,18 @@ std::vector<std::vector<std::int64_t>> CausalLM::generate_rows(
   return out;
 }
 
-
 std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& prompt,
                                              std::int64_t max_new_tokens, std::int64_t stop_token) {
   Generator unused;
-  return generate({prompt}, {.max_new_tokens = max_new_tokens, .stop_token = stop_token}, unused)[0];
+  return generate({prompt}, {.max_new_tokens = max_new_tokens, .stop_token = stop_token},
+                  unused)[0];
 }
 
 std::vector<std::vector<std::int64_t>> CausalLM::generate(
     const std::vector<std::vector<std::int64_t>>& prompts, const SamplingOptions& options,
     Generator& gen, const std::vector<std::int64_t>& limits) {
-  return generate_rows(prompts, options, [&gen](std::int64_t) -> Generator& { return gen; }, limits);
+  return generate_rows(
+      prompts, options, [&gen](std::int64_t) -> Generator& { return gen; }, limits);
 }
 
 std::vector<std::vector<std::int64_t>> CausalLM::generate(
@@ -278,7 +279,9 @@ std::vector<std::vector<std::int64_t>> CausalLM::generate(
                     std::to_string(prompts.size()) + " prompts");
   return generate_rows(
       prompts, options,
-      [&row_generators](std::int64_t b) -> Generator& { return row_generators[static_cast<std::size_t>(b)]; },
+      [&row_generators](std::int64_t b) -> Generator& {
+        return row_generators[static_cast<std::size_t>(b)];
+      },
       limits);
 }
 

@@ -1,11 +1,12 @@
 // The Llama family's layers. Shapes: B batch, T sequence, C hidden, H query heads and Hkv
 // key/value heads of D = head_dim each (H * D need not be C: Qwen3). Attention keeps K and V at
 // Hkv heads; the attention op reads each group's shared head (grouped-query attention).
+#include "genesis/nn/decoder.hpp"
+
 #include <string>
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/nn/decoder.hpp"
 #include "genesis/ops/ops.hpp"
 
 namespace genesis::nn {
@@ -109,12 +110,16 @@ DecoderLayer::DecoderLayer(const DecoderSpec& s, std::int64_t index, Generator& 
   self_attn_ = register_module("self_attn", std::make_shared<DecoderAttention>(s, window, gen));
   auto mlp = register_module("mlp", std::make_shared<Container>());
   const double std = s.initializer_range;
-  gate_proj_ = mlp->add("gate_proj", hf_linear(s.hidden_size, s.intermediate_size, s.mlp_bias, std, gen));
-  up_proj_ = mlp->add("up_proj", hf_linear(s.hidden_size, s.intermediate_size, s.mlp_bias, std, gen));
-  down_proj_ = mlp->add("down_proj", hf_linear(s.intermediate_size, s.hidden_size, s.mlp_bias, std, gen));
-  input_layernorm_ = register_module("input_layernorm", std::make_shared<RMSNorm>(s.hidden_size, s.norm_eps));
-  post_attention_layernorm_ =
-      register_module("post_attention_layernorm", std::make_shared<RMSNorm>(s.hidden_size, s.norm_eps));
+  gate_proj_ =
+      mlp->add("gate_proj", hf_linear(s.hidden_size, s.intermediate_size, s.mlp_bias, std, gen));
+  up_proj_ =
+      mlp->add("up_proj", hf_linear(s.hidden_size, s.intermediate_size, s.mlp_bias, std, gen));
+  down_proj_ =
+      mlp->add("down_proj", hf_linear(s.intermediate_size, s.hidden_size, s.mlp_bias, std, gen));
+  input_layernorm_ =
+      register_module("input_layernorm", std::make_shared<RMSNorm>(s.hidden_size, s.norm_eps));
+  post_attention_layernorm_ = register_module("post_attention_layernorm",
+                                              std::make_shared<RMSNorm>(s.hidden_size, s.norm_eps));
 }
 
 Tensor DecoderLayer::mlp(const Tensor& x) {

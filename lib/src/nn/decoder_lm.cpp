@@ -26,10 +26,11 @@ void check_spec(const DecoderSpec& s) {
   GENESIS_CHECK(s.num_heads % s.num_kv_heads == 0, InvalidArgument,
                 "decoder: num_attention_heads " + std::to_string(s.num_heads) +
                     " is not a multiple of num_key_value_heads " + std::to_string(s.num_kv_heads));
-  GENESIS_CHECK(s.head_dim % 2 == 0 && static_cast<std::int64_t>(s.inv_freq.size()) * 2 == s.head_dim,
-                InvalidArgument,
-                "decoder: rotary frequencies for head_dim " + std::to_string(s.head_dim) +
-                    " must number head_dim / 2, got " + std::to_string(s.inv_freq.size()));
+  GENESIS_CHECK(
+      s.head_dim % 2 == 0 && static_cast<std::int64_t>(s.inv_freq.size()) * 2 == s.head_dim,
+      InvalidArgument,
+      "decoder: rotary frequencies for head_dim " + std::to_string(s.head_dim) +
+          " must number head_dim / 2, got " + std::to_string(s.inv_freq.size()));
 }
 
 }  // namespace
@@ -38,24 +39,29 @@ DecoderLM::DecoderLM(DecoderSpec spec, Generator& gen) : spec_(std::move(spec)) 
   check_spec(spec_);
   const DecoderSpec& s = spec_;
   auto model = register_module("model", std::make_shared<Container>());
-  embed_tokens_ = model->add("embed_tokens", std::make_shared<Embedding>(s.vocab_size, s.hidden_size, gen));
+  embed_tokens_ =
+      model->add("embed_tokens", std::make_shared<Embedding>(s.vocab_size, s.hidden_size, gen));
   init_normal(embed_tokens_->weight, s.initializer_range, gen);
   auto layers = model->add("layers", std::make_shared<Container>());
   for (std::int64_t i = 0; i < s.num_layers; ++i) {
     layers_.push_back(layers->add(std::to_string(i), std::make_shared<DecoderLayer>(s, i, gen)));
-    announce_unit("model.layers." + std::to_string(i), *layers_.back());  // sharded now under deferred init
+    // Sharded now under deferred init: the whole model never exists on one rank.
+    announce_unit("model.layers." + std::to_string(i), *layers_.back());
   }
   norm_ = model->add("norm", std::make_shared<RMSNorm>(s.hidden_size, s.norm_eps));
   if (s.heads.value_head) {
-    score_ = register_module("score", std::make_shared<Linear>(s.hidden_size, 1, gen, /*bias=*/false));
+    score_ =
+        register_module("score", std::make_shared<Linear>(s.hidden_size, 1, gen, /*bias=*/false));
     init_normal(score_->weight, s.initializer_range, gen);
   } else if (!s.tie_word_embeddings) {
-    lm_head_ = register_module("lm_head", std::make_shared<Linear>(s.hidden_size, s.vocab_size, gen, false));
+    lm_head_ = register_module("lm_head",
+                               std::make_shared<Linear>(s.hidden_size, s.vocab_size, gen, false));
     init_normal(lm_head_->weight, s.initializer_range, gen);
   }
   if (s.heads.critic && s.heads.critic_model) {
-    GENESIS_CHECK(s.heads.critic_lr_scale == 1.0, InvalidArgument,
-                  "critic_lr_scale scales a critic head; a critic model learns at the policy's rate");
+    GENESIS_CHECK(
+        s.heads.critic_lr_scale == 1.0, InvalidArgument,
+        "critic_lr_scale scales a critic head; a critic model learns at the policy's rate");
     DecoderSpec critic = s;
     critic.heads = ModelHeads{.value_head = true};
     UnitPrefix prefix("critic.");  // its layers are units of this model
@@ -112,8 +118,8 @@ void DecoderLM::set_gradient_checkpointing(bool on) {
 double DecoderLM::flops_per_token(std::int64_t seq_len) const {
   // 6 N over every parameter (a tied head is one tensor, so counted once), plus attention's
   // 12 * L * H * D * T; a critic model's flops are in N and its own attention term.
-  const double attention = 12.0 * static_cast<double>(spec_.num_layers * spec_.num_heads *
-                                                      spec_.head_dim * seq_len);
+  const double attention =
+      12.0 * static_cast<double>(spec_.num_layers * spec_.num_heads * spec_.head_dim * seq_len);
   const double critic_attention = critic_ ? attention : 0.0;
   return 6.0 * static_cast<double>(num_parameters()) + attention + critic_attention;
 }

@@ -2,11 +2,12 @@
 // Llama family's names are the model's own; GPT-2's checkpoints (save_pretrained's
 // "transformer."-prefixed names, or the original release's bare ones) store the four Conv1D
 // weights transposed.
+#include "genesis/nn/hf_models.hpp"
+
 #include <cmath>
 #include <string>
 
 #include "genesis/core/error.hpp"
-#include "genesis/nn/hf_models.hpp"
 
 namespace genesis::nn {
 namespace {
@@ -64,7 +65,8 @@ std::string model_tensor_name(HfFamily family, const std::string& name) {
   std::string bare = name.starts_with("transformer.") ? name.substr(12) : name;
   // The causal masks older GPT-2 checkpoints store; transformers ignores them on loading, as
   // it ignores the tied lm_head.
-  if (bare.ends_with(".attn.bias") || bare.ends_with(".attn.masked_bias") || bare == "lm_head.weight")
+  if (bare.ends_with(".attn.bias") || bare.ends_with(".attn.masked_bias") ||
+      bare == "lm_head.weight")
     return "";
   return bare;
 }

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
+#include "device_choice.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/export.hpp"
@@ -14,7 +14,6 @@
 #include "genesis/core/error.hpp"
 #include "genesis/data/tokenizer.hpp"
 #include "genesis/ops/ops.hpp"
-#include "device_choice.hpp"
 #include "init_weights.hpp"
 #include "log_probs.hpp"
 #include "model_choice.hpp"
@@ -53,7 +52,8 @@ Tokens line_tokens(const Json& line, const InferenceModel& m, const char* ids_ke
   Tokens ids;
   if (line.contains(ids_key)) {
     const Json& list = line.at(ids_key);
-    GENESIS_CHECK(list.is_array(), InvalidArgument, std::string("\"") + ids_key + "\" is not a list");
+    GENESIS_CHECK(list.is_array(), InvalidArgument,
+                  std::string("\"") + ids_key + "\" is not a list");
     for (const Json& id : list) {
       GENESIS_CHECK(id.is_number_integer(), InvalidArgument,
                     std::string("\"") + ids_key + "\" holds a non-integer");
@@ -63,8 +63,10 @@ Tokens line_tokens(const Json& line, const InferenceModel& m, const char* ids_ke
     GENESIS_CHECK(line.at(text_key).is_string(), InvalidArgument,
                   std::string("\"") + text_key + "\" is not a string");
     if (!m.byte_tokenizer)
-      throw NotSupported(std::string("\"") + text_key + "\" needs the model's tokenizer, which "
-                         "genesis does not read yet (tokenizer.json): give \"" + ids_key + "\"");
+      throw NotSupported(std::string("\"") + text_key +
+                         "\" needs the model's tokenizer, which "
+                         "genesis does not read yet (tokenizer.json): give \"" +
+                         ids_key + "\"");
     ids = data::ByteTokenizer().encode(line.at(text_key).get<std::string>());
   } else {
     throw InvalidArgument(std::string("no \"") + ids_key + "\" or \"" + text_key + "\"");
@@ -150,7 +152,8 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
                   "MODEL '" + name + "' is no Hugging Face directory, Hub id, run or checkpoint");
     m = run_model_config(name);
     // An hf run keeps its model's config in <run>/hf, whatever became of model.init_from.
-    const fs::path kept = ckpt::run_hf_dir(ckpt::resolve_checkpoint(fs::path(name))) / "config.json";
+    const fs::path kept =
+        ckpt::run_hf_dir(ckpt::resolve_checkpoint(fs::path(name))) / "config.json";
     if (m.kind == "hf" && fs::exists(kept)) {
       m.config = kept.string();
       m.init_from.clear();
@@ -229,8 +232,7 @@ std::int64_t score_jsonl(InferenceModel& m, std::istream& in, std::ostream& out,
     for (std::size_t i = first; i < end; ++i) {
       const std::size_t n = lines.valid[i].second.size();
       std::vector<double> row;
-      for (std::size_t t = 0; t + 1 < n; ++t)
-        row.push_back(values[(i - first) * (T - 1) + t]);
+      for (std::size_t t = 0; t + 1 < n; ++t) row.push_back(values[(i - first) * (T - 1) + t]);
       outputs[lines.valid[i].first] = Json{{"logprobs", row}};
     }
   }

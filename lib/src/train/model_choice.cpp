@@ -12,8 +12,8 @@ namespace {
 namespace fs = std::filesystem;
 
 nn::GPTConfig gpt_shape(const ModelConfig& m, const nn::ModelHeads& heads) {
-  nn::GPTConfig g{m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size, m.dropout,
-                  heads.value_head};
+  nn::GPTConfig g{m.n_layer,    m.n_head,  m.n_embd,        m.block_size,
+                  m.vocab_size, m.dropout, heads.value_head};
   g.critic = heads.critic;
   g.critic_model = heads.critic_model;
   g.critic_lr_scale = heads.critic_lr_scale;
@@ -33,10 +33,11 @@ std::string describe_hf(const nn::HfModelConfig& c, const std::string& source) {
 
 ModelChoice::ModelChoice(const ModelConfig& model, const std::string& key_name) : model_(model) {
   if (model.kind != "hf") {
-    description_ = "gpt n_layer=" + std::to_string(model.n_layer) + " n_head=" +
-                   std::to_string(model.n_head) + " n_embd=" + std::to_string(model.n_embd) +
-                   " block_size=" + std::to_string(model.block_size) + " vocab_size=" +
-                   std::to_string(model.vocab_size);
+    description_ = "gpt n_layer=" + std::to_string(model.n_layer) +
+                   " n_head=" + std::to_string(model.n_head) +
+                   " n_embd=" + std::to_string(model.n_embd) +
+                   " block_size=" + std::to_string(model.block_size) +
+                   " vocab_size=" + std::to_string(model.vocab_size);
     return;
   }
   const bool fresh = !model.config.empty();

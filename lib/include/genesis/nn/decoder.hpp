@@ -20,8 +20,8 @@ namespace genesis::nn {
 // The heads a causal LM carries besides (or instead of) its language-model head; the same
 // meaning as GPTConfig's fields of these names.
 struct ModelHeads {
-  bool value_head = false;      // "score" (hidden -> 1, no bias) instead of the LM head
-  bool critic = false;          // a critic beside the LM head: "v_head" or a model "critic."
+  bool value_head = false;  // "score" (hidden -> 1, no bias) instead of the LM head
+  bool critic = false;      // a critic beside the LM head: "v_head" or a model "critic."
   bool critic_model = false;
   double critic_lr_scale = 1.0;
 };
@@ -36,14 +36,14 @@ struct DecoderSpec {
   std::int64_t head_dim = 0;
   std::int64_t max_positions = 0;
   double norm_eps = 1e-6;
-  std::vector<float> inv_freq;             // (head_dim / 2): rope_theta and any scaling applied
-  bool qkv_bias = false;                   // q_proj, k_proj, v_proj (Qwen2; attention_bias)
-  bool o_bias = false;                     // o_proj (attention_bias)
+  std::vector<float> inv_freq;  // (head_dim / 2): rope_theta and any scaling applied
+  bool qkv_bias = false;        // q_proj, k_proj, v_proj (Qwen2; attention_bias)
+  bool o_bias = false;          // o_proj (attention_bias)
   bool mlp_bias = false;
-  bool qk_norm = false;                    // RMSNorm over each head's q and k before RoPE (Qwen3)
+  bool qk_norm = false;  // RMSNorm over each head's q and k before RoPE (Qwen3)
   bool tie_word_embeddings = false;
   std::vector<std::int64_t> layer_windows;  // per layer; 0: full causal attention
-  double initializer_range = 0.02;         // fresh weights ~ N(0, this), biases 0, norms 1
+  double initializer_range = 0.02;          // fresh weights ~ N(0, this), biases 0, norms 1
   ModelHeads heads;
 };
 
@@ -73,7 +73,7 @@ class DecoderAttention : public Module {
   std::int64_t heads_, kv_heads_, head_dim_, window_;
   std::shared_ptr<Linear> q_proj_, k_proj_, v_proj_, o_proj_;
   std::shared_ptr<RMSNorm> q_norm_, k_norm_;  // Qwen3
-  Tensor inv_freq_;                            // host; inv_freq_device_ caches its copy
+  Tensor inv_freq_;                           // host; inv_freq_device_ caches its copy
   Tensor inv_freq_device_;
 };
 
@@ -114,9 +114,9 @@ class DecoderLM : public CausalLM {
   std::shared_ptr<Embedding> embed_tokens_;
   std::vector<std::shared_ptr<DecoderLayer>> layers_;
   std::shared_ptr<RMSNorm> norm_;
-  std::shared_ptr<Linear> lm_head_;   // untied LM head
-  std::shared_ptr<Linear> score_;     // heads.value_head
-  std::shared_ptr<Linear> v_head_;    // heads.critic without critic_model
+  std::shared_ptr<Linear> lm_head_;    // untied LM head
+  std::shared_ptr<Linear> score_;      // heads.value_head
+  std::shared_ptr<Linear> v_head_;     // heads.critic without critic_model
   std::shared_ptr<DecoderLM> critic_;  // heads.critic_model
 };
 

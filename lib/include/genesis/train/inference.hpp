@@ -21,10 +21,10 @@
 namespace genesis::train {
 
 struct InferenceModel {
-  std::shared_ptr<nn::CausalLM> model;   // in eval mode, on its device
+  std::shared_ptr<nn::CausalLM> model;      // in eval mode, on its device
   std::vector<std::int64_t> eos_token_ids;  // generation stops at any of them
-  bool byte_tokenizer = false;           // text in and out through data::ByteTokenizer
-  std::string description;               // one line for the log
+  bool byte_tokenizer = false;              // text in and out through data::ByteTokenizer
+  std::string description;                  // one line for the log
 };
 
 // auto, cpu or cuda resolved against this machine as training.device is.

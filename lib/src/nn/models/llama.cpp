@@ -23,7 +23,8 @@ std::vector<float> rope_inv_freq(const HfModelConfig& c) {
   const RopeScaling& r = c.rope_scaling;
   const auto old_context = static_cast<float>(r.original_max_position_embeddings);
   const auto factor = static_cast<float>(r.factor);
-  const auto low = static_cast<float>(r.low_freq_factor), high = static_cast<float>(r.high_freq_factor);
+  const auto low = static_cast<float>(r.low_freq_factor),
+             high = static_cast<float>(r.high_freq_factor);
   const float low_freq_wavelen = old_context / low, high_freq_wavelen = old_context / high;
   for (float& f : inv_freq) {
     const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
