@@ -2,11 +2,11 @@
 // {"prompt": "..."} per line) from a Hugging Face model, a Hub id in the local cache, a run or a
 // checkpoint, one {"ids", "text"} line out per line in; greedy unless --temperature. The work is
 // lib/src/train/inference.cpp's.
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <iostream>
 #include <memory>
-
-#include <spdlog/spdlog.h>
 
 #include "commands/command_table.hpp"
 #include "genesis/core/error.hpp"

@@ -1,11 +1,11 @@
 // `genesis score MODEL [--input FILE]`: each token's log-probability under a model, for JSONL
 // lines of {"ids": [...]} or {"text": "..."}: {"logprobs": [log p(ids[t] | ids[<t]), t = 1..n-1]}
 // in f32, one line out per line in. The work is lib/src/train/inference.cpp's.
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <iostream>
 #include <memory>
-
-#include <spdlog/spdlog.h>
 
 #include "commands/command_table.hpp"
 #include "genesis/core/error.hpp"
@@ -27,8 +27,9 @@ void add_score_flags(CLI::App& app, ScoreFlags& f) {
                  "directory (its latest checkpoint) or a checkpoint")
       ->required()
       ->type_name("MODEL");
-  app.add_option("-i,--input", f.input,
-                 "JSONL, {\"ids\": [...]} or {\"text\": \"...\"} per line (default: standard input)")
+  app.add_option(
+         "-i,--input", f.input,
+         "JSONL, {\"ids\": [...]} or {\"text\": \"...\"} per line (default: standard input)")
       ->type_name("FILE");
   app.add_option("--batch-size", f.batch_size, "Lines scored together")
       ->check(CLI::PositiveNumber)
@@ -48,10 +49,10 @@ int run_score(const ScoreFlags& f, const RunContext& context) {
   const Device device = train::inference_device(*parse_setting<DeviceKind>(f.device));
   train::InferenceModel model = train::load_inference_model(f.model, device);
   spdlog::info("score: {} on {}", model.description, device.str());
-  const std::int64_t failed = train::score_jsonl(
-      model, in, context.out, f.batch_size, [](std::int64_t line, const std::string& reason) {
-        spdlog::error("line {}: {}", line, reason);
-      });
+  const std::int64_t failed = train::score_jsonl(model, in, context.out, f.batch_size,
+                                                 [](std::int64_t line, const std::string& reason) {
+                                                   spdlog::error("line {}: {}", line, reason);
+                                                 });
   return failed > 0 ? 1 : 0;
 }
 
