@@ -135,7 +135,7 @@ TEST_CASE("genesis score and generate agree with an independent implementation o
   }
 }
 
-TEST_CASE("a line genesis score cannot process gets an error line in its place; the rest go on",
+TEST_CASE("a line genesis score cannot process gets an error line in its place, the rest go on",
           "[nn][hf]") {
   TempDir dir;
   const fs::path model = dir.path() / "model";
