@@ -132,7 +132,7 @@ TEST_CASE("a failure on one rank fails the save on every rank, keeps latest and 
   CHECK_FALSE(fs::exists(dir.path() / "step-2"));
   // Rank 0's file of the failed save is gone with its directory: on a full disk it would keep
   // the space that ran out.
-  CHECK_THAT(errors[0], Catch::EndsWith("; the unfinished checkpoint was removed"));
+  CHECK_THAT(errors[0], Catch::Contains("; the unfinished checkpoint was removed"));
   CHECK(ckpt::list_leftovers(dir.path()).empty());
 }
 

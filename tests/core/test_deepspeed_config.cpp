@@ -172,6 +172,18 @@ TEST_CASE("deepspeed: stage 3's prefetch limits and persistence threshold are el
              Catch::Contains("ds.json: zero_optimization.stage3_max_live_parameters: "));
 }
 
+TEST_CASE("deepspeed: checkpoint.use_node_local_storage is training.node_local_checkpoints",
+          "[deepspeed]") {
+  const Applied a = apply_ds(R"({"checkpoint": {"use_node_local_storage": true}})");
+  CHECK(a.config.training.node_local_checkpoints);
+  CHECK(describe_location(a.origins.at("training.node_local_checkpoints")) ==
+        "ds.json: checkpoint.use_node_local_storage");
+  CHECK_FALSE(apply_ds(R"({"checkpoint": {"use_node_local_storage": false}})")
+                  .config.training.node_local_checkpoints);
+  CHECK_THAT(config_error(R"({"checkpoint": {"use_node_local_storage": 1}})"),
+             Catch::Contains("checkpoint.use_node_local_storage: expected true or false"));
+}
+
 TEST_CASE("deepspeed: zero_optimization rows", "[deepspeed]") {
   const std::vector<std::pair<int, std::string>> stages = {
       {0, "ddp"}, {1, "zero1"}, {2, "zero2"}, {3, "zero3"}};

@@ -3,13 +3,17 @@
 // rank 0 prepares .tmp-step-N/; every rank writes its own rank-<r>.safetensors into it; rank 0
 // writes manifest.json from the gathered indexes and commits. The commit is two atomic renames,
 // the directory and then `latest`, so at every instant `latest` names a complete checkpoint.
+// A save that fails keeps what it can: every rank writes its shard again into a rescued-step-N/
+// of its own checkpoints directory, and the error says where each went.
 #include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 
+#include "checkpoint_writer_steps.hpp"
 #include "durable_file.hpp"
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/checksum.hpp"
@@ -17,12 +21,11 @@
 #include "genesis/dist/string_collectives.hpp"
 
 namespace genesis::ckpt {
-namespace {
+namespace detail {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Writes this rank's pieces and returns its index: the file and, per piece, where it went.
 json write_rank_file(const fs::path& dir, int rank, std::int64_t step,
                      const std::vector<ckpt::StatePiece>& pieces) {
   NamedTensors named;
@@ -51,7 +54,6 @@ json write_rank_file(const fs::path& dir, int rank, std::int64_t step,
           {"pieces", index}};
 }
 
-// Rank 0: the manifest from every rank's index and state.
 Manifest build_manifest(const SaveOptions& options, const std::vector<std::string>& indexes) {
   Manifest m;
   m.step = options.step;
@@ -86,15 +88,15 @@ Manifest build_manifest(const SaveOptions& options, const std::vector<std::strin
 // directory named as a leftover: one atomic rename takes it out of every listing and out of
 // reach of `latest`, then its files go. Removing files in place could leave a step-<N>/ that
 // looks committed but lost its manifest or some shards.
-void remove_checkpoint(const fs::path& dir) {
+static void remove_checkpoint(const fs::path& dir) {
   const fs::path doomed = dir.parent_path() / (kDeletingPrefix + dir.filename().string());
   fs::remove_all(doomed);  // an earlier delete of the same step, cut short
   fs::rename(dir, doomed);
   fs::remove_all(doomed);
 }
 
-// Puts `from` at `to`. An existing `to` (the same step saved again after a resume) is swapped
-// out atomically where the filesystem allows, so `latest` never names a missing directory.
+// An existing `to` (the same step saved again after a resume) is swapped out atomically where
+// the filesystem allows, so `latest` never names a missing directory.
 void commit_directory(const fs::path& from, const fs::path& to) {
   if (fs::exists(to)) {
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) == 0) {
@@ -106,8 +108,8 @@ void commit_directory(const fs::path& from, const fs::path& to) {
   fs::rename(from, to);
 }
 
-// Rank 0, after a commit: the leftovers of saves and deletes cut short go first (they hold
-// disk space and nothing loads them), then the oldest checkpoints beyond keep_last.
+// The leftovers of saves and deletes cut short go first (they hold disk space and nothing loads
+// them), then the oldest checkpoints beyond keep_last.
 void prune(const fs::path& root, const fs::path& keep, int keep_last) {
   for (const fs::path& leftover : list_leftovers(root)) fs::remove_all(leftover);
   if (keep_last <= 0) return;
@@ -121,10 +123,8 @@ void prune(const fs::path& root, const fs::path& keep, int keep_last) {
   }
 }
 
-std::string error_of(const std::exception& e) { return e.what(); }
-
-// Removes an unfinished .tmp-step-N/ (on a full disk it would hold the space that ran out), and
-// says so for the error; "" when there is none (a commit had already renamed it).
+// An unfinished .tmp-step-N/ on a full disk would hold the space that ran out; "" when there is
+// none (a commit had already renamed it).
 std::string discard(const fs::path& tmp) {
   std::error_code ec;
   if (!fs::exists(tmp, ec)) return "";
@@ -132,23 +132,64 @@ std::string discard(const fs::path& tmp) {
   return "; the unfinished checkpoint was removed";
 }
 
-// agree_or_throw after every rank wrote its file: when any rank failed, all have stopped writing
-// by now, so rank 0 discards the directory before the error goes up on all of them.
+// When any rank failed, all have stopped writing by now, so the directory can go.
 void agree_or_discard(dist::ProcessGroup& group, const std::string& error,
-                      const std::string& what, const fs::path& tmp) {
+                      const std::string& what, const fs::path& tmp, bool discards) {
   try {
     dist::agree_or_throw(group, error, what);
   } catch (const IoError& e) {
-    if (group.rank() == 0) discard(tmp);
+    if (discards) discard(tmp);
     throw IoError(std::string(e.what()) + "; the unfinished checkpoint was removed");
   }
 }
 
-}  // namespace
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
 
-std::filesystem::path save_checkpoint(const SaveOptions& options,
-                                      const std::vector<ckpt::StatePiece>& pieces,
-                                      const nlohmann::json& rank_state, dist::ProcessGroup& group) {
+}  // namespace detail
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string error_of(const std::exception& e) { return e.what(); }
+
+// Collective, after a save failed on every rank at the same agreement: each rank writes its
+// shard and its index (with its rank state, what a manifest would hold of it) into
+// <checkpoints_dir>/rescued-step-N/, creating what is missing, so a run whose final save cannot
+// commit (a directory one host does not see, a full disk on one) still keeps its weights. No
+// listing takes rescued-* for a checkpoint and no save removes it. Returns the error's tail:
+// where every rank's shard went, or why it could not be kept.
+std::string rescue_shards(const SaveOptions& options, const std::vector<ckpt::StatePiece>& pieces,
+                          const json& rank_state, dist::ProcessGroup& group) {
+  const fs::path dir = options.checkpoints_dir / ("rescued-" + checkpoint_dir_name(options.step));
+  std::string where;
+  try {
+    fs::create_directories(dir);
+    json index = detail::write_rank_file(dir, group.rank(), options.step, pieces);
+    index["state"] = rank_state;
+    index["step"] = options.step;
+    const std::string file = index["file"].get<std::string>();
+    detail::write_file_synced(dir / (file.substr(0, file.find('.')) + ".json"), index.dump(1));
+    detail::fsync_directory(dir);
+    where = fs::absolute(dir / file).lexically_normal().string();
+  } catch (const std::exception& e) {
+    where = "not kept (" + error_of(e) + ")";
+  }
+  const std::vector<std::string> all = dist::all_gather_strings(
+      group, "rank " + std::to_string(group.rank()) + " on " + detail::this_host() + ": " + where);
+  std::string text = "; every rank's shard was written again where that rank could: ";
+  for (std::size_t r = 0; r < all.size(); ++r) text += (r == 0 ? "" : ", ") + all[r];
+  return text;
+}
+
+// The save into one run directory that every rank sees.
+fs::path save_shared(const SaveOptions& options, const std::vector<ckpt::StatePiece>& pieces,
+                     const json& rank_state, dist::ProcessGroup& group) {
   const std::string name = checkpoint_dir_name(options.step);
   const fs::path& root = options.checkpoints_dir;
   const fs::path tmp = root / (kSavingPrefix + name);
@@ -169,28 +210,43 @@ std::filesystem::path save_checkpoint(const SaveOptions& options,
 
   json index;
   try {
-    index = write_rank_file(tmp, group.rank(), options.step, pieces);
+    index = detail::write_rank_file(tmp, group.rank(), options.step, pieces);
     index["state"] = rank_state;
   } catch (const std::exception& e) {
     error = error_of(e);
   }
-  agree_or_discard(group, error, what, tmp);
+  detail::agree_or_discard(group, error, what, tmp, group.rank() == 0);
   const std::vector<std::string> indexes = dist::all_gather_strings(group, index.dump());
 
   if (group.rank() == 0) {
     try {
-      write_manifest(tmp, build_manifest(options, indexes));
+      write_manifest(tmp, detail::build_manifest(options, indexes));
       detail::fsync_directory(tmp);
-      commit_directory(tmp, final_dir);
+      detail::commit_directory(tmp, final_dir);
       detail::fsync_directory(root);
       detail::replace_file_atomically(root / "latest", name + "\n");
-      prune(root, final_dir, options.keep_last);
+      detail::prune(root, final_dir, options.keep_last);
     } catch (const std::exception& e) {
-      error = error_of(e) + discard(tmp);  // rank 0's own work: no other rank writes here
+      error = error_of(e) + detail::discard(tmp);  // rank 0's own work: no other rank writes here
     }
   }
   dist::agree_or_throw(group, error, what);
   return final_dir;
+}
+
+}  // namespace
+
+std::filesystem::path save_checkpoint(const SaveOptions& options,
+                                      const std::vector<ckpt::StatePiece>& pieces,
+                                      const nlohmann::json& rank_state, dist::ProcessGroup& group) {
+  try {
+    return options.nodes != nullptr
+               ? detail::save_node_local(options, pieces, rank_state, group, *options.nodes)
+               : save_shared(options, pieces, rank_state, group);
+  } catch (const IoError& e) {
+    // Thrown by an agreement, so on every rank at the same point: the rescue can be collective.
+    throw IoError(std::string(e.what()) + rescue_shards(options, pieces, rank_state, group));
+  }
 }
 
 }  // namespace genesis::ckpt

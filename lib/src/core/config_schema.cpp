@@ -181,6 +181,11 @@ std::vector<ConfigKey> training_keys() {
     {"training.overwrite_output_dir",
      "a fresh start deletes the run directory's checkpoints (refused when false)",
      [](Config& c) -> Field { return &c.training.overwrite_output_dir; }},
+    {"training.node_local_checkpoints",
+     "each node keeps its own ranks' checkpoint shards in its own run directory, for hosts "
+     "that do not share one (DeepSpeed's use_node_local_storage); false: every rank must see "
+     "rank 0's run directory",
+     [](Config& c) -> Field { return &c.training.node_local_checkpoints; }},
   };
 }
 

@@ -93,6 +93,8 @@ const std::vector<DeepSpeedKey>& deepspeed_keys() {
       {"gradient_clipping", K::number, true, "training.max_grad_norm"},
       {"steps_per_print", K::integer, true, "training.logging_steps"},
       {"wall_clock_breakdown", K::boolean, true, "training.wall_clock_breakdown"},
+      {"checkpoint", K::object, true},
+      {"checkpoint.use_node_local_storage", K::boolean, true, "training.node_local_checkpoints"},
       {"tensorboard", K::object, true},
       {"tensorboard.enabled", K::boolean, true, "training.report_to"},
       {"tensorboard.output_path", K::string, false},  // always <run>/tensorboard/

@@ -1,7 +1,7 @@
 // The [training] half of a DeepSpeed config: optimizer, scheduler, the batch triple
 // (train_batch_size = micro x accumulation x world size, any two determine the third, as
 // deepspeed/runtime/config.py resolves them), gradient clipping, steps_per_print,
-// wall_clock_breakdown and the tensorboard monitor.
+// wall_clock_breakdown, the tensorboard monitor and checkpoint.use_node_local_storage.
 // WarmupLR, WarmupDecayLR and WarmupCosineLR are the DeepSpeed schedules genesis has
 // (lr_scheduler_type "warmup_lr", "warmup_decay_lr" and "warmup_cosine_lr").
 #include <algorithm>
@@ -317,6 +317,10 @@ void map_deepspeed_training(DeepSpeedMapper& m, const json& root) {
   if (const json* v = given(root, "wall_clock_breakdown"); v && v->get<bool>())
     m.set("training.wall_clock_breakdown", toml::value<bool>(true), "wall_clock_breakdown");
   map_tensorboard(m, root);
+  if (const json* checkpoint = given(root, "checkpoint"))
+    if (const json* v = given(*checkpoint, "use_node_local_storage"))
+      m.set("training.node_local_checkpoints", toml::value<bool>(v->get<bool>()),
+            "checkpoint.use_node_local_storage");
 }
 
 }  // namespace genesis::config_detail

@@ -165,7 +165,8 @@ std::map<std::string, std::string> flatten(const std::string& toml_text) {
 bool ignored_key(const std::string& key) {
   static const std::set<std::string> ignored = {
       "name", "training.output_dir", "training.save_steps", "training.save_total_limit",
-      "training.resume_from_checkpoint", "training.overwrite_output_dir", "training.logging_steps", "training.eval_steps",
+      "training.resume_from_checkpoint", "training.overwrite_output_dir",
+      "training.node_local_checkpoints", "training.logging_steps", "training.eval_steps",
       "training.eval_batches", "training.device", "training.per_device_train_batch_size",
       "training.gradient_accumulation_steps"};
   return ignored.count(key) > 0 || key.rfind("distributed.", 0) == 0;
@@ -306,6 +307,40 @@ json plan_on_rank0(const fs::path& dir, const TrainingConfig& t, const fs::path&
   return plan;
 }
 
+// Collective, node-local checkpoints: the newest step every node committed (with what each node
+// holds), or nullopt to start fresh. A step some node lacks is no step to resume from, so
+// checkpoints held by only some nodes (a node lost for good, a disk replaced) are refused, as
+// damaged ones are, unless --overwrite says to start over.
+std::optional<std::pair<std::int64_t, ckpt::NodeLocalSteps>> newest_node_local_step(
+    const TrainingConfig& t, const fs::path& run_dir, const Job& job, const ckpt::Nodes& nodes) {
+  const fs::path root = ckpt::checkpoints_dir_of(run_dir);
+  const ckpt::NodeLocalSteps steps = ckpt::find_node_local_steps(root, nodes, *job.group());
+  if (!steps.newest_common) {
+    if (steps.held.empty()) return std::nullopt;
+    GENESIS_CHECK(t.overwrite_output_dir && !restarted_by_launcher(), IoError,
+                  "no node-local checkpoint of " + root.string() + " is held whole by the nodes "
+                  "of this job (" + steps.describe(nodes) + "): a node's shards are only on "
+                  "that node, so a job without it cannot resume from them. Start over with "
+                  "--overwrite, or run on the nodes that saved them");
+    if (job.is_main())
+      spdlog::warn("--overwrite: no node-local checkpoint is held whole ({}); starting from step 0",
+                   steps.describe(nodes));
+    return std::nullopt;
+  }
+  const std::int64_t step = *steps.newest_common;
+  const int saved_world = steps.world.at(step);
+  GENESIS_CHECK(saved_world == job.world_size(), ConfigError,
+                "node-local checkpoint " + (root / ckpt::checkpoint_dir_name(step)).string() +
+                    " was saved by " + ranks_text(saved_world) + " and this run has " +
+                    ranks_text(job.world_size()) + ": a node-local checkpoint resumes on the "
+                    "world that saved it; to change it, copy every node's shards of that step "
+                    "into one directory and run genesis ckpt reshard on it");
+  if (job.is_main())
+    spdlog::info("node-local checkpoints: resuming from step-{}, the newest every node holds ({})",
+                 step, steps.describe(nodes));
+  return std::pair{step, steps};
+}
+
 }  // namespace
 
 std::optional<fs::path> choose_resume_checkpoint(const TrainingConfig& training,
@@ -372,19 +407,36 @@ void load_init_weights(InitWeights& init, parallel::Strategy& strategy, nn::Modu
 }
 
 RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Strategy& strategy,
-                   nn::Module& model, const Job& job, InitWeights* init) {
+                   nn::Module& model, const Job& job, InitWeights* init, const ckpt::Nodes* nodes) {
   RunStart start{.config = config, .elastic = {}, .resumed_from = {}, .resumed = {}};
-  start.resumed_from = choose_resume_checkpoint(config.training, run_dir, job);
+  const TrainingConfig& t = config.training;
+  std::optional<fs::path> assembled;  // node-local: this node's whole copy of the chosen step
+  if (nodes != nullptr && (t.resume_from_checkpoint == "auto" || restarted_by_launcher())) {
+    if (const auto step = newest_node_local_step(t, run_dir, job, *nodes)) {
+      start.resumed_from = ckpt::checkpoints_dir_of(run_dir) / ckpt::checkpoint_dir_name(step->first);
+      assembled = ckpt::assemble_node_local(ckpt::checkpoints_dir_of(run_dir), step->first,
+                                            step->second, *nodes, *job.group());
+    }
+  } else {
+    start.resumed_from = choose_resume_checkpoint(t, run_dir, job);
+  }
   if (!start.resumed_from) {
     if (init != nullptr) load_init_weights(*init, strategy, model);
     return start;
   }
   const fs::path& dir = *start.resumed_from;
-  start.elastic = plan_resume(dir, config.training, run_dir, job);
+  start.elastic = plan_resume(assembled.value_or(dir), t, run_dir, job);
+  if (assembled) start.elastic.load_dir = *assembled;  // rank 0 planned on its own node's copy
   start.config.training.gradient_accumulation_steps = start.elastic.gradient_accumulation_steps;
   start.resumed = load_checkpoint(start.elastic.load_dir, start.config, strategy, model, job,
                                   dir.lexically_normal().string());
   remove_resharded_copy(start.elastic, job);
+  if (assembled) {
+    std::vector<double> loaded{1.0};
+    job.sum(loaded);  // every rank of the node has read the copy
+    std::error_code ec;  // one left behind is a .tmp- leftover, which the next save removes
+    if (nodes->leader()) fs::remove_all(*assembled, ec);
+  }
   const std::int64_t consumed = start.resumed->state.consumed;
   GENESIS_CHECK(consumed % job.world_size() == 0, ConfigError,
                 "checkpoint '" + dir.string() + "' stopped " + std::to_string(consumed) +
@@ -396,7 +448,7 @@ RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Stra
 
 void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t step,
                      parallel::Strategy& strategy, nn::Module& model, RankState state, std::optional<double> loss,
-                     const json& world_size_changes, const Job& job) {
+                     const json& world_size_changes, const Job& job, const ckpt::Nodes* nodes) {
   const auto start = std::chrono::steady_clock::now();
   for (const auto& [name, generator] : model.named_generators()) state.rng[name] = generator->state();
   const TrainingConfig& t = config.training;
@@ -408,7 +460,8 @@ void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t
       .info = {{"optimizer", {{"type", to_string(t.optimizer)},
                               {"step_count", strategy.optimizer().step_count()}}},
                {"scheduler", {{"type", to_string(t.lr_scheduler_type)}, {"step", step}}}},
-      .keep_last = static_cast<int>(t.save_total_limit)};
+      .keep_last = static_cast<int>(t.save_total_limit),
+      .nodes = nodes};
   // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
   if (loss) options.info["loss"] = *loss;
   if (!world_size_changes.empty()) options.info["world_size_changes"] = world_size_changes;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "genesis/ckpt/node_local.hpp"
 #include "genesis/core/config.hpp"
 #include "genesis/nn/module.hpp"
 #include "genesis/parallel/strategy.hpp"
@@ -71,7 +72,9 @@ Resumed load_checkpoint(const std::filesystem::path& dir, const Config& config,
 // Where a run starts: from the checkpoint choose_resume_checkpoint picks, planned by
 // plan_resume, loaded into the strategy and the model's generators, and its resharded copy
 // removed; else from `init` (model.init_from) when given, else as built. ConfigError when the
-// checkpoint stopped mid-epoch at a place this world cannot split.
+// checkpoint stopped mid-epoch at a place this world cannot split. With `nodes` (node-local
+// checkpoints), "auto" and a restart resume from the newest step every node committed, assembled
+// whole on each node from the shards the nodes hold (node_local.hpp).
 struct RunStart {
   // What the run saves with its checkpoints: `config` with the accumulation it trains with, so
   // a resume onto another world size keeps the global batch.
@@ -82,7 +85,7 @@ struct RunStart {
 };
 RunStart start_run(const Config& config, const std::filesystem::path& run_dir,
                    parallel::Strategy& strategy, nn::Module& model, const Job& job,
-                   InitWeights* init);
+                   InitWeights* init, const ckpt::Nodes* nodes = nullptr);
 
 // Collective: loads `init` into `strategy` (whose module is `model`); tensors it lacks (a fresh
 // value head) keep the model's own initialisation.
@@ -90,10 +93,11 @@ void load_init_weights(InitWeights& init, parallel::Strategy& strategy, nn::Modu
 
 // Collective: writes step-<step> under <run_dir>/checkpoints and prunes to save_total_limit.
 // world_size_changes (ResumePlan's) is kept in the manifest's info when not empty, so a later
-// resume on the same smaller world still keeps the original global batch.
+// resume on the same smaller world still keeps the original global batch. With `nodes`, each
+// node keeps its own ranks' shards (node_local.hpp).
 void save_checkpoint(const Config& config, const std::filesystem::path& run_dir, std::int64_t step,
                      parallel::Strategy& strategy, nn::Module& model, RankState state,
                      std::optional<double> loss, const nlohmann::json& world_size_changes,
-                     const Job& job);
+                     const Job& job, const ckpt::Nodes* nodes = nullptr);
 
 }  // namespace genesis::train

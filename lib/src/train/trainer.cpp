@@ -32,6 +32,7 @@
 #include "metrics_recorder.hpp"
 #include "progress.hpp"
 #include "report.hpp"
+#include "run_directory_check.hpp"
 #include "run_lock.hpp"
 #include "task.hpp"
 #include "training_loop.hpp"
@@ -240,6 +241,9 @@ struct Run {
   std::unique_ptr<parallel::Strategy> strategy;
   std::filesystem::path dir;
   std::unique_ptr<RunLock> lock;
+  // Set when each node keeps its own checkpoint shards (training.node_local_checkpoints on hosts
+  // that do not share the run directory); a directory not shared without it is refused here.
+  std::optional<ckpt::Nodes> nodes;
   RunStart start;
   // Rank r batches its DistributedSampler shard: step by step the ranks' batches together are
   // the batch of world * batch examples one process would draw.
@@ -258,7 +262,9 @@ Run::Run(const Config& c)
       strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
       dir(std::filesystem::path(c.training.output_dir) / c.name),
       lock(lock_run_directory(dir, job)),
-      start(start_run(c, dir, *strategy, *task.model, job, init.get())),
+      nodes(check_run_directory(dir, c.training.node_local_checkpoints, job)),
+      start(start_run(c, dir, *strategy, *task.model, job, init.get(),
+                      nodes ? &*nodes : nullptr)),
       sampler(task.train.size(),
               {.batch_size = c.training.per_device_train_batch_size,
                .seed = c.seed + 2,
@@ -407,7 +413,8 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   const SaveCheckpoint save = [&run](std::int64_t step, const RankState& state,
                                      std::optional<double> loss) {
     save_checkpoint(run.start.config, run.dir, step, *run.strategy, *run.task.model, state, loss,
-                    run.start.elastic.world_size_changes, run.job);
+                    run.start.elastic.world_size_changes, run.job,
+                    run.nodes ? &*run.nodes : nullptr);
   };
   TrainingLoop loop({.config = config.training, .accumulation = run.accumulation(),
                      .task = run.task, .strategy = *run.strategy, .job = run.job,

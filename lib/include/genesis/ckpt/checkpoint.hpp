@@ -23,6 +23,8 @@
 
 namespace genesis::ckpt {
 
+struct Nodes;  // node_local.hpp
+
 struct SaveOptions {
   std::filesystem::path checkpoints_dir;  // <run_dir>/checkpoints
   std::int64_t step = 0;
@@ -30,13 +32,18 @@ struct SaveOptions {
   std::string config_toml;
   nlohmann::json info = nlohmann::json::object();  // Manifest::info (rank 0's is kept)
   int keep_last = 0;  // save_total_limit: committed checkpoints kept after this one; 0: all
+  // Set: the nodes do not share checkpoints_dir (training.node_local_checkpoints), and each
+  // keeps its own ranks' shards there (node_local.hpp); null: one directory every rank sees.
+  const Nodes* nodes = nullptr;
 };
 
 // Collective over `group`: each rank writes its pieces to rank-<r>.safetensors (in parallel),
 // rank 0 gathers the indexes and the rank states, writes manifest.json, commits, updates `latest`,
 // removes the leftovers of interrupted saves and deletes (list_leftovers) and prunes the oldest
 // beyond keep_last (never the one `latest` names). A failure on any rank (disk full,
-// permissions) throws the same IoError on every rank, and `latest` is untouched. Returns the
+// permissions) throws the same IoError on every rank, and `latest` is untouched; before it does,
+// every rank writes its shard again into rescued-step-<N>/ of its own checkpoints directory
+// (creating what is missing) and the error lists where each rank's shard went. Returns the
 // committed directory.
 std::filesystem::path save_checkpoint(const SaveOptions& options,
                                       const std::vector<ckpt::StatePiece>& pieces,

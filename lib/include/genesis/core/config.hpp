@@ -185,6 +185,10 @@ struct TrainingConfig {
   // A fresh start in a run directory that holds checkpoints deletes them when true and is
   // refused otherwise, so an earlier run's checkpoints are never lost to a forgotten --resume.
   bool overwrite_output_dir = false;
+  // Each node keeps its own ranks' checkpoint shards in its own run directory, for hosts that
+  // do not share one (DeepSpeed's checkpoint.use_node_local_storage); false: every rank must see
+  // rank 0's run directory, which the start checks.
+  bool node_local_checkpoints = false;
 
   bool reports_to(std::string_view target) const {
     return std::find(report_to.begin(), report_to.end(), target) != report_to.end();
