@@ -10,11 +10,12 @@ CMAKE_FLAGS ?=
 # their network namespaces, slurm-wlm's daemons and munge a real SLURM on localhost,
 # python3-torch a PyTorch DDP program to run under genesis launch, headless chromium renders
 # genesis report's HTML to a PNG that the report tests look at, and nodejs runs Hugging Face
-# tokenizers, which the tokenizer tests compare with; NodeSource's nodejs brings its own npm and
+# tokenizers, which the tokenizer tests compare with (libpcre2-dev and libicu-dev are the
+# tokenizer's own regular expressions and Unicode data); NodeSource's nodejs brings its own npm and
 # conflicts with Debian's, so npm is asked for only where there is none).
 DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish iproute2 \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
-	libopenblas-openmp-dev libgloo-dev libpcre2-dev libutf8proc-dev python3-numpy \
+	libopenblas-openmp-dev libgloo-dev libpcre2-dev libicu-dev python3-numpy \
 	slurmctld slurmd slurm-client munge python3-torch chromium nodejs \
 	$(if $(shell command -v npm),,npm)
 

@@ -6,8 +6,8 @@ namespace genesis::commands {
 
 std::vector<Command> make_command_table() {
   return {make_doctor_command(),   make_launch_command(), make_train_command(),
-          make_generate_command(), make_score_command(),  make_ckpt_command(),
-          make_report_command(),   make_bench_allreduce_command()};
+          make_generate_command(), make_score_command(),  make_tokenize_command(),
+          make_ckpt_command(),     make_report_command(), make_bench_allreduce_command()};
 }
 
 }  // namespace genesis::commands

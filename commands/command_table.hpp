@@ -38,6 +38,7 @@ Command make_generate_command();
 Command make_launch_command();
 Command make_report_command();
 Command make_score_command();
+Command make_tokenize_command();
 Command make_train_command();
 
 }  // namespace genesis::commands

@@ -16,7 +16,7 @@ _genesis() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         if [[ -z $command ]]; then
             case ${COMP_WORDS[i]} in
-                bench-allreduce|ckpt|doctor|generate|launch|report|score|train) command=${COMP_WORDS[i]} ;;
+                bench-allreduce|ckpt|doctor|generate|launch|report|score|tokenize|train) command=${COMP_WORDS[i]} ;;
             esac
         elif [[ $command == ckpt && -z $subcommand ]]; then
             case ${COMP_WORDS[i]} in
@@ -239,6 +239,16 @@ _genesis() {
                     return ;;
             esac
             ;;
+        tokenize)
+            case $prev in
+                --input|-i)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
+                --threads)
+                    :
+                    return ;;
+            esac
+            ;;
         train)
             case $prev in
                 --algorithm)
@@ -270,7 +280,7 @@ _genesis() {
     esac
 
     if [[ -z $command && $cur != -* ]]; then
-        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor generate launch report score train" -- "$cur"))
+        COMPREPLY=($(compgen -W "bench-allreduce ckpt doctor generate launch report score tokenize train" -- "$cur"))
         return
     fi
     if [[ $command == ckpt && -z $subcommand && $cur != -* ]]; then
@@ -301,6 +311,7 @@ _genesis() {
         report)
             if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --format --help -h --log-level --metric --output -o --version" -- "$cur")); fi ;;
         score) COMPREPLY=($(compgen -W "--batch-size --color --device --help -h --input -i --log-level --version" -- "$cur")) ;;
+        tokenize) COMPREPLY=($(compgen -W "--color --decode --help -h --input -i --log-level --no-special-tokens --threads --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--algorithm --color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac

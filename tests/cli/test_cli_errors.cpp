@@ -134,7 +134,7 @@ TEST_CASE("an unknown flag is answered with what the user meant", "[cli]") {
   // A misspelt command.
   CHECK(usage_error({"tarin", "--preset", "sft"}) ==
         "genesis: error: unknown command 'tarin' (did you mean 'train'? commands: doctor, launch, "
-        "train, generate, score, ckpt, report, bench-allreduce)");
+        "train, generate, score, tokenize, ckpt, report, bench-allreduce)");
   // Nothing close: no guess.
   CHECK(usage_error({"train", "--frobnicate"}) ==
         "genesis: error: unknown option '--frobnicate' of genesis train "

@@ -113,7 +113,7 @@ TEST_CASE("zsh and fish completions parse", "[docs]") {
 
 TEST_CASE("bash completes commands, flags, choices and presets", "[docs]") {
   CHECK(complete("genesis tr") == "train\n");
-  CHECK(complete("genesis ''") == "bench-allreduce\nckpt\ndoctor\ngenerate\nlaunch\nreport\nscore\ntrain\n");
+  CHECK(complete("genesis ''") == "bench-allreduce\nckpt\ndoctor\ngenerate\nlaunch\nreport\nscore\ntokenize\ntrain\n");
   CHECK(complete("genesis la") == "launch\n");
 
   const std::string presets = complete("genesis train --preset ''");

@@ -77,7 +77,7 @@ TEST_CASE("generated pairs: the task's answer against a near miss", "[preference
 }
 
 TEST_CASE("a pair's two sequences encode as SFT encodes each", "[preference]") {
-  const ByteTokenizer tok;
+  const data::ByteTextTokenizer tok;
   const std::vector<PreferencePair> pairs{{"reverse: abc\n", "cba", "cab"},
                                           {"add: 1+2\n", "3", "4"},
                                           {"copy: hello\n", "hello", "hell"}};
@@ -100,7 +100,7 @@ TEST_CASE("a pair's two sequences encode as SFT encodes each", "[preference]") {
 }
 
 TEST_CASE("an empty response or a pair too long for block_size names the pair", "[preference]") {
-  const ByteTokenizer tok;
+  const data::ByteTextTokenizer tok;
   CHECK_THAT(testing::thrown_message<ConfigError>([&] {
                data::encode_preference_pairs({{"copy: a\n", "a", "b", "pairs.jsonl:3"},
                                               {"copy: b\n", "b", "", "pairs.jsonl:4"}},
@@ -166,7 +166,7 @@ TEST_CASE("preference JSONL: an optional margin per pair", "[preference]") {
   REQUIRE(pairs.size() == 2);
   CHECK(pairs[0].margin == 1.5);
   CHECK(pairs[1].margin == 0.0);
-  const data::ByteTokenizer tokenizer;
+  const data::ByteTextTokenizer tokenizer;
   const data::TensorDataset rows = data::encode_preference_pairs(pairs, tokenizer, 8);
   REQUIRE(rows.extra.defined());
   CHECK(rows.extra.to_vector() == std::vector<float>{1.5f, 0.0f});

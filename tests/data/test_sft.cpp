@@ -111,7 +111,7 @@ TEST_CASE("built-in tasks are deterministic, correct and keep held-out prompts o
 }
 
 TEST_CASE("SFT rows put the loss on the response only", "[sft]") {
-  ByteTokenizer tok;
+  const data::ByteTextTokenizer tok;
   const auto enc = data::encode_sft({{"ab:", "xy"}}, tok, 8);
   const std::vector<std::int64_t> inputs(enc.rows.inputs.data<std::int64_t>(),
                                          enc.rows.inputs.data<std::int64_t>() + 8);
@@ -150,7 +150,7 @@ TEST_CASE("SFT rows put the loss on the response only", "[sft]") {
 
 TEST_CASE("SFT errors about a prompt name its file and line, or its built-in task", "[sft]") {
   testing::TempDir dir;
-  ByteTokenizer tok;
+  const data::ByteTextTokenizer tok;
   // A blank line before the long prompt: its line (4) is not its position among examples (3).
   const auto path = write_file(dir,
       "{\"prompt\": \"a:\", \"response\": \"b\"}\n"

@@ -62,6 +62,7 @@ std::string require_variable(Need need) {
     case Need::python: return "GENESIS_REQUIRE_PYTHON";
     case Need::chromium: return "GENESIS_REQUIRE_CHROMIUM";
     case Need::doc_tools: return "GENESIS_REQUIRE_DOC_TOOLS";
+    case Need::node: return "GENESIS_REQUIRE_NODE";
   }
   return "GENESIS_REQUIRE_UNKNOWN";
 }

@@ -23,6 +23,7 @@ enum class Need {
   python,      // /usr/bin/python3 (GENESIS_REQUIRE_PYTHON)
   chromium,    // a headless Chromium that starts (GENESIS_REQUIRE_CHROMIUM)
   doc_tools,   // groff, zsh and fish (GENESIS_REQUIRE_DOC_TOOLS)
+  node,        // node and the npm reference of make test-deps (GENESIS_REQUIRE_NODE)
 };
 
 // ctest's SKIP_RETURN_CODE, GENESIS_SKIP_RETURN_CODE in tests/CMakeLists.txt (automake's number).

@@ -72,6 +72,14 @@ std::vector<ConfigKey> data_keys() {
      [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
     {"data.eval_fraction", "fraction held out for evaluation, in (0, 1)",
      [](Config& c) -> Field { return &c.data.eval_fraction; }, Rule::open_unit},
+    {"data.tokenizer",
+     "tokenizer of text data: byte | a tokenizer.json, a directory holding one, or a Hub id "
+     "(default: an hf model's own, else byte)",
+     [](Config& c) -> Field { return &c.data.tokenizer; }},
+    {"data.cache_dir",
+     "where encoded jsonl data is cached (default: $XDG_CACHE_HOME/genesis/tokens, else "
+     "~/.cache/genesis/tokens)",
+     [](Config& c) -> Field { return &c.data.cache_dir; }},
   };
 }
 

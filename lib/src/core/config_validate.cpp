@@ -182,7 +182,8 @@ void validate_config(const Config& config, const Origins& origins) {
                       ")");
   // SFT text is tokenized bytewise: 256 byte tokens, end-of-text and padding (an hf model's
   // vocabulary is its config.json's, checked when the model is built).
-  if (sft && m.kind == "gpt" && m.vocab_size < 258)
+  const bool byte_text = config.data.tokenizer.empty() || config.data.tokenizer == "byte";
+  if (sft && m.kind == "gpt" && byte_text && m.vocab_size < 258)
     throw ConfigError(key_at(origin_of(origins, "model.vocab_size", "data.source"), "model.vocab_size") +
                       " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");

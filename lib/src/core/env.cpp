@@ -120,4 +120,9 @@ std::string hf_hub_cache(const Lookup& env) {
   return read_text("HOME", env).value_or("~") + "/.cache/huggingface/hub";
 }
 
+std::string genesis_cache(const Lookup& env) {
+  if (auto v = read_text("XDG_CACHE_HOME", env)) return *v + "/genesis";
+  return read_text("HOME", env).value_or("~") + "/.cache/genesis";
+}
+
 }  // namespace genesis::env

@@ -91,7 +91,7 @@ std::vector<PreferencePair> generate_preference_pairs(const std::vector<std::str
 }
 
 TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
-                                      const ByteTokenizer& tokenizer, std::int64_t block_size) {
+                                      const TextTokenizer& tokenizer, std::int64_t block_size) {
   GENESIS_CHECK(!pairs.empty(), ConfigError, "the preference dataset is empty");
   std::vector<SftExample> chosen, rejected;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -100,8 +100,9 @@ TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
     using Side = std::pair<const char*, const std::string*>;
     for (const auto& [side, text] : {Side{"chosen", &p.chosen}, Side{"rejected", &p.rejected}}) {
       GENESIS_CHECK(!text->empty(), ConfigError, name + ": the " + side + " response is empty");
-      const auto tokens = static_cast<std::int64_t>(tokenizer.encode(p.prompt).size() +
-                                                    tokenizer.encode(*text).size()) + 1;
+      const auto tokens = static_cast<std::int64_t>(tokenizer.encode_prompt(p.prompt).size() +
+                                                    tokenizer.encode_continuation(*text).size()) +
+                          1;
       GENESIS_CHECK(tokens <= block_size + 1, ConfigError,
                     name + ": the prompt and " + side + " response are " +
                         std::to_string(tokens) + " tokens with end-of-text, more than " +

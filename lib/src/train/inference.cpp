@@ -13,6 +13,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/tokenizer.hpp"
+#include "genesis/tokenizer/tokenize_jsonl.hpp"
 #include "genesis/ops/ops.hpp"
 #include "init_weights.hpp"
 #include "log_probs.hpp"
@@ -26,15 +27,22 @@ using Json = nlohmann::json;
 using Tokens = std::vector<std::int64_t>;
 
 // The run's model config: a run directory's or a checkpoint's manifest.
-ModelConfig run_model_config(const std::string& name) {
+Config run_config(const std::string& name) {
   const fs::path dir = ckpt::resolve_checkpoint(fs::path(name));
   const ckpt::Manifest manifest = ckpt::read_manifest(dir);
   GENESIS_CHECK(!manifest.config_toml.empty(), ConfigError,
                 "'" + name + "': the checkpoint keeps no config, so its model is unknown");
-  ModelConfig m = parse_config_toml(manifest.config_toml, "'" + dir.string() + "' config").model;
+  Config config = parse_config_toml(manifest.config_toml, "'" + dir.string() + "' config");
+  const ModelConfig& m = config.model;
   GENESIS_CHECK(m.kind == "gpt" || m.kind == "hf", ConfigError,
                 "'" + name + "' holds a model.kind = \"" + m.kind + "\", not a language model");
-  return m;
+  return config;
+}
+
+bool has_tokenizer_files(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / "tokenizer.json", ec) ||
+         (fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec));
 }
 
 // Copies every tensor `weights` has for `model` into it.
@@ -45,7 +53,7 @@ void load_weights(nn::CausalLM& model, const std::string& name) {
     if (weights.contains("model." + param)) t.copy_(weights.read_full("model." + param));
 }
 
-// A line's token ids: "ids" (`ids_key`), or text through the byte tokenizer (`text_key`).
+// A line's token ids: "ids" (`ids_key`), or text (`text_key`) through the model's tokenizer.
 Tokens line_tokens(const Json& line, const InferenceModel& m, const char* ids_key,
                    const char* text_key) {
   GENESIS_CHECK(line.is_object(), InvalidArgument, "expected a JSON object");
@@ -62,12 +70,17 @@ Tokens line_tokens(const Json& line, const InferenceModel& m, const char* ids_ke
   } else if (line.contains(text_key)) {
     GENESIS_CHECK(line.at(text_key).is_string(), InvalidArgument,
                   std::string("\"") + text_key + "\" is not a string");
-    if (!m.byte_tokenizer)
-      throw NotSupported(std::string("\"") + text_key +
-                         "\" needs the model's tokenizer, which "
-                         "genesis does not read yet (tokenizer.json): give \"" +
-                         ids_key + "\"");
-    ids = data::ByteTokenizer().encode(line.at(text_key).get<std::string>());
+    const std::string& text = line.at(text_key).get_ref<const std::string&>();
+    if (m.tokenizer) {
+      const std::vector<std::int32_t> encoded = m.tokenizer->encode(text);
+      ids.assign(encoded.begin(), encoded.end());
+    } else if (m.byte_tokenizer) {
+      ids = data::ByteTokenizer().encode(text);
+    } else {
+      throw InvalidArgument(std::string("\"") + text_key +
+                            "\" needs the model's tokenizer, and its directory has no "
+                            "tokenizer.json: give \"" + ids_key + "\"");
+    }
   } else {
     throw InvalidArgument(std::string("no \"") + ids_key + "\" or \"" + text_key + "\"");
   }
@@ -150,7 +163,8 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
   } else {
     GENESIS_CHECK(fs::exists(name), ConfigError,
                   "MODEL '" + name + "' is no Hugging Face directory, Hub id, run or checkpoint");
-    m = run_model_config(name);
+    const Config run = run_config(name);
+    m = run.model;
     // An hf run keeps its model's config in <run>/hf, whatever became of model.init_from.
     const fs::path kept =
         ckpt::run_hf_dir(ckpt::resolve_checkpoint(fs::path(name))) / "config.json";
@@ -158,8 +172,19 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
       m.config = kept.string();
       m.init_from.clear();
     }
-    out.byte_tokenizer = true;  // genesis trains text through the byte tokenizer
-    out.eos_token_ids = {data::ByteTokenizer::kEndOfText};
+    // The run's text went through data.tokenizer: an hf model's own (kept in <run>/hf) by
+    // default, else the byte tokenizer; its responses end with that tokenizer's end of text.
+    std::string text = run.data.tokenizer;
+    if (text.empty()) text = m.kind == "hf" && has_tokenizer_files(kept.parent_path())
+                                 ? kept.parent_path().string() : "byte";
+    if (text == "byte") {
+      out.byte_tokenizer = true;
+      out.eos_token_ids = {data::ByteTokenizer::kEndOfText};
+    } else {
+      out.tokenizer = std::make_shared<const tokenizer::Tokenizer>(
+          tokenizer::load_tokenizer(text, "the run's data.tokenizer"));
+      if (auto eos = out.tokenizer->special_tokens().eos) out.eos_token_ids = {*eos};
+    }
   }
   const ModelChoice choice(m, "MODEL");
   Generator unused(0);
@@ -167,8 +192,12 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
   load_weights(*out.model, name);
   out.model->to(device);
   out.model->eval();
-  if (choice.hf() && !out.byte_tokenizer)
+  if (choice.hf() && !out.byte_tokenizer && !out.tokenizer) {
     out.eos_token_ids = nn::hf_eos_token_ids(choice.hf_dir(), *choice.hf());
+    if (has_tokenizer_files(choice.hf_dir()))
+      out.tokenizer = std::make_shared<const tokenizer::Tokenizer>(
+          tokenizer::Tokenizer::load(choice.hf_dir()));
+  }
   out.description = choice.description();
   return out;
 }
@@ -196,7 +225,13 @@ std::int64_t generate_jsonl(InferenceModel& m, std::istream& in, std::ostream& o
     const auto completions = m.model->generate(prompts, sampling, generators);
     for (std::size_t i = first; i < end; ++i) {
       Json line{{"ids", completions[i - first]}};
-      if (m.byte_tokenizer) line["text"] = byte_text(completions[i - first]);
+      if (m.tokenizer) {
+        const std::vector<std::int32_t> ids(completions[i - first].begin(),
+                                            completions[i - first].end());
+        line["text"] = m.tokenizer->decode(ids);
+      } else if (m.byte_tokenizer) {
+        line["text"] = byte_text(completions[i - first]);
+      }
       outputs[lines.valid[i].first] = std::move(line);
     }
   }

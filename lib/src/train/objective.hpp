@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "genesis/data/dataset.hpp"
+#include "genesis/data/text_tokenizer.hpp"
 #include "genesis/ops/ops.hpp"
 #include "genesis/parallel/strategy.hpp"
 #include "genesis/train/trainer.hpp"
@@ -72,6 +73,9 @@ struct ObjectiveContext {
   parallel::Strategy& strategy;  // the model as this rank trains it; module() between steps
   const Job& job;                // the ranks, for collective evaluation
   Device device;                 // where batches go
+  // The tokenizer of the run's text (data.tokenizer): what generation stops at and how a
+  // completion reads; null for a run without text.
+  const data::TextTokenizer* tokenizer = nullptr;
 };
 
 // What an objective may use once before the first step: the run's training rows (to which it

@@ -126,7 +126,8 @@ std::vector<double> RewardSources::score(const PromptSet& set,
   if (!command_.empty()) {
     std::vector<ScoredText> items;
     for (std::size_t i = 0; i < completions.size(); ++i)
-      items.push_back({completion_text(set.prompts[i]), completion_text(completions[i])});
+      items.push_back({completion_text(set.prompts[i], data::ByteTextTokenizer()),
+                       completion_text(completions[i], data::ByteTextTokenizer())});
     commanded = run_reward_command(command_, items, timeout_s_);
   }
   const std::vector<double> modelled =

@@ -18,17 +18,15 @@ constexpr std::size_t kGenerationBatch = 64;
 
 }  // namespace
 
-std::string completion_text(std::vector<std::int64_t> tokens) {
-  if (!tokens.empty() && tokens.back() == data::ByteTokenizer::kEndOfText) tokens.pop_back();
-  for (std::int64_t& id : tokens)
-    if (id < 0 || id >= data::ByteTokenizer::kVocabSize) id = '?';
-  return data::ByteTokenizer().decode(tokens);
+std::string completion_text(std::vector<std::int64_t> tokens, const data::TextTokenizer& tokenizer) {
+  if (!tokens.empty() && tokens.back() == tokenizer.end_of_text()) tokens.pop_back();
+  return tokenizer.decode(tokens);
 }
 
 GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::SftExample>& examples,
-                                   const Job& job, std::int64_t limit, std::size_t samples,
+                                   const data::TextTokenizer& tokenizer, const Job& job,
+                                   std::int64_t limit, std::size_t samples,
                                    const CompletionScorer& score) {
-  const data::ByteTokenizer tokenizer;
   const bool training = model.is_training();
   model.eval();
   GenerationEval result;
@@ -52,13 +50,13 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
     std::vector<std::int64_t> limits;
     for (std::size_t k = 0; k < count; ++k) {
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
-      prompts.push_back(tokenizer.encode(e.prompt));
-      expected.push_back(tokenizer.encode(e.response));
-      expected.back().push_back(data::ByteTokenizer::kEndOfText);
+      prompts.push_back(tokenizer.encode_prompt(e.prompt));
+      expected.push_back(tokenizer.encode_continuation(e.response));
+      expected.back().push_back(tokenizer.end_of_text());
       limits.push_back(static_cast<std::int64_t>(expected.back().size()));
     }
     std::vector<std::vector<std::int64_t>> generated = model.generate(
-        prompts, {.stop_token = data::ByteTokenizer::kEndOfText}, unused, limits);
+        prompts, {.stop_token = tokenizer.end_of_text()}, unused, limits);
     if (score)
       for (double r : score(prompts, expected, generated)) rewards += r;
     for (std::size_t k = 0; k < count; ++k) {
@@ -70,7 +68,8 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
         tasks[e.task].prompts += 1;
       }
       if (result.samples.size() >= samples) continue;
-      result.samples.push_back({e.prompt, e.response, completion_text(std::move(generated[k]))});
+      result.samples.push_back(
+          {e.prompt, e.response, completion_text(std::move(generated[k]), tokenizer)});
     }
   }
   model.train(training);
@@ -97,7 +96,10 @@ void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExa
   if (prompts.empty() || gpt == nullptr) return;
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
-  GenerationEval g = evaluate_generation(*gpt, prompts, ctx.job, limit, kReportedSamples, score);
+  const data::ByteTextTokenizer bytes;
+  const data::TextTokenizer& tokenizer = ctx.tokenizer ? *ctx.tokenizer : bytes;
+  GenerationEval g =
+      evaluate_generation(*gpt, prompts, tokenizer, ctx.job, limit, kReportedSamples, score);
   std::string text =
       fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
   if (g.by_task.size() > 1) {  // where the misses are: "(add 2.0%, copy 100.0%, ...)"

@@ -16,8 +16,8 @@
 namespace genesis::train {
 
 // A completion as text: without its end-of-text, ids the tokenizer cannot decode (a model's
-// vocabulary may be larger) shown as '?'.
-std::string completion_text(std::vector<std::int64_t> tokens);
+// vocabulary may be larger) shown as U+FFFD.
+std::string completion_text(std::vector<std::int64_t> tokens, const data::TextTokenizer& tokenizer);
 
 // One built-in task's share of an evaluation.
 struct TaskExactMatch {
@@ -48,7 +48,8 @@ constexpr std::size_t kReportedSamples = 3;
 // With `score`, each rank also rewards its completions (each as long as its expected answer and
 // end-of-text at most, as exact match needs).
 GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::SftExample>& examples,
-                                   const Job& job, std::int64_t limit = 0,
+                                   const data::TextTokenizer& tokenizer, const Job& job,
+                                   std::int64_t limit = 0,
                                    std::size_t samples = kReportedSamples,
                                    const CompletionScorer& score = {});
 

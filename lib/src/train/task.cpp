@@ -2,6 +2,7 @@
 #include "task.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 
@@ -12,6 +13,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/data/preference.hpp"
 #include "genesis/data/synthetic.hpp"
+#include "genesis/data/token_cache.hpp"
 #include "genesis/nn/mlp.hpp"
 #include "grpo_objective.hpp"
 #include "language_model_objective.hpp"
@@ -81,9 +83,53 @@ struct SftData {
   std::vector<data::SftExample> prompts;
 };
 
+// A jsonl data file's rows through the token cache (data.cache_dir): read when an entry for
+// this file's contents, this tokenizer and these settings exists, else built by `encode` and
+// kept. Generated tasks are cheaper to encode than to look up and are not cached.
+data::CachedRows cached_rows(const Config& config, const data::TextTokenizer& tokenizer,
+                             const std::string& kind, const std::function<data::CachedRows()>& encode) {
+  const DataConfig& d = config.data;
+  if (d.source.rfind("jsonl:", 0) != 0) return encode();
+  const std::filesystem::path file = data_file(d.source.substr(6));
+  const std::string key = "genesis token cache v1\nkind " + kind + "\nfile " +
+                          data::file_fingerprint(file) + "\ntokenizer " +
+                          tokenizer.fingerprint() + "\nblock_size " +
+                          std::to_string(config.model.block_size) + "\neval_fraction " +
+                          std::to_string(d.eval_fraction) + "\n";
+  const data::TokenCache cache(d.cache_dir);
+  const auto start = std::chrono::steady_clock::now();
+  data::CacheOutcome outcome{};
+  data::CachedRows rows = cache.get_or_build(key, encode, outcome);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (outcome == data::CacheOutcome::kHit)
+    spdlog::info("token cache hit: {} read in {:.2f} s from {}", file.string(), seconds,
+                 cache.entry_path(key).string());
+  else
+    spdlog::info("token cache miss: {} tokenized in {:.2f} s, kept in {}", file.string(), seconds,
+                 cache.entry_path(key).string());
+  return rows;
+}
+
+void put_rows(data::CachedRows& rows, const std::string& name, const data::TensorDataset& set) {
+  rows.tensors.emplace_back(name + ".inputs", set.inputs);
+  rows.tensors.emplace_back(name + ".targets", set.targets);
+  if (set.extra.defined()) rows.tensors.emplace_back(name + ".extra", set.extra);
+}
+
+data::TensorDataset take_rows(const data::CachedRows& rows, const std::string& name) {
+  data::TensorDataset set;
+  for (const auto& [tensor_name, tensor] : rows.tensors) {
+    if (tensor_name == name + ".inputs") set.inputs = tensor;
+    if (tensor_name == name + ".targets") set.targets = tensor;
+    if (tensor_name == name + ".extra") set.extra = tensor;
+  }
+  return set;
+}
+
 // SFT examples from data.source: "tasks:a,b" generates num_samples examples with the eval share
 // held out as distinct prompts; "jsonl:FILE" reads the file and holds out its last lines.
-SftData load_sft_data(const Config& config) {
+SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer) {
   const DataConfig& d = config.data;
   std::vector<data::SftExample> train, eval;
   if (d.source.rfind("tasks:", 0) == 0)
@@ -93,15 +139,23 @@ SftData load_sft_data(const Config& config) {
   GENESIS_CHECK(!train.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training examples: raise "
                 "data.num_samples or lower data.eval_fraction");
-  const data::ByteTokenizer tokenizer;
-  const data::SftEncoding encoded = data::encode_sft(train, tokenizer, config.model.block_size);
-  if (encoded.truncated > 0)
+  const data::CachedRows rows = cached_rows(config, tokenizer, "sft", [&] {
+    const data::SftEncoding encoded = data::encode_sft(train, tokenizer, config.model.block_size);
+    data::CachedRows out;
+    put_rows(out, "train", encoded.rows);
+    if (!eval.empty())
+      put_rows(out, "eval", data::encode_sft(eval, tokenizer, config.model.block_size).rows);
+    out.facts = {{"truncated", std::to_string(encoded.truncated)},
+                 {"block_size_needed", std::to_string(encoded.block_size_needed)}};
+    return out;
+  });
+  const std::int64_t truncated = std::stoll(rows.facts.at("truncated"));
+  if (truncated > 0)
     spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {} (--set "
                  "model.block_size={} fits every example whole)",
-                 encoded.truncated, train.size(), config.model.block_size,
-                 encoded.block_size_needed);
-  SftData out{.train = encoded.rows, .eval = {}, .prompts = {}};
-  if (!eval.empty()) out.eval = data::encode_sft(eval, tokenizer, config.model.block_size).rows;
+                 truncated, train.size(), config.model.block_size,
+                 rows.facts.at("block_size_needed"));
+  SftData out{.train = take_rows(rows, "train"), .eval = take_rows(rows, "eval"), .prompts = {}};
   out.prompts = std::move(eval);
   return out;
 }
@@ -114,7 +168,7 @@ struct PairData {
   std::vector<data::SftExample> prompts;
 };
 
-PairData load_pairs(const Config& config) {
+PairData load_pairs(const Config& config, const data::TextTokenizer& tokenizer) {
   const DataConfig& d = config.data;
   std::vector<data::PreferencePair> train, eval;
   if (d.source.rfind("jsonl:", 0) == 0)
@@ -125,10 +179,13 @@ PairData load_pairs(const Config& config) {
   GENESIS_CHECK(!train.empty() && !eval.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training or no eval pairs: add "
                 "pairs, or move data.eval_fraction away from 0 and 1");
-  const data::ByteTokenizer tokenizer;
-  PairData out{.train = data::encode_preference_pairs(train, tokenizer, config.model.block_size),
-               .eval = data::encode_preference_pairs(eval, tokenizer, config.model.block_size),
-               .prompts = {}};
+  const data::CachedRows rows = cached_rows(config, tokenizer, "pairs", [&] {
+    data::CachedRows out;
+    put_rows(out, "train", data::encode_preference_pairs(train, tokenizer, config.model.block_size));
+    put_rows(out, "eval", data::encode_preference_pairs(eval, tokenizer, config.model.block_size));
+    return out;
+  });
+  PairData out{.train = take_rows(rows, "train"), .eval = take_rows(rows, "eval"), .prompts = {}};
   for (const auto& pair : eval)
     out.prompts.push_back({pair.prompt, pair.chosen, pair.origin, pair.task});
   return out;
@@ -173,19 +230,45 @@ std::function<std::shared_ptr<nn::Module>()> frozen_reference(const Config& conf
   };
 }
 
-// SFT text goes through the byte tokenizer: its 258 ids must be in the model's vocabulary.
-void check_byte_vocabulary(const ModelChoice& choice, const Config& config) {
-  const bool text = config.data.source != "synthetic:tokens";
-  GENESIS_CHECK(!text || choice.vocab_size() >= 258, ConfigError,
-                "data.source = \"" + config.data.source + "\" is text, tokenized bytewise into 258 "
-                "ids, more than this model's vocabulary of " + std::to_string(choice.vocab_size()));
+// The tokenizer of text data (data.tokenizer; by default an hf model's own, else the byte
+// tokenizer); null for token data. Its ids must all be in the model's vocabulary.
+std::shared_ptr<const data::TextTokenizer> text_tokenizer(const ModelChoice& choice,
+                                                          const Config& config) {
+  if (config.data.source == "synthetic:tokens") return nullptr;
+  std::string setting = config.data.tokenizer;
+  std::error_code ec;
+  if (setting.empty())
+    setting = choice.hf() && !choice.hf_dir().empty() &&
+                      (std::filesystem::exists(choice.hf_dir() / "tokenizer.json", ec) ||
+                       std::filesystem::exists(choice.hf_dir() / "vocab.json", ec))
+                  ? choice.hf_dir().string()
+                  : "byte";
+  auto tokenizer = data::make_text_tokenizer(setting, "data.tokenizer");
+  GENESIS_CHECK(choice.vocab_size() >= tokenizer->vocab_size(), ConfigError,
+                "data.source = \"" + config.data.source + "\" is text, tokenized by " +
+                    tokenizer->description() + ", more ids than this model's vocabulary of " +
+                    std::to_string(choice.vocab_size()) +
+                    (setting == "byte" ? "" : " (data.tokenizer = \"" + setting + "\")"));
+  if (setting != "byte") spdlog::info("text data: {}", tokenizer->description());
+  return tokenizer;
+}
+
+// GRPO's and PPO's reward functions and rollouts read byte tokens (their built-in tasks).
+void check_byte_rollouts(const Config& config, const data::TextTokenizer* tokenizer) {
+  GENESIS_CHECK(tokenizer == nullptr || dynamic_cast<const data::ByteTextTokenizer*>(tokenizer),
+                NotSupported,
+                "training.algorithm = " + std::string(to_string(config.training.algorithm)) +
+                    " with " + tokenizer->description() +
+                    ": its reward functions read the byte tokenizer's tokens; use "
+                    "data.tokenizer = \"byte\" (sft, dpo and rm take any tokenizer)");
 }
 
 // A gpt with a value head, scoring preference pairs (training.algorithm = "rm").
-Task make_reward_model(const Config& config, const ModelChoice& choice, Generator& init) {
+Task make_reward_model(const Config& config, const ModelChoice& choice, Generator& init,
+               const data::TextTokenizer* tokenizer) {
   const ModelConfig& m = config.model;
   auto gpt = build_model(config, choice, {.value_head = true}, init);
-  PairData pairs = load_pairs(config);
+  PairData pairs = load_pairs(config, *tokenizer);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;
@@ -198,10 +281,11 @@ Task make_reward_model(const Config& config, const ModelChoice& choice, Generato
 }
 
 // A gpt policy trained by DPO on preference pairs against a frozen copy of its init.
-Task make_dpo(const Config& config, const ModelChoice& choice, Generator& init) {
+Task make_dpo(const Config& config, const ModelChoice& choice, Generator& init,
+               const data::TextTokenizer* tokenizer) {
   const ModelConfig& m = config.model;
   auto gpt = build_model(config, choice, {}, init);
-  PairData pairs = load_pairs(config);
+  PairData pairs = load_pairs(config, *tokenizer);
   Task task;
   // A held reference's forward adds a third of the policy's forward and backward.
   task.flops_per_token = gpt->flops_per_token(m.block_size) *
@@ -220,10 +304,11 @@ Task make_dpo(const Config& config, const ModelChoice& choice, Generator& init) 
 
 // A gpt policy trained by GRPO on the prompts of SFT data (their answers score the exact reward),
 // with a frozen copy of its init when grpo.beta > 0.
-Task make_grpo(const Config& config, const ModelChoice& choice, Generator& init) {
+Task make_grpo(const Config& config, const ModelChoice& choice, Generator& init,
+               const data::TextTokenizer* tokenizer) {
   const ModelConfig& m = config.model;
   auto gpt = build_model(config, choice, {}, init);
-  SftData rows = load_sft_data(config);
+  SftData rows = load_sft_data(config, *tokenizer);
   Task task;
   const auto G = static_cast<double>(config.grpo.num_generations);
   task.flops_per_token = gpt->flops_per_token(m.block_size);
@@ -244,13 +329,14 @@ Task make_grpo(const Config& config, const ModelChoice& choice, Generator& init)
 
 // A gpt policy with a critic (a head on its trunk or a model of its own) trained by PPO on the
 // prompts of SFT data, against a frozen copy of its init.
-Task make_ppo(const Config& config, const ModelChoice& choice, Generator& init) {
+Task make_ppo(const Config& config, const ModelChoice& choice, Generator& init,
+               const data::TextTokenizer* tokenizer) {
   const ModelConfig& m = config.model;
   const nn::ModelHeads heads{.critic = true,
                              .critic_model = config.ppo.critic == CriticKind::model,
                              .critic_lr_scale = config.ppo.critic_lr_scale};
   auto gpt = build_model(config, choice, heads, init);
-  SftData rows = load_sft_data(config);
+  SftData rows = load_sft_data(config, *tokenizer);
   Task task;
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;
@@ -275,7 +361,8 @@ Task make_ppo(const Config& config, const ModelChoice& choice, Generator& init) 
 }
 
 // The gpt and its token or SFT data.
-Task make_language_model(const Config& config, const ModelChoice& choice, Generator& init) {
+Task make_language_model(const Config& config, const ModelChoice& choice, Generator& init,
+               const data::TextTokenizer* tokenizer) {
   const ModelConfig& m = config.model;
   const DataConfig& d = config.data;
   auto gpt = build_model(config, choice, {}, init);
@@ -285,7 +372,7 @@ Task make_language_model(const Config& config, const ModelChoice& choice, Genera
   SftData rows;
   const bool sft = d.source != "synthetic:tokens";
   if (sft)
-    rows = load_sft_data(config);
+    rows = load_sft_data(config, *tokenizer);
   else
     std::tie(rows.train, rows.eval) = data::make_synthetic_tokens(
         d.num_samples, m.block_size, choice.vocab_size(), d.eval_fraction, config.seed + 1);
@@ -308,18 +395,21 @@ Task make_task(const Config& config) {
     task = make_classifier(config, init);
   } else if (config.model.kind == "gpt" || config.model.kind == "hf") {
     const ModelChoice choice(config.model);
-    check_byte_vocabulary(choice, config);
+    const auto tokenizer = text_tokenizer(choice, config);
+    if (algorithm == Algorithm::grpo || algorithm == Algorithm::ppo)
+      check_byte_rollouts(config, tokenizer.get());
     if (algorithm == Algorithm::dpo)
-      task = make_dpo(config, choice, init);
+      task = make_dpo(config, choice, init, tokenizer.get());
     else if (algorithm == Algorithm::grpo)
-      task = make_grpo(config, choice, init);
+      task = make_grpo(config, choice, init, tokenizer.get());
     else if (algorithm == Algorithm::ppo)
-      task = make_ppo(config, choice, init);
+      task = make_ppo(config, choice, init, tokenizer.get());
     else if (algorithm == Algorithm::rm)
-      task = make_reward_model(config, choice, init);
+      task = make_reward_model(config, choice, init, tokenizer.get());
     else
-      task = make_language_model(config, choice, init);
+      task = make_language_model(config, choice, init, tokenizer.get());
     task.hf_dir = choice.hf_dir();
+    task.tokenizer = tokenizer;
   } else {
     throw ConfigError("unknown model.kind \"" + config.model.kind + "\" (expected mlp, gpt or hf)");
   }

@@ -35,6 +35,8 @@ struct Task {
   // A Hugging Face model's directory (its config.json, generation_config.json and tokenizer
   // files): the run keeps a copy in <run>/hf, which export and inference read. Empty: none.
   std::filesystem::path hf_dir;
+  // The tokenizer of its text data (data.tokenizer); null for a model without text.
+  std::shared_ptr<const data::TextTokenizer> tokenizer;
 };
 
 // Builds the model (initialised from config.seed) and generates the data (from config.seed + 1):

@@ -334,7 +334,8 @@ void TrainingLoop::save(std::int64_t step) {
 }
 
 ObjectiveContext TrainingLoop::context() const {
-  return {.strategy = p_.strategy, .job = p_.job, .device = p_.device};
+  return {.strategy = p_.strategy, .job = p_.job, .device = p_.device,
+          .tokenizer = p_.task.tokenizer.get()};
 }
 
 }  // namespace genesis::train

@@ -108,6 +108,12 @@ struct DataConfig {
   std::string source = "synthetic:classification";
   std::int64_t num_samples = 20000;  // examples (classification) or sequences (tokens) generated
   double eval_fraction = 0.1;        // held out for evaluation
+  // The tokenizer of text data: "byte", or a tokenizer.json / a directory holding one / a Hub id.
+  // Empty: an hf model's own tokenizer where its directory has one, else "byte".
+  std::string tokenizer;
+  // Where the token cache keeps encoded data files; empty: $XDG_CACHE_HOME/genesis/tokens (else
+  // ~/.cache/genesis/tokens).
+  std::string cache_dir;
 };
 
 // The largest micro-batch not above `limit` that divides `per_rank`, so per-rank memory does not

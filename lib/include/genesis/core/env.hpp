@@ -84,5 +84,7 @@ bool terminal_relayed(const Lookup& env = process_lookup());
 // The local Hugging Face Hub cache as huggingface_hub finds it: HF_HUB_CACHE (or its old name
 // HUGGINGFACE_HUB_CACHE), HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub.
 std::string hf_hub_cache(const Lookup& env = process_lookup());
+// genesis's own cache (the token cache): XDG_CACHE_HOME/genesis, else ~/.cache/genesis.
+std::string genesis_cache(const Lookup& env = process_lookup());
 
 }  // namespace genesis::env

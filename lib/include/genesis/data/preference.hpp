@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "genesis/data/dataset.hpp"
-#include "genesis/data/tokenizer.hpp"
+#include "genesis/data/text_tokenizer.hpp"
 
 namespace genesis::data {
 
@@ -47,6 +47,6 @@ std::vector<PreferencePair> generate_preference_pairs(const std::vector<std::str
 // response, or a pair whose longer sequence does not fit block_size, throws ConfigError naming
 // the pair.
 TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
-                                      const ByteTokenizer& tokenizer, std::int64_t block_size);
+                                      const TextTokenizer& tokenizer, std::int64_t block_size);
 
 }  // namespace genesis::data

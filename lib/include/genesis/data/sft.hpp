@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "genesis/data/dataset.hpp"
-#include "genesis/data/tokenizer.hpp"
+#include "genesis/data/text_tokenizer.hpp"
 
 namespace genesis::data {
 
@@ -53,12 +53,13 @@ struct SftEncoding {
   std::int64_t response_tokens = 0;    // targets that are not kIgnoreIndex
 };
 
-// Each example becomes prompt + response + end-of-text, inputs the first block_size tokens of it
-// padded with kPad, targets the next token wherever that token belongs to the response (or is the
-// end-of-text) and kIgnoreIndex elsewhere. A response that does not fit is truncated (counted);
+// Each example becomes prompt (with the tokenizer's leading special tokens) + response +
+// end-of-text, inputs the first block_size tokens of it padded with the pad id, targets the next
+// token wherever that token belongs to the response (or is the end-of-text) and kIgnoreIndex
+// elsewhere. A response that does not fit is truncated (counted);
 // an empty prompt, or one that leaves no room for a response token, throws ConfigError naming
 // the example by its origin.
-SftEncoding encode_sft(const std::vector<SftExample>& examples, const ByteTokenizer& tokenizer,
+SftEncoding encode_sft(const std::vector<SftExample>& examples, const TextTokenizer& tokenizer,
                        std::int64_t block_size);
 
 }  // namespace genesis::data

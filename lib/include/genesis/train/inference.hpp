@@ -17,6 +17,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/nn/causal_lm.hpp"
 #include "genesis/tensor/device.hpp"
+#include "genesis/tokenizer/tokenizer.hpp"
 
 namespace genesis::train {
 
@@ -24,6 +25,8 @@ struct InferenceModel {
   std::shared_ptr<nn::CausalLM> model;      // in eval mode, on its device
   std::vector<std::int64_t> eos_token_ids;  // generation stops at any of them
   bool byte_tokenizer = false;              // text in and out through data::ByteTokenizer
+  // A Hugging Face model's own tokenizer (tokenizer.json beside its config), for text in and out.
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::string description;                  // one line for the log
 };
 

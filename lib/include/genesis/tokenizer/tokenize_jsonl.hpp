@@ -1,0 +1,34 @@
+// `genesis tokenize`'s work: JSONL lines of {"text": ...} to {"ids": [...]} (or back, decoding),
+// line for line, on several threads, a failing line answered by {"error": ...} in its place.
+// Also how a tokenizer is named everywhere: a path or a Hub id in the local Hugging Face cache.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <istream>
+#include <ostream>
+#include <string>
+
+#include "genesis/tokenizer/tokenizer.hpp"
+
+namespace genesis::tokenizer {
+
+// A tokenizer.json, a directory with one (a Hugging Face model directory), or a Hub id found in
+// the local Hugging Face cache as model.init_from finds it; `key` names the setting in errors.
+Tokenizer load_tokenizer(const std::string& path_or_id, const std::string& key);
+
+struct TokenizeJsonlOptions {
+  bool decode = false;              // {"ids": [...]} in, {"text": ...} out
+  bool add_special_tokens = true;   // the post-processor's tokens (a BOS), as tokenizers' default
+  int threads = 0;                  // 0: every core
+  std::string input_name = "stdin";  // what errors call the input
+};
+
+// Returns the number of lines that failed; each failure is also passed to on_error with its
+// line number (from 1) and reason. Blank lines give blank lines.
+std::int64_t tokenize_jsonl(const Tokenizer& tokenizer, std::istream& in, std::ostream& out,
+                            const TokenizeJsonlOptions& options,
+                            const std::function<void(std::int64_t line, const std::string&)>&
+                                on_error);
+
+}  // namespace genesis::tokenizer

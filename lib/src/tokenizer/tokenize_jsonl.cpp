@@ -1,0 +1,131 @@
+// Lines are read in chunks (a few MB), each chunk cut into one contiguous range per thread, the
+// ranges converted in parallel into their output text, and the chunk written in order; so output
+// is line-aligned with input however many threads run, and memory stays a few chunks.
+#include "genesis/tokenizer/tokenize_jsonl.hpp"
+
+#include <charconv>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "genesis/ckpt/hf_weights.hpp"
+#include "genesis/core/error.hpp"
+
+namespace genesis::tokenizer {
+
+namespace {
+
+constexpr std::size_t kChunkBytes = std::size_t{4} << 20;
+
+struct LineResult {
+  std::string text;    // the output line, without its newline
+  std::string error;   // set when the line failed
+};
+
+void append_ids(std::string& out, const std::vector<std::int32_t>& ids) {
+  out.append("{\"ids\":[");
+  char buffer[16];
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) out.push_back(',');
+    auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), ids[i]);
+    out.append(buffer, end);
+  }
+  out.append("]}");
+}
+
+LineResult convert_line(const Tokenizer& tokenizer, const std::string& line,
+                        const TokenizeJsonlOptions& options) {
+  LineResult result;
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return result;
+  try {
+    nlohmann::json json;
+    try {
+      json = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      const std::string what = e.what();
+      throw InvalidArgument(what.find("UTF-8") != std::string::npos
+                                ? "the line is not valid UTF-8"
+                                : "the line is not JSON: " + what);
+    }
+    const char* key = options.decode ? "ids" : "text";
+    GENESIS_CHECK(json.is_object() && json.contains(key), InvalidArgument,
+                  std::string("the line has no \"") + key + "\"");
+    if (options.decode) {
+      const nlohmann::json& ids = json[key];
+      GENESIS_CHECK(ids.is_array(), InvalidArgument, "\"ids\" must be a list of integers");
+      std::vector<std::int32_t> values;
+      values.reserve(ids.size());
+      for (const nlohmann::json& id : ids) {
+        GENESIS_CHECK(id.is_number_integer(), InvalidArgument,
+                      "\"ids\" must be a list of integers");
+        values.push_back(id.get<std::int32_t>());
+      }
+      result.text = nlohmann::json{{"text", tokenizer.decode(values)}}.dump();
+    } else {
+      const nlohmann::json& text = json[key];
+      GENESIS_CHECK(text.is_string(), InvalidArgument, "\"text\" must be a string");
+      append_ids(result.text, tokenizer.encode(text.get_ref<const std::string&>(),
+                                               options.add_special_tokens));
+    }
+  } catch (const std::exception& e) {
+    result.error = e.what();
+    result.text = nlohmann::json{{"error", result.error}}.dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  return result;
+}
+
+}  // namespace
+
+Tokenizer load_tokenizer(const std::string& path_or_id, const std::string& key) {
+  std::error_code ec;
+  if (std::filesystem::exists(path_or_id, ec)) return Tokenizer::load(path_or_id);
+  return Tokenizer::load(ckpt::resolve_pretrained(path_or_id, key));
+}
+
+std::int64_t tokenize_jsonl(const Tokenizer& tokenizer, std::istream& in, std::ostream& out,
+                            const TokenizeJsonlOptions& options,
+                            const std::function<void(std::int64_t, const std::string&)>& on_error) {
+  const int threads = options.threads > 0
+                          ? options.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::int64_t failed = 0, line_number = 0;
+  std::vector<std::string> lines;
+  std::vector<LineResult> results;
+  std::string line;
+  bool more = true;
+  while (more) {
+    lines.clear();
+    std::size_t bytes = 0;
+    while (bytes < kChunkBytes && (more = static_cast<bool>(std::getline(in, line)))) {
+      bytes += line.size();
+      lines.push_back(std::move(line));
+    }
+    results.assign(lines.size(), LineResult{});
+    auto work = [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i)
+        results[i] = convert_line(tokenizer, lines[i], options);
+    };
+    const std::size_t per = (lines.size() + threads - 1) / threads;
+    std::vector<std::jthread> pool;
+    for (int t = 1; t < threads && t * per < lines.size(); ++t)
+      pool.emplace_back(work, t * per, std::min(lines.size(), (t + 1) * per));
+    work(0, std::min(lines.size(), per));
+    pool.clear();  // joins
+    for (LineResult& result : results) {
+      ++line_number;
+      if (!result.error.empty()) {
+        ++failed;
+        on_error(line_number, options.input_name + ":" + std::to_string(line_number) + ": " +
+                                  result.error);
+      }
+      out << result.text << '\n';
+    }
+  }
+  out.flush();
+  return failed;
+}
+
+}  // namespace genesis::tokenizer

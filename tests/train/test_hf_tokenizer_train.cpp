@@ -1,0 +1,111 @@
+// Fine-tuning text through a model's own tokenizer (data.tokenizer, by default the tokenizer.json
+// beside an hf model's config): SFT rows are the tokenizer's ids with its BOS before the prompt
+// and its eos_token after the response, and a run trained so generates text through it.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "genesis/data/sft.hpp"
+#include "genesis/data/text_tokenizer.hpp"
+#include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
+#include "tokenizer/pre_tokenizers.hpp"
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using namespace genesis;
+
+namespace {
+
+constexpr std::int64_t kBos = 300, kEot = 301;
+
+// A byte-level BPE over GPT-2's 256 byte characters (ids 0..255) with two merges, a BOS the
+// post-processor adds and an end-of-turn token tokenizer_config.json names as eos_token.
+void write_tokenizer(const fs::path& dir) {
+  Json vocab = Json::object();
+  const auto& chars = tokenizer::byte_level_chars();
+  for (int b = 0; b < 256; ++b) vocab[chars[b]] = b;
+  vocab["re"] = 256;
+  vocab[chars[' '] + "a"] = 257;
+  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
+                           {"trim_offsets", false}, {"use_regex", true}};
+  const Json file = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"r e", chars[' '] + " a"}}}},
+      {"added_tokens",
+       {{{"id", kBos}, {"content", "<|bos|>"}, {"special", true}, {"normalized", false}},
+        {{"id", kEot}, {"content", "<|eot|>"}, {"special", true}, {"normalized", false}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", byte_level},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
+                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"special_tokens", {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {kBos}},
+                                         {"tokens", {"<|bos|>"}}}}}}}},
+      {"decoder", byte_level}};
+  std::ofstream(dir / "tokenizer.json") << file.dump();
+  std::ofstream(dir / "tokenizer_config.json")
+      << Json{{"bos_token", "<|bos|>"}, {"eos_token", "<|eot|>"}}.dump();
+}
+
+}  // namespace
+
+TEST_CASE("SFT rows through a Hugging Face tokenizer: its BOS, its ids, its eos_token") {
+  testing::TempDir dir;
+  write_tokenizer(dir.path());
+  const auto t = data::make_text_tokenizer(dir.path().string(), "data.tokenizer");
+  CHECK(t->end_of_text() == kEot);
+  CHECK(t->pad() == kEot);  // no pad_token: rows are filled with the eos
+  const data::SftEncoding enc = data::encode_sft({{"are", "re a"}}, *t, 10);
+  const std::int64_t* in = enc.rows.inputs.data<std::int64_t>();
+  const std::int64_t* tg = enc.rows.targets.data<std::int64_t>();
+  // <|bos|> "a" "re" | "re" " a" <|eot|>: the prompt's merges and the response's.
+  CHECK(std::vector<std::int64_t>(in, in + 10) ==
+        std::vector<std::int64_t>{kBos, 'a', 256, 256, 257, kEot, kEot, kEot, kEot, kEot});
+  const std::int64_t I = data::kIgnoreIndex;
+  CHECK(std::vector<std::int64_t>(tg, tg + 10) ==
+        std::vector<std::int64_t>{I, I, 256, 257, kEot, I, I, I, I, I});
+  CHECK(t->decode(std::vector<std::int64_t>{'a', 256, 999}) == "are\xEF\xBF\xBD");
+  CHECK_THROWS_WITH(data::make_text_tokenizer((dir.path() / "none").string(), "data.tokenizer"),
+                    Catch::Contains("none"));
+}
+
+TEST_CASE("an hf model fine-tunes through its own tokenizer and generates text with it",
+          "[train][hf]") {
+  testing::TempDir dir;
+  const fs::path model = dir.path() / "model";
+  const testing::CliResult made = testing::run_process(
+      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
+       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
+  if (made.exit_code == 3)
+    return testing::skip_test(testing::Need::pytorch, "Debian's python3-torch is missing");
+  REQUIRE(made.exit_code == 0);
+  write_tokenizer(model);
+  const fs::path runs = dir.path() / "runs";
+  const testing::CliResult r = testing::run_genesis(
+      {"train", "--preset", "sft", "-o", runs.string(), "--name", "ft", "--set",
+       "model.init_from=" + model.string(), "--set", "data.num_samples=100", "--set",
+       "training.max_steps=2", "--set", "training.train_batch_size=4", "--set",
+       "training.per_device_train_batch_size=4", "--set", "training.eval_batches=1"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out + r.err, Catch::Contains("text data: the tokenizer of " + model.string()));
+
+  const fs::path prompts = dir.path() / "prompts.jsonl";
+  std::ofstream(prompts) << "{\"prompt\": \"reverse: are\\n\"}\n";
+  const testing::CliResult g = testing::run_genesis(
+      {"generate", (runs / "ft").string(), "-i", prompts.string(), "--max-new-tokens", "4",
+       "--device", "cpu"});
+  INFO(g.err);
+  REQUIRE(g.exit_code == 0);
+  const Json line = Json::parse(g.out);
+  const auto ids = line.at("ids").get<std::vector<std::int64_t>>();
+  REQUIRE(!ids.empty());
+  // The text is the tokenizer's decoding of the ids (a random model's, so any text).
+  const auto t = data::make_text_tokenizer(model.string(), "data.tokenizer");
+  CHECK(line.at("text") == t->decode(ids));
+}
