@@ -39,18 +39,12 @@ std::string byte_token(unsigned b) {
 
 // A token spelled in byte-level characters, as raw bytes; nullopt if a character is not one.
 std::optional<std::string> byte_level_to_raw(std::string_view token) {
-  static const std::unordered_map<char32_t, unsigned char> reverse = [] {
-    std::unordered_map<char32_t, unsigned char> map;
-    for (unsigned b = 0; b < 256; ++b)
-      map[decode_utf8(byte_level_chars()[b], 0).cp] = static_cast<unsigned char>(b);
-    return map;
-  }();
   std::string raw;
   for (std::size_t pos = 0; pos < token.size();) {
     const DecodedChar c = decode_utf8(token, pos);
-    auto it = reverse.find(c.cp);
-    if (it == reverse.end()) return std::nullopt;
-    raw.push_back(static_cast<char>(it->second));
+    const int byte = byte_level_byte(c.cp);
+    if (byte < 0) return std::nullopt;
+    raw.push_back(static_cast<char>(byte));
     pos += c.len;
   }
   return raw;
@@ -85,6 +79,7 @@ Bpe Bpe::from_json(const nlohmann::json& model) {
   const nlohmann::json& vocab = field(model, "vocab", kWhere);
   GENESIS_CHECK(vocab.is_object(), ConfigError,
                 "tokenizer.json: model BPE: \"vocab\" must be an object of token: id");
+  bpe.vocab_.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     GENESIS_CHECK(id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
                       id.get<std::int64_t>() < (std::int64_t{1} << 31),
@@ -92,32 +87,11 @@ Bpe Bpe::from_json(const nlohmann::json& model) {
                   "tokenizer.json: model BPE: the id of token '" + shown(token) + "' is not an id");
     bpe.vocab_.emplace(token, static_cast<std::int32_t>(id.get<std::int64_t>()));
   }
-  std::vector<std::pair<std::string, std::string>> merges;
-  const nlohmann::json& list = array_field(model, "merges", kWhere);
-  merges.reserve(list.size());
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const nlohmann::json& merge = list[i];
-    if (merge.is_string()) {
-      const std::string line = merge.get<std::string>();
-      const std::size_t space = line.find(' ');
-      GENESIS_CHECK(space != std::string::npos && line.find(' ', space + 1) == std::string::npos,
-                    ConfigError,
-                    "tokenizer.json: model BPE: merge " + std::to_string(i + 1) + " '" + shown(line) +
-                        "' is not two tokens separated by one space");
-      merges.emplace_back(line.substr(0, space), line.substr(space + 1));
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-               merge[1].is_string()) {
-      merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
-    } else {
-      throw ConfigError("tokenizer.json: model BPE: merge " + std::to_string(i + 1) +
-                        " is neither \"a b\" nor [\"a\", \"b\"]");
-    }
-  }
-  bpe.build(std::move(merges));
+  bpe.build(array_field(model, "merges", kWhere));
   return bpe;
 }
 
-void Bpe::build(std::vector<std::pair<std::string, std::string>> merges) {
+void Bpe::build(const nlohmann::json& merges) {
   instance_ = next_instance();
   std::int32_t max_id = -1;
   for (const auto& [token, id] : vocab_) max_id = std::max(max_id, id);
@@ -131,16 +105,37 @@ void Bpe::build(std::vector<std::pair<std::string, std::string>> merges) {
   }
   const std::size_t prefix_len = prefix_ ? prefix_->size() : 0;
   merges_.reserve(merges.size());
+  std::string merged;  // reused: a merge's two tokens joined
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [a, b] = merges[rank];
-    auto lookup = [&](const std::string& token) {
+    const nlohmann::json& merge = merges[rank];
+    std::string_view a, b;
+    if (merge.is_string()) {
+      const std::string& line = merge.get_ref<const std::string&>();
+      const std::size_t space = line.find(' ');
+      GENESIS_CHECK(space != std::string::npos && line.find(' ', space + 1) == std::string::npos,
+                    ConfigError,
+                    "tokenizer.json: model BPE: merge " + std::to_string(rank + 1) + " '" +
+                        shown(line) + "' is not two tokens separated by one space");
+      a = std::string_view(line).substr(0, space);
+      b = std::string_view(line).substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      a = merge[0].get_ref<const std::string&>();
+      b = merge[1].get_ref<const std::string&>();
+    } else {
+      throw ConfigError("tokenizer.json: model BPE: merge " + std::to_string(rank + 1) +
+                        " is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    auto lookup = [&](std::string_view token) {
       auto id = token_to_id(token);
       GENESIS_CHECK(id.has_value(), ConfigError,
-                    "tokenizer.json: model BPE: merge " + std::to_string(rank + 1) + " ('" + shown(a) +
-                        "' '" + shown(b) + "') names '" + shown(token) + "', which is not in the vocabulary");
+                    "tokenizer.json: model BPE: merge " + std::to_string(rank + 1) + " ('" +
+                        shown(a) + "' '" + shown(b) + "') names '" + shown(token) +
+                        "', which is not in the vocabulary");
       return *id;
     };
-    const std::string merged = a + (b.size() >= prefix_len ? b.substr(prefix_len) : b);
+    merged.assign(a);
+    merged.append(b.size() >= prefix_len ? b.substr(prefix_len) : b);
     const std::int32_t left = lookup(a), right = lookup(b), merged_id = lookup(merged);
     merges_.insert(left, right, MergeRule{static_cast<std::uint32_t>(rank), merged_id});
   }
@@ -150,6 +145,7 @@ bool Bpe::set_raw_bytes(bool raw) {
   if (raw && (prefix_ || suffix_ || byte_fallback_)) return false;
   raw_bytes_ = raw;
   if (raw && raw_vocab_.empty() && ignore_merges_) {
+    raw_vocab_.reserve(vocab_.size());
     for (const auto& [token, id] : vocab_)
       if (auto bytes = byte_level_to_raw(token)) raw_vocab_.emplace(std::move(*bytes), id);
   }

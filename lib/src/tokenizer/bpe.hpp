@@ -57,7 +57,7 @@ class Bpe {
     std::int32_t prev, next;
     std::uint32_t len;  // bytes of the piece it covers; 0 once merged into its left neighbour
   };
-  void build(std::vector<std::pair<std::string, std::string>> merges);
+  void build(const nlohmann::json& merges);
   void initial_symbols(std::string_view piece, std::vector<Symbol>& symbols) const;
   void merge_all(std::vector<Symbol>& symbols) const;
   std::int32_t unk_id() const;

@@ -13,19 +13,13 @@
 namespace genesis::tokenizer {
 
 std::string byte_level_decode(std::string_view token) {
-  static const std::unordered_map<char32_t, char> reverse = [] {
-    std::unordered_map<char32_t, char> map;
-    for (unsigned b = 0; b < 256; ++b)
-      map[decode_utf8(byte_level_chars()[b], 0).cp] = static_cast<char>(b);
-    return map;
-  }();
   std::string bytes;
   bytes.reserve(token.size());
   for (std::size_t pos = 0; pos < token.size();) {
     const DecodedChar c = decode_utf8(token, pos);
-    auto it = reverse.find(c.cp);
-    if (it == reverse.end()) return std::string(token);
-    bytes.push_back(it->second);
+    const int byte = byte_level_byte(c.cp);
+    if (byte < 0) return std::string(token);
+    bytes.push_back(static_cast<char>(byte));
     pos += c.len;
   }
   return bytes;

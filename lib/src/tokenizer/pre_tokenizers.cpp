@@ -4,6 +4,9 @@
 // frame while the later steps run over views of it.
 #include "tokenizer/pre_tokenizers.hpp"
 
+#include <array>
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "genesis/core/error.hpp"
@@ -120,6 +123,18 @@ const std::vector<std::string>& byte_level_chars() {
     return out;
   }();
   return chars;
+}
+
+int byte_level_byte(char32_t cp) {
+  // The characters are U+0021..U+0143: a table of 0x144 entries covers them.
+  static const std::array<std::int16_t, 0x144> bytes = [] {
+    std::array<std::int16_t, 0x144> table;
+    table.fill(-1);
+    for (int b = 0; b < 256; ++b)
+      table[decode_utf8(byte_level_chars()[b], 0).cp] = static_cast<std::int16_t>(b);
+    return table;
+  }();
+  return cp < bytes.size() ? bytes[cp] : -1;
 }
 
 PreTokenizer PreTokenizer::from_json(const nlohmann::json& json) {

@@ -29,6 +29,8 @@ std::vector<Range> split_ranges(std::string_view text,
 // The 256 characters GPT-2's byte-level BPE writes bytes as (printable bytes stand for
 // themselves, the rest are shifted to U+0100 and up), each as UTF-8.
 const std::vector<std::string>& byte_level_chars();
+// The byte a byte-level character stands for, or -1 when the code point is none of them.
+int byte_level_byte(char32_t cp);
 
 // A piece and whether it starts where the input starts (Metaspace's prepend_scheme "first").
 using PieceSink = FunctionRef<void(std::string_view piece, bool first)>;

@@ -94,26 +94,39 @@ std::int64_t tokenize_jsonl(const Tokenizer& tokenizer, std::istream& in, std::o
   std::int64_t failed = 0, line_number = 0;
   std::vector<std::string> lines;
   std::vector<LineResult> results;
-  std::string line;
+  // Input is read and output written in blocks: a line at a time through a stream tied to C's
+  // stdio would cost as much as the encoding.
+  std::string pending, output;
+  std::vector<char> block(kChunkBytes);
   bool more = true;
-  while (more) {
-    lines.clear();
-    std::size_t bytes = 0;
-    while (bytes < kChunkBytes && (more = static_cast<bool>(std::getline(in, line)))) {
-      bytes += line.size();
-      lines.push_back(std::move(line));
+  while (more || !pending.empty()) {
+    while (more && pending.size() < kChunkBytes) {
+      in.read(block.data(), static_cast<std::streamsize>(block.size()));
+      pending.append(block.data(), static_cast<std::size_t>(in.gcount()));
+      more = static_cast<bool>(in);
     }
+    lines.clear();
+    std::size_t start = 0;
+    for (std::size_t end; (end = pending.find('\n', start)) != std::string::npos; start = end + 1)
+      lines.emplace_back(pending, start, end - start);
+    if (!more && start < pending.size()) {  // a last line without its newline
+      lines.emplace_back(pending, start);
+      start = pending.size();
+    }
+    pending.erase(0, start);
     results.assign(lines.size(), LineResult{});
     auto work = [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i)
         results[i] = convert_line(tokenizer, lines[i], options);
     };
     const std::size_t per = (lines.size() + threads - 1) / threads;
-    std::vector<std::jthread> pool;
-    for (int t = 1; t < threads && t * per < lines.size(); ++t)
-      pool.emplace_back(work, t * per, std::min(lines.size(), (t + 1) * per));
-    work(0, std::min(lines.size(), per));
-    pool.clear();  // joins
+    {
+      std::vector<std::jthread> pool;
+      for (int t = 1; t < threads && t * per < lines.size(); ++t)
+        pool.emplace_back(work, t * per, std::min(lines.size(), (t + 1) * per));
+      work(0, std::min(lines.size(), per));
+    }
+    output.clear();
     for (LineResult& result : results) {
       ++line_number;
       if (!result.error.empty()) {
@@ -121,8 +134,11 @@ std::int64_t tokenize_jsonl(const Tokenizer& tokenizer, std::istream& in, std::o
         on_error(line_number, options.input_name + ":" + std::to_string(line_number) + ": " +
                                   result.error);
       }
-      out << result.text << '\n';
+      output += result.text;
+      output += '\n';
     }
+    out.write(output.data(), static_cast<std::streamsize>(output.size()));
+    if (lines.empty() && !more) break;
   }
   out.flush();
   return failed;
