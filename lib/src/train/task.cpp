@@ -85,29 +85,35 @@ struct SftData {
 
 // A jsonl data file's rows through the token cache (data.cache_dir): read when an entry for
 // this file's contents, this tokenizer and these settings exists, else built by `encode` and
-// kept. Generated tasks are cheaper to encode than to look up and are not cached.
+// kept. Generated tasks are cheaper to encode than to look up and are not cached. `note` gets the
+// log line saying which, for the caller to log once the rows are made (an error about the data
+// stays the only line).
 data::CachedRows cached_rows(const Config& config, const data::TextTokenizer& tokenizer,
-                             const std::string& kind, const std::function<data::CachedRows()>& encode) {
+                             const std::string& kind, const std::function<data::CachedRows()>& encode,
+                             std::string& note) {
   const DataConfig& d = config.data;
   if (d.source.rfind("jsonl:", 0) != 0) return encode();
   const std::filesystem::path file = data_file(d.source.substr(6));
-  const std::string key = "genesis token cache v1\nkind " + kind + "\nfile " +
+  // SFT keeps token ids, which block_size does not change; pairs keep their rows.
+  const std::string key = "genesis token cache v2\nkind " + kind + "\nfile " +
                           data::file_fingerprint(file) + "\ntokenizer " +
-                          tokenizer.fingerprint() + "\nblock_size " +
-                          std::to_string(config.model.block_size) + "\neval_fraction " +
-                          std::to_string(d.eval_fraction) + "\n";
+                          tokenizer.fingerprint() + "\neval_fraction " +
+                          std::to_string(d.eval_fraction) + "\n" +
+                          (kind == "sft" ? std::string()
+                                         : "block_size " + std::to_string(config.model.block_size) +
+                                               "\n");
   const data::TokenCache cache(d.cache_dir);
   const auto start = std::chrono::steady_clock::now();
   data::CacheOutcome outcome{};
   data::CachedRows rows = cache.get_or_build(key, encode, outcome);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (outcome == data::CacheOutcome::kHit)
-    spdlog::info("token cache hit: {} read in {:.2f} s from {}", file.string(), seconds,
-                 cache.entry_path(key).string());
-  else
-    spdlog::info("token cache miss: {} tokenized in {:.2f} s, kept in {}", file.string(), seconds,
-                 cache.entry_path(key).string());
+  const std::string entry = cache.entry_path(key).string();
+  note = outcome == data::CacheOutcome::kHit
+             ? fmt::format("token cache hit: {} read in {:.2f} s from {}", file.string(), seconds,
+                           entry)
+             : fmt::format("token cache miss: {} tokenized in {:.2f} s, kept in {}",
+                           file.string(), seconds, entry);
   return rows;
 }
 
@@ -115,6 +121,29 @@ void put_rows(data::CachedRows& rows, const std::string& name, const data::Tenso
   rows.tensors.emplace_back(name + ".inputs", set.inputs);
   rows.tensors.emplace_back(name + ".targets", set.targets);
   if (set.extra.defined()) rows.tensors.emplace_back(name + ".extra", set.extra);
+}
+
+void put_tokens(data::CachedRows& rows, const std::string& name, const data::SftTokens& tokens) {
+  const auto count = [](const auto& v) { return static_cast<std::int64_t>(v.size()); };
+  rows.tensors.emplace_back(name + ".ids", Tensor::from_vector(tokens.ids, {count(tokens.ids)}));
+  rows.tensors.emplace_back(name + ".starts",
+                            Tensor::from_vector(tokens.starts, {count(tokens.starts)}));
+  rows.tensors.emplace_back(name + ".prompt_lengths",
+                            Tensor::from_vector(tokens.prompt_lengths,
+                                                {count(tokens.prompt_lengths)}));
+}
+
+data::SftTokens take_tokens(const data::CachedRows& rows, const std::string& name) {
+  data::SftTokens tokens;
+  for (const auto& [tensor_name, t] : rows.tensors) {
+    if (tensor_name == name + ".ids")
+      tokens.ids.assign(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel());
+    if (tensor_name == name + ".starts")
+      tokens.starts.assign(t.data<std::int64_t>(), t.data<std::int64_t>() + t.numel());
+    if (tensor_name == name + ".prompt_lengths")
+      tokens.prompt_lengths.assign(t.data<std::int64_t>(), t.data<std::int64_t>() + t.numel());
+  }
+  return tokens;
 }
 
 data::TensorDataset take_rows(const data::CachedRows& rows, const std::string& name) {
@@ -139,23 +168,24 @@ SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer
   GENESIS_CHECK(!train.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training examples: raise "
                 "data.num_samples or lower data.eval_fraction");
-  const data::CachedRows rows = cached_rows(config, tokenizer, "sft", [&] {
-    const data::SftEncoding encoded = data::encode_sft(train, tokenizer, config.model.block_size);
+  std::string note;
+  const data::CachedRows tokens = cached_rows(config, tokenizer, "sft", [&] {
     data::CachedRows out;
-    put_rows(out, "train", encoded.rows);
-    if (!eval.empty())
-      put_rows(out, "eval", data::encode_sft(eval, tokenizer, config.model.block_size).rows);
-    out.facts = {{"truncated", std::to_string(encoded.truncated)},
-                 {"block_size_needed", std::to_string(encoded.block_size_needed)}};
+    put_tokens(out, "train", data::tokenize_sft(train, tokenizer));
+    if (!eval.empty()) put_tokens(out, "eval", data::tokenize_sft(eval, tokenizer));
     return out;
-  });
-  const std::int64_t truncated = std::stoll(rows.facts.at("truncated"));
-  if (truncated > 0)
+  }, note);
+  const std::int64_t T = config.model.block_size;
+  const data::SftEncoding encoded =
+      data::sft_rows(take_tokens(tokens, "train"), train, tokenizer.pad(), T);
+  if (encoded.truncated > 0)
     spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {} (--set "
                  "model.block_size={} fits every example whole)",
-                 truncated, train.size(), config.model.block_size,
-                 rows.facts.at("block_size_needed"));
-  SftData out{.train = take_rows(rows, "train"), .eval = take_rows(rows, "eval"), .prompts = {}};
+                 encoded.truncated, train.size(), T, encoded.block_size_needed);
+  SftData out{.train = encoded.rows, .eval = {}, .prompts = {}};
+  if (!eval.empty())
+    out.eval = data::sft_rows(take_tokens(tokens, "eval"), eval, tokenizer.pad(), T).rows;
+  if (!note.empty()) spdlog::info("{}", note);
   out.prompts = std::move(eval);
   return out;
 }
@@ -179,12 +209,14 @@ PairData load_pairs(const Config& config, const data::TextTokenizer& tokenizer) 
   GENESIS_CHECK(!train.empty() && !eval.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training or no eval pairs: add "
                 "pairs, or move data.eval_fraction away from 0 and 1");
+  std::string note;
   const data::CachedRows rows = cached_rows(config, tokenizer, "pairs", [&] {
     data::CachedRows out;
     put_rows(out, "train", data::encode_preference_pairs(train, tokenizer, config.model.block_size));
     put_rows(out, "eval", data::encode_preference_pairs(eval, tokenizer, config.model.block_size));
     return out;
-  });
+  }, note);
+  if (!note.empty()) spdlog::info("{}", note);
   PairData out{.train = take_rows(rows, "train"), .eval = take_rows(rows, "eval"), .prompts = {}};
   for (const auto& pair : eval)
     out.prompts.push_back({pair.prompt, pair.chosen, pair.origin, pair.task});

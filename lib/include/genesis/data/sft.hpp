@@ -53,6 +53,20 @@ struct SftEncoding {
   std::int64_t response_tokens = 0;    // targets that are not kIgnoreIndex
 };
 
+// Every example's tokens, one after another: prompt (with the tokenizer's leading special
+// tokens), response and end-of-text. What the token cache keeps: compact, and independent of
+// block_size's padding.
+struct SftTokens {
+  std::vector<std::int32_t> ids;
+  std::vector<std::int64_t> starts;          // example i is ids[starts[i], starts[i + 1])
+  std::vector<std::int64_t> prompt_lengths;  // of each example
+};
+// Tokenizes on every core (a tokenizer encodes on many threads at once).
+SftTokens tokenize_sft(const std::vector<SftExample>& examples, const TextTokenizer& tokenizer);
+// The rows of encode_sft from tokens; `examples` name an example in errors, `pad` fills rows.
+SftEncoding sft_rows(const SftTokens& tokens, const std::vector<SftExample>& examples,
+                     std::int64_t pad, std::int64_t block_size);
+
 // Each example becomes prompt (with the tokenizer's leading special tokens) + response +
 // end-of-text, inputs the first block_size tokens of it padded with the pad id, targets the next
 // token wherever that token belongs to the response (or is the end-of-text) and kIgnoreIndex
