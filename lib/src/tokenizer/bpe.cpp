@@ -37,19 +37,6 @@ std::string byte_token(unsigned b) {
   return std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
 }
 
-// A token spelled in byte-level characters, as raw bytes; nullopt if a character is not one.
-std::optional<std::string> byte_level_to_raw(std::string_view token) {
-  std::string raw;
-  for (std::size_t pos = 0; pos < token.size();) {
-    const DecodedChar c = decode_utf8(token, pos);
-    const int byte = byte_level_byte(c.cp);
-    if (byte < 0) return std::nullopt;
-    raw.push_back(static_cast<char>(byte));
-    pos += c.len;
-  }
-  return raw;
-}
-
 std::optional<std::string> optional_string(const nlohmann::json& json, std::string_view key) {
   const nlohmann::json* value = optional_field(json, key);
   if (value == nullptr) return std::nullopt;
@@ -147,7 +134,7 @@ bool Bpe::set_raw_bytes(bool raw) {
   if (raw && raw_vocab_.empty() && ignore_merges_) {
     raw_vocab_.reserve(vocab_.size());
     for (const auto& [token, id] : vocab_)
-      if (auto bytes = byte_level_to_raw(token)) raw_vocab_.emplace(std::move(*bytes), id);
+      if (auto bytes = byte_level_bytes(token)) raw_vocab_.emplace(std::move(*bytes), id);
   }
   return true;
 }

@@ -12,19 +12,6 @@
 
 namespace genesis::tokenizer {
 
-std::string byte_level_decode(std::string_view token) {
-  std::string bytes;
-  bytes.reserve(token.size());
-  for (std::size_t pos = 0; pos < token.size();) {
-    const DecodedChar c = decode_utf8(token, pos);
-    const int byte = byte_level_byte(c.cp);
-    if (byte < 0) return std::string(token);
-    bytes.push_back(static_cast<char>(byte));
-    pos += c.len;
-  }
-  return bytes;
-}
-
 Decoder Decoder::from_json(const nlohmann::json& json) {
   Decoder decoder;
   if (!json.is_null()) parse_into(json, decoder.steps_);
@@ -141,7 +128,7 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
   for (const Step& step : steps_) {
     if (std::holds_alternative<ByteLevel>(step)) {
       std::string bytes;
-      for (const std::string& token : tokens) bytes += byte_level_decode(token);
+      for (const std::string& token : tokens) bytes += byte_level_bytes(token).value_or(token);
       tokens = {utf8_lossy(bytes)};
     } else if (const auto* r = std::get_if<Replace>(&step)) {
       for (std::string& token : tokens) token = replace_all(token, r->pattern, r->content);

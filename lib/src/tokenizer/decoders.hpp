@@ -44,8 +44,4 @@ class Decoder {
   std::vector<Step> steps_;
 };
 
-// The bytes a token stands for under the ByteLevel decoder: its byte-level characters as bytes,
-// or the token's own bytes when one of its characters is not a byte-level character.
-std::string byte_level_decode(std::string_view token);
-
 }  // namespace genesis::tokenizer

@@ -137,6 +137,19 @@ int byte_level_byte(char32_t cp) {
   return cp < bytes.size() ? bytes[cp] : -1;
 }
 
+std::optional<std::string> byte_level_bytes(std::string_view token) {
+  std::string bytes;
+  bytes.reserve(token.size());
+  for (std::size_t pos = 0; pos < token.size();) {
+    const DecodedChar c = decode_utf8(token, pos);
+    const int byte = byte_level_byte(c.cp);
+    if (byte < 0) return std::nullopt;
+    bytes.push_back(static_cast<char>(byte));
+    pos += c.len;
+  }
+  return bytes;
+}
+
 PreTokenizer PreTokenizer::from_json(const nlohmann::json& json) {
   PreTokenizer pre;
   if (!json.is_null()) parse_into(json, pre.steps_);

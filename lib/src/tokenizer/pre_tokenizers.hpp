@@ -4,6 +4,7 @@
 // are passed to a callback as views, so no piece is copied unless a step rewrites it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -31,6 +32,9 @@ std::vector<Range> split_ranges(std::string_view text,
 const std::vector<std::string>& byte_level_chars();
 // The byte a byte-level character stands for, or -1 when the code point is none of them.
 int byte_level_byte(char32_t cp);
+// A token spelled in byte-level characters, as the bytes it stands for; nullopt when one of its
+// characters is not a byte-level character.
+std::optional<std::string> byte_level_bytes(std::string_view token);
 
 // A piece and whether it starts where the input starts (Metaspace's prepend_scheme "first").
 using PieceSink = FunctionRef<void(std::string_view piece, bool first)>;

@@ -85,6 +85,13 @@ Tokenizer load_tokenizer(const std::string& path_or_id, const std::string& key) 
   return Tokenizer::load(ckpt::resolve_pretrained(path_or_id, key));
 }
 
+bool holds_tokenizer(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir / "tokenizer.json", ec) ||
+         (std::filesystem::exists(dir / "vocab.json", ec) &&
+          std::filesystem::exists(dir / "merges.txt", ec));
+}
+
 std::int64_t tokenize_jsonl(const Tokenizer& tokenizer, std::istream& in, std::ostream& out,
                             const TokenizeJsonlOptions& options,
                             const std::function<void(std::int64_t, const std::string&)>& on_error) {

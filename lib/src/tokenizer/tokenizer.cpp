@@ -100,7 +100,8 @@ void Tokenizer::Impl::finish() {
   if (decoder.is_byte_level_only()) {
     decoded_bytes.resize(static_cast<std::size_t>(vocab_size));
     for (std::int32_t id = 0; id < vocab_size; ++id)
-      if (auto token = token_of(id)) decoded_bytes[id] = byte_level_decode(*token);
+      // The ByteLevel decoder keeps a token that is not byte-level characters as it is.
+      if (auto token = token_of(id)) decoded_bytes[id] = byte_level_bytes(*token).value_or(*token);
   }
 }
 

@@ -12,7 +12,7 @@
 #include "genesis/ckpt/export.hpp"
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/data/tokenizer.hpp"
+#include "genesis/data/text_tokenizer.hpp"
 #include "genesis/tokenizer/tokenize_jsonl.hpp"
 #include "genesis/ops/ops.hpp"
 #include "init_weights.hpp"
@@ -37,12 +37,6 @@ Config run_config(const std::string& name) {
   GENESIS_CHECK(m.kind == "gpt" || m.kind == "hf", ConfigError,
                 "'" + name + "' holds a model.kind = \"" + m.kind + "\", not a language model");
   return config;
-}
-
-bool has_tokenizer_files(const fs::path& dir) {
-  std::error_code ec;
-  return fs::exists(dir / "tokenizer.json", ec) ||
-         (fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec));
 }
 
 // Copies every tensor `weights` has for `model` into it.
@@ -120,16 +114,6 @@ Lines read_lines(std::istream& in, Parse&& parse) {
   return lines;
 }
 
-// The byte tokenizer's text of generated ids; an id past its 258 (a model with a larger
-// vocabulary trained on byte-tokenized text) reads as U+FFFD.
-std::string byte_text(const Tokens& ids) {
-  std::string text;
-  for (std::int64_t id : ids)
-    text += id < data::ByteTokenizer::kVocabSize ? data::ByteTokenizer().decode(std::span(&id, 1))
-                                                 : std::string("\xEF\xBF\xBD");
-  return text;
-}
-
 // Writes every line: outputs[i] for valid lines, {"error"} for the others; reports the failures.
 std::int64_t write_lines(std::ostream& out, const Lines& lines, const std::vector<Json>& outputs,
                          const LineErrorSink& on_error) {
@@ -175,7 +159,7 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
     // The run's text went through data.tokenizer: an hf model's own (kept in <run>/hf) by
     // default, else the byte tokenizer; its responses end with that tokenizer's end of text.
     std::string text = run.data.tokenizer;
-    if (text.empty()) text = m.kind == "hf" && has_tokenizer_files(kept.parent_path())
+    if (text.empty()) text = m.kind == "hf" && tokenizer::holds_tokenizer(kept.parent_path())
                                  ? kept.parent_path().string() : "byte";
     if (text == "byte") {
       out.byte_tokenizer = true;
@@ -194,7 +178,7 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
   out.model->eval();
   if (choice.hf() && !out.byte_tokenizer && !out.tokenizer) {
     out.eos_token_ids = nn::hf_eos_token_ids(choice.hf_dir(), *choice.hf());
-    if (has_tokenizer_files(choice.hf_dir()))
+    if (tokenizer::holds_tokenizer(choice.hf_dir()))
       out.tokenizer = std::make_shared<const tokenizer::Tokenizer>(
           tokenizer::Tokenizer::load(choice.hf_dir()));
   }
@@ -230,7 +214,7 @@ std::int64_t generate_jsonl(InferenceModel& m, std::istream& in, std::ostream& o
                                             completions[i - first].end());
         line["text"] = m.tokenizer->decode(ids);
       } else if (m.byte_tokenizer) {
-        line["text"] = byte_text(completions[i - first]);
+        line["text"] = data::ByteTextTokenizer().decode(completions[i - first]);
       }
       outputs[lines.valid[i].first] = std::move(line);
     }

@@ -14,6 +14,7 @@
 #include "genesis/data/preference.hpp"
 #include "genesis/data/synthetic.hpp"
 #include "genesis/data/token_cache.hpp"
+#include "genesis/tokenizer/tokenize_jsonl.hpp"
 #include "genesis/nn/mlp.hpp"
 #include "grpo_objective.hpp"
 #include "language_model_objective.hpp"
@@ -268,11 +269,8 @@ std::shared_ptr<const data::TextTokenizer> text_tokenizer(const ModelChoice& cho
                                                           const Config& config) {
   if (config.data.source == "synthetic:tokens") return nullptr;
   std::string setting = config.data.tokenizer;
-  std::error_code ec;
   if (setting.empty())
-    setting = choice.hf() && !choice.hf_dir().empty() &&
-                      (std::filesystem::exists(choice.hf_dir() / "tokenizer.json", ec) ||
-                       std::filesystem::exists(choice.hf_dir() / "vocab.json", ec))
+    setting = choice.hf() && !choice.hf_dir().empty() && tokenizer::holds_tokenizer(choice.hf_dir())
                   ? choice.hf_dir().string()
                   : "byte";
   auto tokenizer = data::make_text_tokenizer(setting, "data.tokenizer");

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <istream>
 #include <ostream>
@@ -16,6 +17,9 @@ namespace genesis::tokenizer {
 // A tokenizer.json, a directory with one (a Hugging Face model directory), or a Hub id found in
 // the local Hugging Face cache as model.init_from finds it; `key` names the setting in errors.
 Tokenizer load_tokenizer(const std::string& path_or_id, const std::string& key);
+// Whether a directory holds a tokenizer Tokenizer::load reads (tokenizer.json, or vocab.json +
+// merges.txt): a model directory whose tokenizer is then the default.
+bool holds_tokenizer(const std::filesystem::path& dir);
 
 struct TokenizeJsonlOptions {
   bool decode = false;              // {"ids": [...]} in, {"text": ...} out
