@@ -112,7 +112,7 @@ TEST_CASE("an empty response or a pair too long for block_size names the pair", 
                                              16);
              }),
              Catch::StartsWith("pair 1: the prompt and chosen response are 24 tokens with "
-                               "end-of-text, more than model.block_size = 16 + 1 hold"));
+                               "their end, more than model.block_size = 16 + 1 hold"));
 }
 
 TEST_CASE("preference JSONL: prompt/chosen/rejected, or two chats sharing all but the answer",
@@ -141,14 +141,18 @@ TEST_CASE("preference JSONL: prompt/chosen/rejected, or two chats sharing all bu
   };
   const std::string at = (dir.path() / "bad.jsonl").string() + ":2: ";
   CHECK_THAT(error(R"({"prompt": "a", "chosen": "b"})"),
-             Catch::StartsWith(at + "no \"rejected\""));
+             Catch::StartsWith(at + "keys \"prompt\", \"chosen\" are preference data; expected "
+                                    "{\"prompt\", \"chosen\", \"rejected\"}"));
+  CHECK_THAT(error(R"({"prompt": "a", "completion": "b"})"),
+             Catch::StartsWith(at + "keys \"prompt\", \"completion\" are prompt-completion data") &&
+                 Catch::Contains("for rm and dpo"));
   CHECK_THAT(error(R"({"prompt": "a", "chosen": 3, "rejected": "c"})"),
              Catch::StartsWith(at + "\"chosen\" is not a string"));
   CHECK_THAT(error(R"({"chosen": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], )"
                    R"("rejected": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "c"}]})"),
-             Catch::StartsWith(at + "\"chosen\" and \"rejected\" differ before their last message"));
+             Catch::StartsWith(at + "\"chosen\" and \"rejected\" share no leading message"));
   CHECK_THAT(error(R"({"chosen": [{"role": "user", "content": "a"}], "rejected": []})"),
-             Catch::StartsWith(at + "chosen[0]: the last message must be the assistant's"));
+             Catch::StartsWith(at + "\"rejected\" must be a non-empty list of messages"));
   CHECK_THAT(error("{oops"), Catch::StartsWith(at + "not valid JSON"));
   CHECK_THAT(error(R"({"prompt": "a", "chosen": "b", "rejected": "c", "margin": "big"})"),
              Catch::StartsWith(at + "\"margin\" must be a number, got \"big\""));

@@ -58,13 +58,18 @@ TEST_CASE("SFT JSONL reads both forms and names the line of a bad one", "[sft]")
     CHECK_THROWS_WITH(data::read_sft_jsonl(path), Catch::Contains(expected));
     CHECK_THROWS_AS(data::read_sft_jsonl(path), ConfigError);
   };
-  check_error("{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"a\"}\n", "data.jsonl:2: no \"response\"");
+  check_error("{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"a\"}\n",
+              "data.jsonl:2: keys \"prompt\" are prompt-only data; expected {\"text\"}, "
+              "{\"prompt\", \"completion\"}, {\"prompt\", \"response\"} or {\"messages\"} for SFT");
   check_error("{\"prompt\": \"a\", \"response\": \"b\"}\n\n{oops\n", "data.jsonl:3: not valid JSON");
   check_error("{\"prompt\": 1, \"response\": \"b\"}\n", ":1: \"prompt\" is not a string");
   check_error("{\"prompt\": \"a\", \"response\": \"\"}\n", ":1: the response is empty");
-  check_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "must be the assistant's");
-  check_error("{\"text\": \"x\"}\n", ":1: {\"text\": ...} is language-modelling data");
-  check_error("{\"input\": \"x\"}\n", "expected {\"prompt\"");
+  check_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n",
+              ":1: no assistant message to train on");
+  check_error("{\"text\": \"\"}\n", ":1: the text is empty");
+  check_error("{\"input\": \"x\"}\n", ":1: keys \"input\" are no data type genesis knows; expected {\"text\"}");
+  check_error("{\"chosen\": \"x\", \"rejected\": \"y\"}\n",
+              ":1: keys \"chosen\", \"rejected\" are preference data; expected {\"text\"}");
   check_error("{\"prompt\": \"a\", \"response\": \"b\", \"completion\": \"b\"}\n",
               "both \"response\" and \"completion\"");
   check_error("\n\n", "holds no examples");

@@ -136,7 +136,7 @@ TEST_CASE("sft: bad data is one line naming the problem, exit 2", "[sft-train]")
   };
   refused("", {}, "data.jsonl' holds no examples");
   refused("{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"where is the answer?\"}\n", {},
-          "data.jsonl:2: no \"response\"");
+          "data.jsonl:2: keys \"prompt\" are prompt-only data; expected {\"text\"}");
   refused("{\"prompt\": \"" + std::string(40, 'p') + "\", \"response\": \"b\"}\n", {"model.block_size=24"},
           "the prompt is 40 tokens");
   // Generated tasks with nothing left to train on.

@@ -66,7 +66,7 @@ std::vector<ConfigKey> data_keys() {
   return {
     {"data.source",
      "dataset: synthetic:classification (mlp) | synthetic:tokens | tasks:reverse,sort,... | "
-     "jsonl:FILE (gpt; the last two are SFT data)",
+     "jsonl:FILE | json:FILE (gpt; the last three are text data in TRL's formats)",
      [](Config& c) -> Field { return &c.data.source; }, Rule::non_empty},
     {"data.num_samples", "examples (classification) or sequences (tokens) generated",
      [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
@@ -80,6 +80,20 @@ std::vector<ConfigKey> data_keys() {
      "where encoded jsonl data is cached (default: $XDG_CACHE_HOME/genesis/tokens, else "
      "~/.cache/genesis/tokens)",
      [](Config& c) -> Field { return &c.data.cache_dir; }},
+    {"data.chat_template",
+     "a Jinja chat template file rendering conversations in place of the tokenizer's own "
+     "(tokenizer_config.json's chat_template or chat_template.jinja)",
+     [](Config& c) -> Field { return &c.data.chat_template; }},
+    {"data.completion_only_loss",
+     "prompt-completion data trains on the completion only (false: on every token)",
+     [](Config& c) -> Field { return &c.data.completion_only_loss; }},
+    {"data.assistant_only_loss",
+     "conversations train on every assistant turn and its end-of-turn tokens only (false: on "
+     "every token)",
+     [](Config& c) -> Field { return &c.data.assistant_only_loss; }},
+    {"data.truncation_mode",
+     "keep_start | keep_end: which end of an example longer than model.block_size is kept",
+     [](Config& c) -> Field { return &c.data.truncation_mode; }},
   };
 }
 

@@ -23,7 +23,8 @@ using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*,
                            std::vector<std::int64_t>*, std::vector<std::string>*, StrategyKind*,
                            BackendKind*, OffloadKind*, DeviceKind*, MixedPrecision*,
                            OptimizerKind*, LrSchedulerKind*, WarmupType*, Algorithm*, ModelHead*,
-                           DpoLossType*, GrpoLossType*, ScaleRewards*, CriticKind*>;
+                           DpoLossType*, GrpoLossType*, ScaleRewards*, CriticKind*,
+                           TruncationMode*>;
 
 // True for the keys whose TOML value is a string: text and Setting keys.
 bool takes_string(const Field& field);

@@ -18,6 +18,11 @@ Location origin_of(const Origins& origins, std::string_view first, std::string_v
 // An hf model's heads follow from training.algorithm (rm: the score head), not model.head.
 bool is_hf(const Config& config) { return config.model.kind == "hf"; }
 
+// "jsonl:FILE" or "json:FILE": rows in TRL's formats.
+bool data_file_source(const std::string& source) {
+  return source.rfind("jsonl:", 0) == 0 || source.rfind("json:", 0) == 0;
+}
+
 // What training.algorithm needs of the model and data: rm, a gpt with a value head on
 // preference pairs; dpo, the language-model head on preference pairs, from a trained model;
 // sft, the language-model head on anything but pairs.
@@ -36,10 +41,11 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
         (config.model.kind != "gpt" || config.model.head != ModelHead::lm))
       throw ConfigError(at("model.head") + ": " + name + " trains a gpt's language-model head: "
                         "set model.kind = \"gpt\" and model.head = \"lm\"");
-    if (!pairs && config.data.source.rfind("jsonl:", 0) != 0)
+    if (!pairs && !data_file_source(config.data.source))
       throw ConfigError(at("data.source") + " = \"" + config.data.source + "\": " + name +
                         " trains on preference pairs: \"pairs:reverse,sort\" (generated) or "
-                        "\"jsonl:FILE\" ({\"prompt\", \"chosen\", \"rejected\"} per line)");
+                        "\"jsonl:FILE\" or \"json:FILE\" ({\"prompt\", \"chosen\", "
+                        "\"rejected\"} rows)");
   }
   if (algorithm == Algorithm::dpo && config.model.init_from.empty())
     throw ConfigError(at("model.init_from") + " is empty: " + name + " improves a trained "
@@ -72,7 +78,7 @@ void validate_online(const Config& config, const Origins& origins) {
     throw ConfigError(at("model.head") + ": " + name + " samples from a gpt's language-model "
                       "head: set model.kind = \"gpt\" and model.head = \"lm\"");
   const std::string& source = config.data.source;
-  if (source.rfind("tasks:", 0) != 0 && source.rfind("jsonl:", 0) != 0)
+  if (source.rfind("tasks:", 0) != 0 && !data_file_source(source))
     throw ConfigError(at("data.source") + " = \"" + source + "\": " + name + " samples answers "
                       "to prompts: \"tasks:reverse,sort\" (generated) or \"jsonl:FILE\" "
                       "({\"prompt\", \"response\"} per line)");
@@ -169,7 +175,7 @@ void validate_config(const Config& config, const Origins& origins) {
   const std::string& source = config.data.source;
   const Location where = origin_of(origins, "data.source", "model.kind");
   const bool pairs = source.rfind("pairs:", 0) == 0;
-  const bool sft = source.rfind("tasks:", 0) == 0 || source.rfind("jsonl:", 0) == 0 || pairs;
+  const bool sft = source.rfind("tasks:", 0) == 0 || data_file_source(source) || pairs;
   const bool tokens = m.kind == "gpt" || m.kind == "hf";
   const bool fits = tokens ? source == "synthetic:tokens" || sft
                            : source == "synthetic:classification";
@@ -177,7 +183,7 @@ void validate_config(const Config& config, const Origins& origins) {
     throw ConfigError(key_at(where, "data.source") + " = \"" + source + "\" does not fit model.kind = \"" +
                       m.kind + "\" (use " +
                       (tokens ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\", "
-                                         "\"pairs:reverse,sort,copy,upper,add\" or \"jsonl:FILE\""
+                                         "\"pairs:reverse,sort,copy,upper,add\", \"jsonl:FILE\" or \"json:FILE\""
                                        : "\"synthetic:classification\"") +
                       ")");
   // SFT text is tokenized bytewise: 256 byte tokens, end-of-text and padding (an hf model's

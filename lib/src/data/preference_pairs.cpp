@@ -1,5 +1,5 @@
 // Generated preference pairs (a task's answer against a near miss) and the encoding of any pairs
-// into (N, 2, block_size) rows through encode_sft.
+// into (N, 2, block_size) rows, each side tokenized as an SFT example.
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -97,22 +97,25 @@ TensorDataset encode_preference_pairs(const std::vector<PreferencePair>& pairs,
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const PreferencePair& p = pairs[i];
     const std::string name = p.origin.empty() ? "pair " + std::to_string(i + 1) : p.origin;
-    using Side = std::pair<const char*, const std::string*>;
-    for (const auto& [side, text] : {Side{"chosen", &p.chosen}, Side{"rejected", &p.rejected}}) {
-      GENESIS_CHECK(!text->empty(), ConfigError, name + ": the " + side + " response is empty");
-      const auto tokens = static_cast<std::int64_t>(tokenizer.encode_prompt(p.prompt).size() +
-                                                    tokenizer.encode_continuation(*text).size()) +
-                          1;
-      GENESIS_CHECK(tokens <= block_size + 1, ConfigError,
-                    name + ": the prompt and " + side + " response are " +
-                        std::to_string(tokens) + " tokens with end-of-text, more than " +
+    GENESIS_CHECK(!p.chosen.empty(), ConfigError, name + ": the chosen response is empty");
+    GENESIS_CHECK(!p.rejected.empty(), ConfigError, name + ": the rejected response is empty");
+    chosen.push_back(preference_side(p));
+    rejected.push_back(preference_side(p, true));
+    chosen.back().origin = rejected.back().origin = name;
+  }
+  const SftTokens chosen_tokens = tokenize_sft(chosen, tokenizer);
+  const SftTokens rejected_tokens = tokenize_sft(rejected, tokenizer);
+  using Side = std::pair<const char*, const SftTokens*>;
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    for (const auto& [side, tokens] : {Side{"chosen", &chosen_tokens}, Side{"rejected", &rejected_tokens}}) {
+      const std::int64_t length = tokens->starts[i + 1] - tokens->starts[i];
+      GENESIS_CHECK(length <= block_size + 1, ConfigError,
+                    chosen[i].origin + ": the prompt and " + side + " response are " +
+                        std::to_string(length) + " tokens with their end, more than " +
                         "model.block_size = " + std::to_string(block_size) + " + 1 hold");
     }
-    chosen.push_back({p.prompt, p.chosen, name});
-    rejected.push_back({p.prompt, p.rejected, name});
-  }
-  const TensorDataset c = encode_sft(chosen, tokenizer, block_size).rows;
-  const TensorDataset r = encode_sft(rejected, tokenizer, block_size).rows;
+  const TensorDataset c = sft_rows(chosen_tokens, chosen, tokenizer.pad(), block_size).rows;
+  const TensorDataset r = sft_rows(rejected_tokens, rejected, tokenizer.pad(), block_size).rows;
   const auto n = static_cast<std::int64_t>(pairs.size());
   TensorDataset out{Tensor::empty({n, 2, block_size}, DType::i64),
                     Tensor::empty({n, 2, block_size}, DType::i64)};

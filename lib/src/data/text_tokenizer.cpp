@@ -2,6 +2,8 @@
 // tokens its tokenizer_config.json names.
 #include "genesis/data/text_tokenizer.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "genesis/core/error.hpp"
 #include "genesis/ckpt/hf_weights.hpp"
 #include "genesis/data/token_cache.hpp"
@@ -49,6 +51,12 @@ class HfTextTokenizer final : public TextTokenizer {
     return "the tokenizer of " + name_ + " (" + std::to_string(t_.vocab_size()) + " tokens)";
   }
   std::string fingerprint() const override { return fingerprint_; }
+  ChatText render_chat(const nlohmann::ordered_json&, bool) const override {
+    throw NotSupported("tokenizer '" + name_ + "': rendering conversations through a chat "
+                       "template is not built yet; use data.tokenizer = \"byte\"");
+  }
+  bool marks_generation() const override { return false; }
+  bool chat_holds_special_tokens() const override { return true; }
 
  private:
   static std::vector<std::int64_t> widen(const std::vector<std::int32_t>& ids) {
@@ -77,8 +85,32 @@ std::string ByteTextTokenizer::decode(std::span<const std::int64_t> ids) const {
   return text;
 }
 
+ChatText ByteTextTokenizer::render_chat(const nlohmann::ordered_json& messages,
+                                        bool add_generation_prompt) const {
+  ChatText out;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    GENESIS_CHECK(m.is_object() && m.contains("role") && m.at("role").is_string() &&
+                      m.contains("content") && m.at("content").is_string(),
+                  ConfigError,
+                  "message " + std::to_string(i) + " needs a string \"role\" and a string "
+                  "\"content\" for the byte tokenizer's \"role: content\" lines");
+    if (i > 0) out.text += '\n';
+    const auto role = m.at("role").get<std::string>();
+    out.text += role + ": ";
+    const std::size_t begin = out.text.size();
+    out.text += m.at("content").get<std::string>();
+    // An answer ends at the newline before the next message, which the model learns to write.
+    if (role == "assistant")
+      out.generation.emplace_back(begin, out.text.size() + (i + 1 < messages.size() ? 1 : 0));
+  }
+  if (add_generation_prompt) out.text += messages.empty() ? "assistant: " : "\nassistant: ";
+  return out;
+}
+
 std::shared_ptr<const TextTokenizer> make_text_tokenizer(const std::string& setting,
-                                                         const std::string& key) {
+                                                         const std::string& key,
+                                                         const std::string& chat_template) {
   if (setting == "byte") return std::make_shared<ByteTextTokenizer>();
   std::error_code ec;
   const std::filesystem::path path = std::filesystem::exists(setting, ec)

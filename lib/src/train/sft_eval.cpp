@@ -8,6 +8,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "genesis/data/sft_layout.hpp"
+
 namespace genesis::train {
 
 namespace {
@@ -50,13 +52,14 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
     std::vector<std::int64_t> limits;
     for (std::size_t k = 0; k < count; ++k) {
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
-      prompts.push_back(tokenizer.encode_prompt(e.prompt));
-      expected.push_back(tokenizer.encode_continuation(e.response));
-      expected.back().push_back(tokenizer.end_of_text());
+      data::PromptAnswer pa = data::prompt_and_answer(e, tokenizer);
+      prompts.push_back(std::move(pa.prompt));
+      expected.push_back(std::move(pa.answer));
       limits.push_back(static_cast<std::int64_t>(expected.back().size()));
     }
     std::vector<std::vector<std::int64_t>> generated = model.generate(
-        prompts, {.stop_token = tokenizer.end_of_text()}, unused, limits);
+        prompts, {.stop_token = tokenizer.end_of_text(), .stop_tokens = tokenizer.stop_ids()},
+        unused, limits);
     if (score)
       for (double r : score(prompts, expected, generated)) rewards += r;
     for (std::size_t k = 0; k < count; ++k) {

@@ -12,6 +12,7 @@
 #include "dpo_objective.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/preference.hpp"
+#include "genesis/data/sft_layout.hpp"
 #include "genesis/data/synthetic.hpp"
 #include "genesis/data/token_cache.hpp"
 #include "genesis/tokenizer/tokenize_jsonl.hpp"
@@ -37,14 +38,29 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-// A data file named relatively is looked up in the working directory, then next to the presets
-// (where the sample data ships), so `data.source = "jsonl:sft-sample.jsonl"` works anywhere.
-std::filesystem::path data_file(const std::string& name) {
-  const std::filesystem::path path(name);
+// Whether data.source names a data file: "jsonl:FILE" or "json:FILE".
+bool is_data_file(const std::string& source) {
+  return source.rfind("jsonl:", 0) == 0 || source.rfind("json:", 0) == 0;
+}
+
+data::RowFile data_format(const std::string& source) {
+  return source.rfind("json:", 0) == 0 ? data::RowFile::json : data::RowFile::jsonl;
+}
+
+// data.source's file. One named relatively is looked up in the working directory, then next to
+// the presets (where the sample data ships), so `data.source = "jsonl:sft-sample.jsonl"` works
+// anywhere.
+std::filesystem::path data_file(const std::string& source) {
+  const std::filesystem::path path(source.substr(source.find(':') + 1));
   if (path.is_absolute() || std::filesystem::exists(path)) return path;
   for (const auto& dir : preset_dirs())
     if (std::filesystem::exists(dir / path)) return dir / path;
   return path;
+}
+
+data::SftLoss sft_loss(const DataConfig& d) {
+  return {.completion_only = d.completion_only_loss, .assistant_only = d.assistant_only_loss,
+          .truncation = d.truncation_mode};
 }
 
 // Examples of the built-in tasks data.source names after its prefix ("tasks:a,b", "pairs:a,b";
@@ -93,13 +109,16 @@ data::CachedRows cached_rows(const Config& config, const data::TextTokenizer& to
                              const std::string& kind, const std::function<data::CachedRows()>& encode,
                              std::string& note) {
   const DataConfig& d = config.data;
-  if (d.source.rfind("jsonl:", 0) != 0) return encode();
-  const std::filesystem::path file = data_file(d.source.substr(6));
+  if (!is_data_file(d.source)) return encode();
+  const std::filesystem::path file = data_file(d.source);
   // SFT keeps token ids, which block_size does not change; pairs keep their rows.
-  const std::string key = "genesis token cache v2\nkind " + kind + "\nfile " +
+  const std::string key = "genesis token cache v3\nkind " + kind + "\nfile " +
+                          std::string(d.source, 0, d.source.find(':')) + " " +
                           data::file_fingerprint(file) + "\ntokenizer " +
                           tokenizer.fingerprint() + "\neval_fraction " +
-                          std::to_string(d.eval_fraction) + "\n" +
+                          std::to_string(d.eval_fraction) + "\nloss " +
+                          std::to_string(d.completion_only_loss) +
+                          std::to_string(d.assistant_only_loss) + "\n" +
                           (kind == "sft" ? std::string()
                                          : "block_size " + std::to_string(config.model.block_size) +
                                                "\n");
@@ -129,9 +148,9 @@ void put_tokens(data::CachedRows& rows, const std::string& name, const data::Sft
   rows.tensors.emplace_back(name + ".ids", Tensor::from_vector(tokens.ids, {count(tokens.ids)}));
   rows.tensors.emplace_back(name + ".starts",
                             Tensor::from_vector(tokens.starts, {count(tokens.starts)}));
-  rows.tensors.emplace_back(name + ".prompt_lengths",
-                            Tensor::from_vector(tokens.prompt_lengths,
-                                                {count(tokens.prompt_lengths)}));
+  Tensor trained = Tensor::empty({count(tokens.trained)}, DType::boolean);
+  std::copy(tokens.trained.begin(), tokens.trained.end(), static_cast<std::uint8_t*>(trained.raw_data()));
+  rows.tensors.emplace_back(name + ".trained", trained);
 }
 
 data::SftTokens take_tokens(const data::CachedRows& rows, const std::string& name) {
@@ -141,8 +160,10 @@ data::SftTokens take_tokens(const data::CachedRows& rows, const std::string& nam
       tokens.ids.assign(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel());
     if (tensor_name == name + ".starts")
       tokens.starts.assign(t.data<std::int64_t>(), t.data<std::int64_t>() + t.numel());
-    if (tensor_name == name + ".prompt_lengths")
-      tokens.prompt_lengths.assign(t.data<std::int64_t>(), t.data<std::int64_t>() + t.numel());
+    if (tensor_name == name + ".trained") {
+      const auto* flags = static_cast<const std::uint8_t*>(t.raw_data());
+      tokens.trained.assign(flags, flags + t.numel());
+    }
   }
   return tokens;
 }
@@ -165,29 +186,46 @@ SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer
   if (d.source.rfind("tasks:", 0) == 0)
     generate_split(config, config.seed + 2, data::generate_sft_tasks, train, eval);
   else
-    split_tail(data::read_sft_jsonl(data_file(d.source.substr(6))), d.eval_fraction, train, eval);
+    split_tail(data::read_sft_examples(data_file(d.source), data_format(d.source)),
+               d.eval_fraction, train, eval);
   GENESIS_CHECK(!train.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training examples: raise "
                 "data.num_samples or lower data.eval_fraction");
   std::string note;
+  const data::SftLoss loss = sft_loss(d);
   const data::CachedRows tokens = cached_rows(config, tokenizer, "sft", [&] {
     data::CachedRows out;
-    put_tokens(out, "train", data::tokenize_sft(train, tokenizer));
-    if (!eval.empty()) put_tokens(out, "eval", data::tokenize_sft(eval, tokenizer));
+    put_tokens(out, "train", data::tokenize_sft(train, tokenizer, loss));
+    if (!eval.empty()) put_tokens(out, "eval", data::tokenize_sft(eval, tokenizer, loss));
     return out;
   }, note);
   const std::int64_t T = config.model.block_size;
   const data::SftEncoding encoded =
-      data::sft_rows(take_tokens(tokens, "train"), train, tokenizer.pad(), T);
+      data::sft_rows(take_tokens(tokens, "train"), train, tokenizer.pad(), T, loss.truncation);
   if (encoded.truncated > 0)
     spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {} (--set "
                  "model.block_size={} fits every example whole)",
                  encoded.truncated, train.size(), T, encoded.block_size_needed);
   SftData out{.train = encoded.rows, .eval = {}, .prompts = {}};
   if (!eval.empty())
-    out.eval = data::sft_rows(take_tokens(tokens, "eval"), eval, tokenizer.pad(), T).rows;
+    out.eval = data::sft_rows(take_tokens(tokens, "eval"), eval, tokenizer.pad(), T,
+                              loss.truncation).rows;
   if (!note.empty()) spdlog::info("{}", note);
-  out.prompts = std::move(eval);
+  // Generation is checked on examples with a prompt whose answer fits the block; a text, or a
+  // conversation too long, is only scored by the eval loss.
+  std::int64_t unfit = 0;
+  for (auto& e : eval) {
+    if (e.form == data::ExampleForm::text) continue;
+    const data::PromptAnswer pa = data::prompt_and_answer(e, tokenizer);
+    if (static_cast<std::int64_t>(pa.prompt.size() + pa.answer.size()) > T) {
+      ++unfit;
+      continue;
+    }
+    out.prompts.push_back(std::move(e));
+  }
+  if (unfit > 0)
+    spdlog::warn("{} of {} held-out examples have a prompt and answer longer than "
+                 "model.block_size = {}: exact match leaves them out", unfit, eval.size(), T);
   return out;
 }
 
@@ -202,9 +240,9 @@ struct PairData {
 PairData load_pairs(const Config& config, const data::TextTokenizer& tokenizer) {
   const DataConfig& d = config.data;
   std::vector<data::PreferencePair> train, eval;
-  if (d.source.rfind("jsonl:", 0) == 0)
-    split_tail(data::read_preference_jsonl(data_file(d.source.substr(6))), d.eval_fraction, train,
-               eval);
+  if (is_data_file(d.source))
+    split_tail(data::read_preference_pairs(data_file(d.source), data_format(d.source)),
+               d.eval_fraction, train, eval);
   else
     generate_split(config, config.seed + 3, data::generate_preference_pairs, train, eval);
   GENESIS_CHECK(!train.empty() && !eval.empty(), ConfigError,
@@ -219,8 +257,7 @@ PairData load_pairs(const Config& config, const data::TextTokenizer& tokenizer) 
   }, note);
   if (!note.empty()) spdlog::info("{}", note);
   PairData out{.train = take_rows(rows, "train"), .eval = take_rows(rows, "eval"), .prompts = {}};
-  for (const auto& pair : eval)
-    out.prompts.push_back({pair.prompt, pair.chosen, pair.origin, pair.task});
+  for (const auto& pair : eval) out.prompts.push_back(data::preference_side(pair));
   return out;
 }
 

@@ -35,7 +35,8 @@ enum class ModelHead { lm, value };                              // model.head
 enum class DpoLossType { sigmoid, ipo };                         // dpo.loss_type
 enum class GrpoLossType { grpo, dapo, dr_grpo };                 // grpo.loss_type
 enum class ScaleRewards { group, batch, none };                  // grpo.scale_rewards
-enum class CriticKind { head, model };                           // ppo.critic
+enum class CriticKind { head, model };
+enum class TruncationMode { keep_start, keep_end };               // data.truncation_mode                           // ppo.critic
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -57,6 +58,7 @@ constexpr SettingNames<2> setting_names(ModelHead) { return {"lm", "value"}; }
 constexpr SettingNames<2> setting_names(DpoLossType) { return {"sigmoid", "ipo"}; }
 constexpr SettingNames<3> setting_names(GrpoLossType) { return {"grpo", "dapo", "dr_grpo"}; }
 constexpr SettingNames<3> setting_names(ScaleRewards) { return {"group", "batch", "none"}; }
+constexpr SettingNames<2> setting_names(TruncationMode) { return {"keep_start", "keep_end"}; }
 constexpr SettingNames<2> setting_names(CriticKind) { return {"head", "model"}; }
 
 template <typename E>
@@ -114,6 +116,15 @@ struct DataConfig {
   // Where the token cache keeps encoded data files; empty: $XDG_CACHE_HOME/genesis/tokens (else
   // ~/.cache/genesis/tokens).
   std::string cache_dir;
+  // A Jinja chat template file rendering conversations in place of the tokenizer's own
+  // (tokenizer_config.json's chat_template, or chat_template.jinja beside it).
+  std::string chat_template;
+  // TRL's losses: prompt-completion data trains on the completion only; conversations on every
+  // assistant turn (with the end-of-turn tokens the template puts after it) and nothing else.
+  bool completion_only_loss = true;
+  bool assistant_only_loss = true;
+  // Which end of an example longer than model.block_size is kept.
+  TruncationMode truncation_mode = TruncationMode::keep_start;
 };
 
 // The largest micro-batch not above `limit` that divides `per_rank`, so per-rank memory does not
