@@ -11,11 +11,12 @@ CMAKE_FLAGS ?=
 # python3-torch a PyTorch DDP program to run under genesis launch, headless chromium renders
 # genesis report's HTML to a PNG that the report tests look at, and nodejs runs Hugging Face
 # tokenizers, which the tokenizer tests compare with (libpcre2-dev and libicu-dev are the
-# tokenizer's own regular expressions and Unicode data); NodeSource's nodejs brings its own npm and
-# conflicts with Debian's, so npm is asked for only where there is none).
+# tokenizer's own regular expressions and Unicode data); python3-jinja2 renders chat templates
+# as transformers does, which the chat-template tests compare with; NodeSource's nodejs brings
+# its own npm and conflicts with Debian's, so npm is asked for only where there is none).
 DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish iproute2 \
 	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
-	libopenblas-openmp-dev libgloo-dev libpcre2-dev libicu-dev python3-numpy \
+	libopenblas-openmp-dev libgloo-dev libpcre2-dev libicu-dev python3-numpy python3-jinja2 \
 	slurmctld slurmd slurm-client munge python3-torch chromium nodejs \
 	$(if $(shell command -v npm),,npm)
 

@@ -1,13 +1,18 @@
 // `genesis tokenize TOKENIZER [--input FILE]`: JSONL {"text": ...} lines to {"ids": [...]} with a
 // Hugging Face tokenizer, or back with --decode; the ids are those Hugging Face's tokenizers
-// gives. The work is lib/src/tokenizer/'s.
+// gives. {"messages": [...]} lines go through the tokenizer's chat template (or
+// --chat-template's) first, as transformers' apply_chat_template. The work is lib/src/tokenizer/'s
+// and lib/src/chat/'s.
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "commands/command_table.hpp"
+#include "genesis/chat/chat_template.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/tokenizer/tokenize_jsonl.hpp"
 
@@ -17,6 +22,7 @@ namespace {
 struct TokenizeFlags {
   std::string tokenizer;
   std::string input;
+  std::string chat_template;
   bool decode = false;
   bool no_special_tokens = false;
   int threads = 0;
@@ -31,6 +37,10 @@ void add_tokenize_flags(CLI::App& app, TokenizeFlags& f) {
   app.add_option("-i,--input", f.input,
                  "JSONL, {\"text\": \"...\"} per line ({\"ids\": [...]} with --decode; default: "
                  "standard input)")
+      ->type_name("FILE");
+  app.add_option("--chat-template", f.chat_template,
+                 "A Jinja chat template for {\"messages\": [...]} lines, in place of the "
+                 "tokenizer's own (tokenizer_config.json's chat_template or chat_template.jinja)")
       ->type_name("FILE");
   app.add_flag("--decode", f.decode, "Turn {\"ids\": [...]} lines into {\"text\": \"...\"}");
   app.add_flag("--no-special-tokens", f.no_special_tokens,
@@ -49,6 +59,23 @@ int run_tokenize(const TokenizeFlags& f, const RunContext& context) {
   }
   const tokenizer::Tokenizer tokenizer = tokenizer::load_tokenizer(f.tokenizer, "TOKENIZER");
   tokenizer::TokenizeJsonlOptions options;
+  // The template is read before any line: --chat-template's must load; the tokenizer's own,
+  // when broken, fails only the lines that need it (text lines go on).
+  const std::filesystem::path dir = tokenizer::tokenizer_directory(f.tokenizer, "TOKENIZER");
+  std::optional<chat::ChatTemplate> chat_template;
+  if (!f.chat_template.empty()) {
+    chat_template = chat::ChatTemplate::from_file(f.chat_template, dir);
+  } else if (!f.decode) {
+    options.no_chat_template = "the tokenizer " + f.tokenizer +
+                               " has no chat template; give one with --chat-template FILE";
+    try {
+      chat_template = chat::ChatTemplate::find(dir);
+    } catch (const Error& e) {
+      options.no_chat_template = std::string("the tokenizer's chat template cannot be used: ") +
+                                 e.what() + "; give another with --chat-template FILE";
+    }
+  }
+  if (chat_template) options.chat_template = &*chat_template;
   options.decode = f.decode;
   options.add_special_tokens = !f.no_special_tokens;
   options.threads = f.threads;

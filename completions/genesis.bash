@@ -241,6 +241,9 @@ _genesis() {
             ;;
         tokenize)
             case $prev in
+                --chat-template)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
+                    return ;;
                 --input|-i)
                     compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))
                     return ;;
@@ -311,7 +314,7 @@ _genesis() {
         report)
             if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --format --help -h --log-level --metric --output -o --version" -- "$cur")); fi ;;
         score) COMPREPLY=($(compgen -W "--batch-size --color --device --help -h --input -i --log-level --version" -- "$cur")) ;;
-        tokenize) COMPREPLY=($(compgen -W "--color --decode --help -h --input -i --log-level --no-special-tokens --threads --version" -- "$cur")) ;;
+        tokenize) COMPREPLY=($(compgen -W "--chat-template --color --decode --help -h --input -i --log-level --no-special-tokens --threads --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--algorithm --color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
     esac

@@ -94,6 +94,7 @@ complete -c genesis -n '__fish_seen_subcommand_from report' -l output -s o -r -F
 complete -c genesis -n '__fish_seen_subcommand_from score' -l batch-size -x -d 'Lines scored together'
 complete -c genesis -n '__fish_seen_subcommand_from score' -l device -x -a 'auto cpu cuda' -d 'auto (a GPU when there is one), cpu or cuda'
 complete -c genesis -n '__fish_seen_subcommand_from score' -l input -s i -r -F -d 'JSONL, {"ids": [...]} or {"text": "..."} per line (default: standard input)'
+complete -c genesis -n '__fish_seen_subcommand_from tokenize' -l chat-template -r -F -d 'A Jinja chat template for {"messages": [...]} lines, in place of the tokenizer\'s own (tokenizer_config.json\'s chat_template or chat_template.jinja)'
 complete -c genesis -n '__fish_seen_subcommand_from tokenize' -l decode -d 'Turn {"ids": [...]} lines into {"text": "..."}'
 complete -c genesis -n '__fish_seen_subcommand_from tokenize' -l input -s i -r -F -d 'JSONL, {"text": "..."} per line ({"ids": [...]} with --decode; default: standard input)'
 complete -c genesis -n '__fish_seen_subcommand_from tokenize' -l no-special-tokens -d 'Add no special tokens around the text (no BOS); special-token strings inside the text are still matched'

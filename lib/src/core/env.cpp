@@ -125,4 +125,8 @@ std::string genesis_cache(const Lookup& env) {
   return read_text("HOME", env).value_or("~") + "/.cache/genesis";
 }
 
+std::optional<long long> chat_template_now(const Lookup& env) {
+  return read_int(kChatTemplateNow, env);
+}
+
 }  // namespace genesis::env

@@ -1,6 +1,8 @@
 // Lines are read in chunks (a few MB), each chunk cut into one contiguous range per thread, the
 // ranges converted in parallel into their output text, and the chunk written in order; so output
-// is line-aligned with input however many threads run, and memory stays a few chunks.
+// is line-aligned with input however many threads run, and memory stays a few chunks. A
+// conversation line is rendered by the chat template first (each render is independent, so the
+// threads share the template).
 #include "genesis/tokenizer/tokenize_jsonl.hpp"
 
 #include <charconv>
@@ -25,14 +27,38 @@ struct LineResult {
 };
 
 void append_ids(std::string& out, const std::vector<std::int32_t>& ids) {
-  out.append("{\"ids\":[");
+  out.append("\"ids\":[");
   char buffer[16];
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i) out.push_back(',');
     auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), ids[i]);
     out.append(buffer, end);
   }
-  out.append("]}");
+  out.append("]");
+}
+
+// {"messages": [...], "add_generation_prompt": bool, "tools": [...], "kwargs": {...}} rendered.
+std::string render_conversation(const std::string& line, const TokenizeJsonlOptions& options) {
+  if (options.chat_template == nullptr) throw InvalidArgument(options.no_chat_template);
+  // Read again keeping the line's key order, which the template sees (tojson prints in it).
+  const nlohmann::ordered_json conversation = nlohmann::ordered_json::parse(line);
+  const nlohmann::ordered_json& messages = conversation["messages"];
+  GENESIS_CHECK(messages.is_array(), InvalidArgument, "\"messages\" must be a list");
+  chat::RenderInput input;
+  input.messages = &messages;
+  if (conversation.contains("add_generation_prompt")) {
+    GENESIS_CHECK(conversation["add_generation_prompt"].is_boolean(), InvalidArgument,
+                  "\"add_generation_prompt\" must be true or false");
+    input.add_generation_prompt = conversation["add_generation_prompt"].get<bool>();
+  }
+  if (conversation.contains("tools") && !conversation["tools"].is_null())
+    input.tools = &conversation["tools"];
+  if (conversation.contains("kwargs") && !conversation["kwargs"].is_null()) {
+    GENESIS_CHECK(conversation["kwargs"].is_object(), InvalidArgument,
+                  "\"kwargs\" must be a JSON object");
+    input.kwargs = &conversation["kwargs"];
+  }
+  return options.chat_template->render(input).text;
 }
 
 LineResult convert_line(const Tokenizer& tokenizer, const std::string& line,
@@ -49,9 +75,17 @@ LineResult convert_line(const Tokenizer& tokenizer, const std::string& line,
                                 ? "the line is not valid UTF-8"
                                 : "the line is not JSON: " + what);
     }
+    if (!options.decode && json.is_object() && json.contains("messages")) {
+      const std::string text = render_conversation(line, options);
+      result.text = "{\"text\":" + nlohmann::json(text).dump() + ",";
+      append_ids(result.text, tokenizer.encode(text, false));
+      result.text += "}";
+      return result;
+    }
     const char* key = options.decode ? "ids" : "text";
     GENESIS_CHECK(json.is_object() && json.contains(key), InvalidArgument,
-                  std::string("the line has no \"") + key + "\"");
+                  std::string("the line has no \"") + key + "\"" +
+                      (options.decode ? "" : " (nor \"messages\")"));
     if (options.decode) {
       const nlohmann::json& ids = json[key];
       GENESIS_CHECK(ids.is_array(), InvalidArgument, "\"ids\" must be a list of integers");
@@ -66,8 +100,10 @@ LineResult convert_line(const Tokenizer& tokenizer, const std::string& line,
     } else {
       const nlohmann::json& text = json[key];
       GENESIS_CHECK(text.is_string(), InvalidArgument, "\"text\" must be a string");
+      result.text = "{";
       append_ids(result.text, tokenizer.encode(text.get_ref<const std::string&>(),
                                                options.add_special_tokens));
+      result.text += "}";
     }
   } catch (const std::exception& e) {
     result.error = e.what();
@@ -83,6 +119,15 @@ Tokenizer load_tokenizer(const std::string& path_or_id, const std::string& key) 
   std::error_code ec;
   if (std::filesystem::exists(path_or_id, ec)) return Tokenizer::load(path_or_id);
   return Tokenizer::load(ckpt::resolve_pretrained(path_or_id, key));
+}
+
+std::filesystem::path tokenizer_directory(const std::string& path_or_id, const std::string& key) {
+  std::error_code ec;
+  std::filesystem::path path = std::filesystem::exists(path_or_id, ec)
+                                   ? std::filesystem::path(path_or_id)
+                                   : ckpt::resolve_pretrained(path_or_id, key);
+  if (!std::filesystem::is_directory(path, ec)) path = path.parent_path();
+  return path.empty() ? std::filesystem::path(".") : path;
 }
 
 bool holds_tokenizer(const std::filesystem::path& dir) {

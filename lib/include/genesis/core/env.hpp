@@ -86,5 +86,10 @@ bool terminal_relayed(const Lookup& env = process_lookup());
 std::string hf_hub_cache(const Lookup& env = process_lookup());
 // genesis's own cache (the token cache): XDG_CACHE_HOME/genesis, else ~/.cache/genesis.
 std::string genesis_cache(const Lookup& env = process_lookup());
+// GENESIS_CHAT_TEMPLATE_NOW: Unix seconds that chat templates' strftime_now reads instead of the
+// clock, so that a rendering can be reproduced.
+inline constexpr IntVar kChatTemplateNow{"GENESIS_CHAT_TEMPLATE_NOW", 0, 253402300799,
+                                         "Unix seconds"};
+std::optional<long long> chat_template_now(const Lookup& env = process_lookup());
 
 }  // namespace genesis::env
