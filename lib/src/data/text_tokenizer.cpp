@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <regex>
+
+#include "genesis/chat/chat_template.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/ckpt/hf_weights.hpp"
 #include "genesis/data/token_cache.hpp"
@@ -16,14 +19,23 @@ namespace {
 
 class HfTextTokenizer final : public TextTokenizer {
  public:
-  HfTextTokenizer(tokenizer::Tokenizer t, std::string name, std::string fingerprint)
-      : t_(std::move(t)), name_(name), fingerprint_(std::move(fingerprint)) {
+  HfTextTokenizer(tokenizer::Tokenizer t, std::string name, std::string fingerprint,
+                  std::optional<chat::ChatTemplate> chat_template)
+      : t_(std::move(t)), name_(name), fingerprint_(std::move(fingerprint)),
+        template_(std::move(chat_template)) {
     const tokenizer::SpecialTokens& s = t_.special_tokens();
     GENESIS_CHECK(s.eos.has_value(), ConfigError,
                   "tokenizer '" + name + "' names no eos_token (tokenizer_config.json beside "
                   "tokenizer.json): genesis ends every response with it");
     eos_ = *s.eos;
     pad_ = s.pad.value_or(eos_);
+    stops_ = {eos_};
+    if (template_) {
+      static const std::regex generation_tag(R"(\{%-?\s*generation\s*-?%\})");
+      marks_ = std::regex_search(template_->source(), generation_tag);
+      if (const auto end_of_turn = find_end_of_turn(); end_of_turn && *end_of_turn != eos_)
+        stops_.push_back(*end_of_turn);
+    }
   }
   std::vector<std::int64_t> encode_prompt(std::string_view text) const override {
     return widen(t_.encode(text, true));
@@ -51,20 +63,60 @@ class HfTextTokenizer final : public TextTokenizer {
     return "the tokenizer of " + name_ + " (" + std::to_string(t_.vocab_size()) + " tokens)";
   }
   std::string fingerprint() const override { return fingerprint_; }
-  ChatText render_chat(const nlohmann::ordered_json&, bool) const override {
-    throw NotSupported("tokenizer '" + name_ + "': rendering conversations through a chat "
-                       "template is not built yet; use data.tokenizer = \"byte\"");
+  ChatText render_chat(const nlohmann::ordered_json& messages,
+                       bool add_generation_prompt) const override {
+    GENESIS_CHECK(template_.has_value(), ConfigError,
+                  "tokenizer '" + name_ + "' has no chat template (tokenizer_config.json's "
+                  "chat_template, or chat_template.jinja beside it) to render conversations: set "
+                  "data.chat_template to a Jinja file");
+    try {
+      chat::Rendered r = template_->render(input(messages, add_generation_prompt));
+      return {std::move(r.text), std::move(r.generation)};
+    } catch (const chat::ChatTemplateError& e) {
+      throw ConfigError(e.what());
+    }
   }
-  bool marks_generation() const override { return false; }
+  bool marks_generation() const override { return marks_; }
   bool chat_holds_special_tokens() const override { return true; }
+  std::vector<std::int64_t> stop_ids() const override { return stops_; }
 
  private:
   static std::vector<std::int64_t> widen(const std::vector<std::int32_t>& ids) {
     return std::vector<std::int64_t>(ids.begin(), ids.end());
   }
+  static chat::RenderInput input(const nlohmann::ordered_json& messages, bool add_generation_prompt) {
+    chat::RenderInput in;
+    in.messages = &messages;
+    in.add_generation_prompt = add_generation_prompt;
+    return in;
+  }
+
+  // The special token the template writes right after an assistant's answer (Llama 3's
+  // <|eot_id|>, Qwen's <|im_end|>, Gemma's <end_of_turn>): where a chat answer ends. None when
+  // a probe conversation does not render, or its answer is not followed by a special token.
+  std::optional<std::int64_t> find_end_of_turn() const {
+    using Json = nlohmann::ordered_json;
+    const Json user = Json::array({Json{{"role", "user"}, {"content", "Hi"}}});
+    Json both = user;
+    both.push_back(Json{{"role", "assistant"}, {"content", "Hello"}});
+    try {
+      const std::string prompt = template_->render(input(user, true)).text;
+      const std::string whole = template_->render(input(both, false)).text;
+      const std::size_t answer = whole.find("Hello", prompt.size());
+      if (whole.compare(0, prompt.size(), prompt) != 0 || answer == std::string::npos) return {};
+      for (std::int32_t id : t_.encode(std::string_view(whole).substr(answer + 5), false))
+        if (t_.is_special(id)) return id;
+    } catch (const Error&) {
+    }
+    return {};
+  }
+
   tokenizer::Tokenizer t_;
   std::string name_, fingerprint_;
+  std::optional<chat::ChatTemplate> template_;
+  bool marks_ = false;
   std::int64_t eos_ = 0, pad_ = 0;
+  std::vector<std::int64_t> stops_;
 };
 
 }  // namespace
@@ -111,7 +163,13 @@ ChatText ByteTextTokenizer::render_chat(const nlohmann::ordered_json& messages,
 std::shared_ptr<const TextTokenizer> make_text_tokenizer(const std::string& setting,
                                                          const std::string& key,
                                                          const std::string& chat_template) {
-  if (setting == "byte") return std::make_shared<ByteTextTokenizer>();
+  if (setting == "byte") {
+    GENESIS_CHECK(chat_template.empty(), ConfigError,
+                  "data.chat_template = \"" + chat_template + "\" needs a Hugging Face tokenizer "
+                  "(data.tokenizer): the byte tokenizer renders conversations as \"role: content\" "
+                  "lines");
+    return std::make_shared<ByteTextTokenizer>();
+  }
   std::error_code ec;
   const std::filesystem::path path = std::filesystem::exists(setting, ec)
                                          ? std::filesystem::path(setting)
@@ -122,8 +180,19 @@ std::shared_ptr<const TextTokenizer> make_text_tokenizer(const std::string& sett
   for (const auto& file : {files.tokenizer_json, files.vocab_json, files.merges_txt,
                            files.tokenizer_config})
     if (file) fingerprint += file->filename().string() + ":" + file_fingerprint(*file) + " ";
+  // The template renders every conversation: its text joins the cache's key.
+  const std::filesystem::path dir = std::filesystem::is_directory(path) ? path : path.parent_path();
+  std::optional<chat::ChatTemplate> tmpl;
+  if (!chat_template.empty()) {
+    GENESIS_CHECK(std::filesystem::is_regular_file(chat_template), ConfigError,
+                  "data.chat_template = \"" + chat_template + "\": no such file");
+    tmpl = chat::ChatTemplate::from_file(chat_template, dir);
+  } else {
+    tmpl = chat::ChatTemplate::find(dir);
+  }
+  if (tmpl) fingerprint += "chat_template:" + std::to_string(std::hash<std::string>{}(tmpl->source()));
   return std::make_shared<HfTextTokenizer>(tokenizer::Tokenizer::load(path), setting,
-                                           fingerprint);
+                                           fingerprint, std::move(tmpl));
 }
 
 }  // namespace genesis::data

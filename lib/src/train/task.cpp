@@ -310,7 +310,7 @@ std::shared_ptr<const data::TextTokenizer> text_tokenizer(const ModelChoice& cho
     setting = choice.hf() && !choice.hf_dir().empty() && tokenizer::holds_tokenizer(choice.hf_dir())
                   ? choice.hf_dir().string()
                   : "byte";
-  auto tokenizer = data::make_text_tokenizer(setting, "data.tokenizer");
+  auto tokenizer = data::make_text_tokenizer(setting, "data.tokenizer", config.data.chat_template);
   GENESIS_CHECK(choice.vocab_size() >= tokenizer->vocab_size(), ConfigError,
                 "data.source = \"" + config.data.source + "\" is text, tokenized by " +
                     tokenizer->description() + ", more ids than this model's vocabulary of " +
