@@ -80,6 +80,11 @@ std::vector<ConfigKey> data_keys() {
      "where encoded jsonl data is cached (default: $XDG_CACHE_HOME/genesis/tokens, else "
      "~/.cache/genesis/tokens)",
      [](Config& c) -> Field { return &c.data.cache_dir; }},
+    {"data.packing",
+     "sft: fill each training row of model.block_size with whole examples (best-fit "
+     "decreasing) instead of one example and padding; positions restart at each example and "
+     "attention stays inside it, so each example's loss is unchanged; batch sizes count rows",
+     [](Config& c) -> Field { return &c.data.packing; }},
   };
 }
 

@@ -114,6 +114,9 @@ struct DataConfig {
   // Where the token cache keeps encoded data files; empty: $XDG_CACHE_HOME/genesis/tokens (else
   // ~/.cache/genesis/tokens).
   std::string cache_dir;
+  // SFT training rows hold whole examples one after another (best-fit decreasing) instead of one
+  // example and padding, each example attending to itself only; evaluation rows stay unpacked.
+  bool packing = false;
 };
 
 // The largest micro-batch not above `limit` that divides `per_rank`, so per-rank memory does not
