@@ -3,6 +3,9 @@
 // rows, GPT's packed layout (q, k, v viewing one (B, T, 3C) tensor, out viewing (B, T, C)) at
 // GPT-2's (B 2, H 12, T 256, D 64), padded packed rows that break 16-byte alignment, f32, bf16
 // and f16. A backward case's out and lse come from the CPU forward on the case's own values.
+// Rows packing several examples (positions restarting at each one) on both CUDA paths: f32 FMA
+// and bf16 tensor cores, GPT's packed layout and grouped-query heads, with a window, and with
+// arbitrary positions (negative, past the row, out of order), whose meaning both must share.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -72,7 +75,8 @@ OpArgs args_of(const Spec& s) {
 void add_forward(CaseList& cases, const Spec& s, Generator& gen) {
   const Operands o = make_operands(s, gen);
   Tensor lse = Tensor::empty({s.B, s.H, s.T});
-  OpCase c = make_case(OpId::attention, s.label, {o.q, o.k, o.v}, {output_like(s, s.T), lse}, s.dt);
+  OpCase c = make_case(OpId::attention, s.label, {o.q, o.k, o.v, Tensor()},
+                       {output_like(s, s.T), lse}, s.dt);
   c.args = args_of(s);
   c.keep_f32 = {lse};
   cases.push_back(c);
@@ -106,7 +110,7 @@ void add_backward(CaseList& cases, const Spec& s, Generator& gen, bool plain_gra
              heads_view(dqkv, s.H, s.D, 2 * C)};
   }
   OpCase c = make_case(OpId::attention_backward, s.label + (plain_grads ? ", plain dq dk dv" : ""),
-                       {dout, o.q, o.k, o.v, out, lse}, grads, s.dt);
+                       {dout, o.q, o.k, o.v, out, lse, Tensor()}, grads, s.dt);
   c.args = args;
   c.keep_f32 = {lse};
   cases.push_back(c);
@@ -147,6 +151,85 @@ std::vector<Spec> specs() {
   };
 }
 
+// Row b of a batch packs examples of lengths[(i + b) % n], i = 0, 1, ..., while they fit, each
+// counting its positions from 0; the rest of the row counts from 0 too (packing's padding).
+Tensor packed_positions(std::int64_t B, std::int64_t T, const std::vector<std::int64_t>& lengths) {
+  std::vector<std::int64_t> p(static_cast<std::size_t>(B * T));
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::int64_t at = 0;
+    for (std::size_t i = 0;; ++i) {
+      const std::int64_t len = lengths[(i + static_cast<std::size_t>(b)) % lengths.size()];
+      if (at + len > T) break;
+      for (std::int64_t t = 0; t < len; ++t) p[static_cast<std::size_t>(b * T + at + t)] = t;
+      at += len;
+    }
+    for (std::int64_t t = at; t < T; ++t) p[static_cast<std::size_t>(b * T + t)] = t - at;
+  }
+  return Tensor::from_vector(p, {B, T});
+}
+
+struct PackedSpec {
+  std::int64_t B, H, Hkv, T, D, window;
+  DType dt;
+  bool gpt_layout;  // q, k, v views of one (B, T, 3C) tensor (H == Hkv), as packed_attention
+  bool arbitrary;   // random positions in [-3, T + 3) instead of packed examples'
+  std::string label;
+};
+
+void add_packed(CaseList& cases, const PackedSpec& s, Generator& gen) {
+  Tensor q, k, v;
+  if (s.gpt_layout) {
+    const Operands o = make_operands(
+        {s.B, s.H, s.T, s.T, s.D, true, s.dt, Layout::packed, 0, 0.0, s.label}, gen);
+    q = o.q;
+    k = o.k;
+    v = o.v;
+  } else {
+    q = rounded(randn({s.B, s.H, s.T, s.D}, gen), s.dt);
+    k = rounded(randn({s.B, s.Hkv, s.T, s.D}, gen), s.dt);
+    v = rounded(randn({s.B, s.Hkv, s.T, s.D}, gen), s.dt);
+  }
+  const Tensor positions = s.arbitrary ? random_indices({s.B, s.T}, gen, -3, s.T + 3)
+                                       : packed_positions(s.B, s.T, {1, 40, 17, 64, 8, 33});
+  const OpArgs args = op_args({1, s.window}, {1.0 / std::sqrt(static_cast<double>(s.D))});
+  const std::string label = s.label + ", packed rows";
+  Tensor lse = Tensor::empty({s.B, s.H, s.T});
+  OpCase f = make_case(OpId::attention, label, {q, k, v, positions},
+                       {Tensor::empty({s.B, s.H, s.T, s.D}), lse}, s.dt);
+  f.args = args;
+  f.keep_f32 = {lse};
+  cases.push_back(f);
+
+  Tensor out = Tensor::empty({s.B, s.H, s.T, s.D}), saved = Tensor::empty({s.B, s.H, s.T});
+  cpu_run(OpId::attention, {q, k, v, positions}, {out, saved}, args);
+  OpCase b = make_case(OpId::attention_backward, label,
+                       {randn({s.B, s.H, s.T, s.D}, gen), q, k, v, rounded(out, s.dt), saved,
+                        positions},
+                       {Tensor::empty({s.B, s.H, s.T, s.D}), Tensor::empty({s.B, s.Hkv, s.T, s.D}),
+                        Tensor::empty({s.B, s.Hkv, s.T, s.D})},
+                       s.dt);
+  b.args = args;
+  b.keep_f32 = {saved};
+  cases.push_back(b);
+}
+
+void packed_row_cases(CaseList& cases, Generator& gen) {
+  const DType f32 = DType::f32, bf16 = DType::bf16;
+  const PackedSpec specs[] = {
+      {2, 3, 3, 37, 16, 0, f32, false, false, "(2, 3, 37, 16)"},
+      {2, 4, 2, 130, 64, 0, f32, false, false, "GQA 4/2 (2, 130, 64)"},
+      {1, 4, 2, 130, 64, 9, f32, false, false, "GQA 4/2 (1, 130, 64) window 9"},
+      {2, 12, 12, 256, 64, 0, f32, true, false, "GPT-2 packed (2, 12, 256, 64)"},
+      {2, 3, 3, 70, 16, 0, f32, false, true, "(2, 3, 70, 16) arbitrary positions"},
+      {2, 2, 2, 130, 64, 0, bf16, false, false, "(2, 2, 130, 64) bf16"},
+      {1, 2, 2, 130, 128, 0, bf16, false, false, "(1, 2, 130, 128) bf16"},
+      {2, 4, 2, 130, 64, 40, bf16, false, false, "GQA 4/2 (2, 130, 64) window 40 bf16"},
+      {2, 12, 12, 256, 64, 0, bf16, true, false, "GPT-2 packed (2, 12, 256, 64) bf16"},
+      {2, 4, 2, 130, 64, 0, bf16, false, true, "GQA 4/2 (2, 130, 64) arbitrary positions bf16"},
+  };
+  for (const PackedSpec& s : specs) add_packed(cases, s, gen);
+}
+
 }  // namespace
 
 void attention_cases(CaseList& cases, Generator& gen) {
@@ -165,6 +248,7 @@ void attention_cases(CaseList& cases, Generator& gen) {
                {1, 2, 0, 19, 64, false, DType::bf16, Layout::plain, 0, 0.0,
                 "q (1, 2, 0, 64), k v (1, 2, 19, 64) bf16"},
                gen);
+  packed_row_cases(cases, gen);
 }
 
 }  // namespace genesis::testing::op_cases

@@ -536,7 +536,7 @@ void attention_case(CaseList& cases, const AttentionSpec& s, Generator& gen) {
   const OpArgs args =
       op_args({s.causal ? 1 : 0, s.window}, {1.0 / std::sqrt(static_cast<double>(s.D))});
   Tensor lse = Tensor::empty({s.B, s.H, s.T});
-  OpCase f = make_case(OpId::attention, s.label, {q, k, v},
+  OpCase f = make_case(OpId::attention, s.label, {q, k, v, Tensor()},
                        {Tensor::empty({s.B, s.H, s.T, s.D}), lse}, s.dt);
   f.args = args;
   f.keep_f32 = {lse};
@@ -545,7 +545,8 @@ void attention_case(CaseList& cases, const AttentionSpec& s, Generator& gen) {
   Tensor out = Tensor::empty({s.B, s.H, s.T, s.D}), saved = Tensor::empty({s.B, s.H, s.T});
   cpu_run(OpId::attention, {q, k, v}, {out, saved}, args);
   OpCase b = make_case(OpId::attention_backward, s.label,
-                       {randn({s.B, s.H, s.T, s.D}, gen), q, k, v, rounded(out, s.dt), saved},
+                       {randn({s.B, s.H, s.T, s.D}, gen), q, k, v, rounded(out, s.dt), saved,
+                        Tensor()},
                        {Tensor::empty({s.B, s.H, s.T, s.D}), Tensor::empty({s.B, s.Hkv, s.Tk, s.D}),
                         Tensor::empty({s.B, s.Hkv, s.Tk, s.D})},
                        s.dt);

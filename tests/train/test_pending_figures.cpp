@@ -79,7 +79,7 @@ TEST_CASE("throughput read only at some steps counts each step once, warm-up apa
   for (std::int64_t step = 1; step <= 8; ++step) {
     t.begin_step();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const double read = t.end_step(step, 8, step == 7);
+    const double read = t.end_step(step, 8, 100, step == 7);
     INFO("step " << step);
     if (step == 3 || step == 7)  // the warm-up's end is always read
       CHECK(read >= 0.001 * (step == 3 ? 3 : 4));
@@ -91,6 +91,8 @@ TEST_CASE("throughput read only at some steps counts each step once, warm-up apa
   CHECK(t.timed_steps() == 4);  // 4, 5, 6, 7
   CHECK(t.examples_per_s() > 0);
   CHECK(t.examples_per_s() < 32 / 0.004);
+  // Real tokens over the same timed steps: 100 a step against 8 examples.
+  CHECK(t.real_tokens_per_s() == Approx(t.examples_per_s() * 100 / 8));
   seconds += t.close();  // step 8, not yet read
   CHECK(t.timed_steps() == 5);
   CHECK(t.close() == 0.0);  // nothing left
@@ -102,7 +104,7 @@ TEST_CASE("throughput read every step times each step on its own", "[train][pend
   for (std::int64_t step = 1; step <= 5; ++step) {
     t.begin_step();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    CHECK(t.end_step(step, 8, false) >= 0.001);
+    CHECK(t.end_step(step, 8, 100, false) >= 0.001);
   }
   CHECK(t.timed_steps() == 2);  // 4 and 5
   CHECK(t.close() == 0.0);

@@ -94,6 +94,11 @@ std::vector<ConfigKey> data_keys() {
     {"data.truncation_mode",
      "keep_start | keep_end: which end of an example longer than model.block_size is kept",
      [](Config& c) -> Field { return &c.data.truncation_mode; }},
+    {"data.packing",
+     "sft: fill each training row of model.block_size with whole examples (best-fit "
+     "decreasing) instead of one example and padding; positions restart at each example and "
+     "attention stays inside it, so each example's loss is unchanged; batch sizes count rows",
+     [](Config& c) -> Field { return &c.data.packing; }},
   };
 }
 

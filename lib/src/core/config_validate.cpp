@@ -129,6 +129,23 @@ void validate_ppo(const Config& config, const Origins& origins) {
 // jsonl is always written; tensorboard is the one other writer built in. Weights & Biases and
 // the like upload over the network, which genesis does not, so they are refused by name. A
 // single-value rule, here because assigning checks no choices for a list's entries.
+// data.packing packs SFT text examples for the sft objective; the others (their pairs, their
+// rollouts) and data without padding (synthetic tokens, the mlp's features) have no use for it.
+void validate_packing(const Config& config, const Origins& origins) {
+  if (!config.data.packing) return;
+  const std::string at = key_at(origin_of(origins, "data.packing", "training.algorithm"),
+                                "data.packing");
+  const Algorithm algorithm = config.training.algorithm;
+  if (algorithm != Algorithm::sft)
+    throw NotSupported(at + " = true is not supported with training.algorithm = " +
+                       std::string(to_string(algorithm)) +
+                       ": it packs SFT examples for the sft objective only");
+  const std::string& source = config.data.source;
+  if (source.rfind("tasks:", 0) != 0 && source.rfind("jsonl:", 0) != 0)
+    throw NotSupported(at + " = true packs SFT text examples (data.source = \"tasks:...\" or "
+                       "\"jsonl:FILE\"); data.source = \"" + source + "\" has none");
+}
+
 void validate_report_to(const Config& config, const Origins& origins) {
   const std::vector<std::string> supported{"jsonl", "tensorboard"};
   for (const std::string& target : config.training.report_to) {
@@ -193,6 +210,7 @@ void validate_config(const Config& config, const Origins& origins) {
     throw ConfigError(key_at(origin_of(origins, "model.vocab_size", "data.source"), "model.vocab_size") +
                       " = " + std::to_string(m.vocab_size) + " is too small for SFT data, which uses "
                       "the byte tokenizer's 258 tokens: set model.vocab_size = 258");
+  validate_packing(config, origins);
   validate_algorithm(config, origins, pairs);
   if (config.training.algorithm == Algorithm::grpo) validate_grpo(config, origins);
   if (config.training.algorithm == Algorithm::ppo) validate_ppo(config, origins);

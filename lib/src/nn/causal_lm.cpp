@@ -80,6 +80,42 @@ PaddedPrompts left_padded(const std::vector<const std::vector<std::int64_t>*>& r
 
 }  // namespace
 
+Tensor CausalLMBlock::operator()(const Tensor& x, const Tensor& positions) {
+  // Restored on the way out, an exception included: a later plain call must not see them.
+  struct Restore {
+    Tensor& slot;
+    Tensor saved;
+    ~Restore() { slot = std::move(saved); }
+  } restore{packed_positions_, packed_positions_};
+  packed_positions_ = positions;
+  return Module::operator()(x);
+}
+
+CausalLM::PackedRows::PackedRows(CausalLM& model, Tensor positions)
+    : model_(model), saved_(std::move(model.packed_positions_)) {
+  model_.packed_positions_ = std::move(positions);
+}
+
+CausalLM::PackedRows::~PackedRows() { model_.packed_positions_ = std::move(saved_); }
+
+Tensor CausalLM::forward_packed(const Tensor& idx, const Tensor& positions) {
+  const PackedRows packed(*this, positions);
+  return forward(idx);
+}
+
+Tensor CausalLM::packed_positions(const Tensor& idx) const {
+  const Tensor& p = packed_positions_;
+  if (!p.defined()) return p;
+  GENESIS_CHECK(p.dtype() == DType::i64 && p.shape() == idx.shape(), InvalidArgument,
+                "packed rows: positions must be i64 of the token ids' shape " +
+                    shape_str(idx.shape()) + ", got " + std::string(dtype_name(p.dtype())) + " " +
+                    shape_str(p.shape()));
+  GENESIS_CHECK(p.device() == idx.device(), InvalidArgument,
+                "packed rows: positions are on " + p.device().str() + " and the token ids on " +
+                    idx.device().str());
+  return p;
+}
+
 Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const CacheStep& step,
                         std::int64_t window) {
   const std::int64_t T = q.size(2);

@@ -79,10 +79,11 @@ DecoderAttention::Heads DecoderAttention::project(const Tensor& x, const Tensor&
   return {q.permute({0, 2, 1, 3}), k.permute({0, 2, 1, 3}), v.permute({0, 2, 1, 3})};
 }
 
-Tensor DecoderAttention::attend(const Tensor& x, const Tensor& positions) {
+Tensor DecoderAttention::attend(const Tensor& x, const Tensor& positions, bool packed) {
   const std::int64_t B = x.size(0), T = x.size(1);
   const Heads h = project(x, positions);
-  const Tensor y = scaled_dot_product_attention(h.q, h.k, h.v, true, {}, window_);  // (B, H, T, D)
+  const Tensor y = scaled_dot_product_attention(h.q, h.k, h.v, true, {}, window_,
+                                                packed ? positions : Tensor());  // (B, H, T, D)
   return (*o_proj_)(y.permute({0, 2, 1, 3}).reshape({B, T, heads_ * head_dim_}));
 }
 
@@ -128,9 +129,13 @@ Tensor DecoderLayer::mlp(const Tensor& x) {
 
 Tensor DecoderLayer::forward(const Tensor& x) {
   const std::int64_t B = x.size(0), T = x.size(1);
+  const Tensor& packed = packed_positions();
   const Tensor positions =
-      Tensor::arange(T, DType::i64, x.device()).unsqueeze(0).expand({B, T}).contiguous();
-  const Tensor h = x + self_attn_->attend((*input_layernorm_)(x), positions);
+      packed.defined()
+          ? packed
+          : Tensor::arange(T, DType::i64, x.device()).unsqueeze(0).expand({B, T}).contiguous();
+  const Tensor h =
+      x + self_attn_->attend((*input_layernorm_)(x), positions, packed.defined());
   return h + mlp((*post_attention_layernorm_)(h));
 }
 

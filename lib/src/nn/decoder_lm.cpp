@@ -81,17 +81,19 @@ Tensor DecoderLM::forward(const Tensor& idx) {
   GENESIS_CHECK(T <= spec_.max_positions, InvalidArgument,
                 "sequence length " + std::to_string(T) + " exceeds max_position_embeddings " +
                     std::to_string(spec_.max_positions));
-  Tensor x = (*embed_tokens_)(idx);  // (B, T, C)
+  const Tensor packed = packed_positions(idx);  // undefined: one sequence per row
+  Tensor x = (*embed_tokens_)(idx);             // (B, T, C)
   for (const auto& layer : layers_) {
     if (gradient_checkpointing_ && is_training())
-      x = autograd::checkpoint([layer](const Tensor& h) { return (*layer)(h); }, x);
+      x = autograd::checkpoint(
+          [layer, packed](const Tensor& h) { return (*layer)(h, packed); }, x);
     else
-      x = (*layer)(x);
+      x = (*layer)(x, packed);
   }
   const Tensor h = (*norm_)(x);
   if (score_) return (*score_)(h).reshape({B, T});  // values (B, T)
   if (v_head_) values_ = mul((*v_head_)(h.detach()), spec_.heads.critic_lr_scale).reshape({B, T});
-  if (critic_) values_ = critic_->forward(idx);
+  if (critic_) values_ = critic_->forward_packed(idx, packed);
   return lm_logits(h);
 }
 

@@ -1,5 +1,7 @@
 // GPT forward. Shapes: B batch, T sequence, C = n_embd, H heads of D = C/H. Attention runs on the
 // packed (B, T, 3C) projection directly, so no activation is copied to split or merge heads.
+// Rows packing several examples take each token's learned position embedding at its position
+// within its example, and the same positions keep attention inside each example.
 #include "genesis/nn/gpt.hpp"
 
 #include <cmath>
@@ -40,9 +42,11 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& c, Generator& gen,
   register_module("resid_dropout", resid_dropout_);
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
-  Tensor qkv = (*c_attn_)(x);                                  // (B, T, 3C)
-  Tensor y = packed_attention(qkv, n_head_, /*causal=*/true);  // (B, T, C)
+Tensor CausalSelfAttention::forward(const Tensor& x) { return attend(x, Tensor()); }
+
+Tensor CausalSelfAttention::attend(const Tensor& x, const Tensor& positions) {
+  Tensor qkv = (*c_attn_)(x);                                             // (B, T, 3C)
+  Tensor y = packed_attention(qkv, n_head_, /*causal=*/true, positions);  // (B, T, C)
   return (*resid_dropout_)((*c_proj_)(y));
 }
 
@@ -59,7 +63,9 @@ Block::Block(const GPTConfig& c, Generator& gen, std::shared_ptr<Generator> drop
 }
 
 Tensor Block::forward(const Tensor& x) {
-  Tensor h = x + (*attn_)((*ln_1_)(x));
+  const Tensor& positions = packed_positions();
+  Tensor h = x + (positions.defined() ? attn_->attend((*ln_1_)(x), positions)
+                                      : (*attn_)((*ln_1_)(x)));
   return h + (*mlp_dropout_)((*c_proj_)((*c_fc_)((*ln_2_)(h))));
 }
 
@@ -106,19 +112,21 @@ Tensor GPT::forward(const Tensor& idx) {
   GENESIS_CHECK(T <= config_.block_size, InvalidArgument,
                 "sequence length " + std::to_string(T) + " exceeds block_size " +
                     std::to_string(config_.block_size));
-  Tensor pos = Tensor::arange(T, DType::i64, idx.device());
+  const Tensor packed = packed_positions(idx);  // undefined: one sequence per row
+  Tensor pos = packed.defined() ? packed : Tensor::arange(T, DType::i64, idx.device());
   Tensor x = (*drop_)((*wte_)(idx) + (*wpe_)(pos));  // (B, T, C)
   for (const auto& block : blocks_) {
     if (gradient_checkpointing_ && is_training())
-      x = autograd::checkpoint([block](const Tensor& h) { return (*block)(h); }, x, {dropout_gen_});
+      x = autograd::checkpoint(
+          [block, packed](const Tensor& h) { return (*block)(h, packed); }, x, {dropout_gen_});
     else
-      x = (*block)(x);
+      x = (*block)(x, packed);
   }
   if (score_) return (*score_)((*ln_f_)(x)).reshape({idx.size(0), T});  // values (B, T)
   const Tensor h = (*ln_f_)(x);
   if (v_head_)
     values_ = mul((*v_head_)(h.detach()), config_.critic_lr_scale).reshape({idx.size(0), T});
-  if (critic_) values_ = critic_->forward(idx);
+  if (critic_) values_ = critic_->forward_packed(idx, packed);
   return linear(h, wte_->weight);  // tied LM head: (B, T, vocab)
 }
 

@@ -3,8 +3,9 @@
 // replays the fused kernel from the saved log-sum-exp instead of a saved (T, T) probability
 // matrix. The kernels themselves are in backends/*/attention.*; they accept views
 // with unit stride along D, which the packed form uses to skip every head-split copy, and
-// grouped-query heads and sliding windows themselves (no repeated K/V, no mask). Under autocast
-// both forms first cast their inputs to the autocast type (autocast_inputs.hpp).
+// grouped-query heads, sliding windows and packed rows' positions themselves (no repeated K/V,
+// no mask tensor). Under autocast both forms first cast their inputs to the autocast type
+// (autocast_inputs.hpp).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -43,11 +44,33 @@ Tensor heads_view(const Tensor& packed, std::int64_t H, std::int64_t D, std::int
                    packed.offset() + column);
 }
 
+// The positions of packed rows as the kernels take them (contiguous i64 on q's device), checked
+// against q (B, H, T, D) and keys Tk; undefined stays undefined.
+Tensor kernel_positions(const char* op, const Tensor& positions, const Tensor& q, std::int64_t Tk,
+                        bool causal) {
+  if (!positions.defined()) return Tensor();
+  const std::int64_t B = q.size(0), T = q.size(2);
+  GENESIS_CHECK(positions.dim() == 2 && positions.size(0) == B && positions.size(1) == T &&
+                    positions.dtype() == DType::i64,
+                InvalidArgument,
+                std::string(op) + ": positions must be i64 (B, T) = (" + std::to_string(B) + ", " +
+                    std::to_string(T) + "), got " + std::string(dtype_name(positions.dtype())) +
+                    " " + shape_str(positions.shape()));
+  GENESIS_CHECK(causal && T == Tk, InvalidArgument,
+                std::string(op) + ": positions (rows packing several examples) need causal "
+                    "attention with as many queries as keys; got T " + std::to_string(T) +
+                    ", Tk " + std::to_string(Tk) + (causal ? "" : ", not causal"));
+  GENESIS_CHECK(positions.device() == q.device(), InvalidArgument,
+                std::string(op) + ": positions are on " + positions.device().str() +
+                    " and q on " + q.device().str());
+  return positions.detach().contiguous();
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     bool causal, std::optional<double> scale,
-                                    std::int64_t window) {
+                                    std::int64_t window, const Tensor& positions) {
   constexpr const char* kOp = "scaled_dot_product_attention";
   nn_compute::check_floating(kOp, "q", q_in);
   nn_compute::check_floating(kOp, "k", k_in);
@@ -73,6 +96,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
                 std::string(kOp) + ": a sliding window needs causal attention and window >= 0; got "
                     "window " + std::to_string(window) + (causal ? "" : " without causal"));
 
+  const Tensor pos = kernel_positions(kOp, positions, q, k.size(2), causal);
+
   OpArgs args;
   args.i[0] = causal ? 1 : 0;
   args.i[1] = window;
@@ -81,25 +106,26 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Tensor qf = kernel_rows(q, kt), kf = kernel_rows(k, kt), vf = kernel_rows(v, kt);
   Tensor o = Tensor::empty(q.shape(), kt, qf.device());
   Tensor lse = Tensor::empty({q.size(0), q.size(1), q.size(2)}, DType::f32, qf.device());
-  dispatch(OpId::attention, {qf, kf, vf}, {o, lse}, args);
+  dispatch(OpId::attention, {qf, kf, vf, pos}, {o, lse}, args);
   Tensor out = cast(o, nn_compute::result_type({q, k, v}));
   const DType qt = q.dtype(), vt = v.dtype();
   record(kOp, {q, k, v}, {out},
-         [qf, kf, vf, saved = o.detach(), lse, args, qt, kt_in = k.dtype(), vt, kt](
+         [qf, kf, vf, pos, saved = o.detach(), lse, args, qt, kt_in = k.dtype(), vt, kt](
              const Grads& g, const NeedsGrad& needs) -> Grads {
            const Device dev = qf.device();
            Tensor dq = Tensor::empty(qf.shape(), kt, dev);
            Tensor dk = Tensor::empty(kf.shape(), kt, dev);
            Tensor dv = Tensor::empty(vf.shape(), kt, dev);
-           dispatch(OpId::attention_backward, {kernel_rows(g[0], kt), qf, kf, vf, saved, lse},
-                    {dq, dk, dv}, args);
+           dispatch(OpId::attention_backward,
+                    {kernel_rows(g[0], kt), qf, kf, vf, saved, lse, pos}, {dq, dk, dv}, args);
            return {needs[0] ? cast(dq, qt) : Tensor(), needs[1] ? cast(dk, kt_in) : Tensor(),
                    needs[2] ? cast(dv, vt) : Tensor()};
          });
   return out;
 }
 
-Tensor packed_attention(const Tensor& qkv_in, std::int64_t n_head, bool causal) {
+Tensor packed_attention(const Tensor& qkv_in, std::int64_t n_head, bool causal,
+                        const Tensor& positions) {
   constexpr const char* kOp = "packed_attention";
   nn_compute::check_floating(kOp, "qkv", qkv_in);
   const Tensor qkv = detail::autocast_input(qkv_in);
@@ -112,22 +138,24 @@ Tensor packed_attention(const Tensor& qkv_in, std::int64_t n_head, bool causal) 
   args.f[0] = 1.0 / std::sqrt(static_cast<double>(D));
   const DType kt = kernel_type(qkv);
   Tensor packed = qkv.detach().to(kt).contiguous();
+  const Tensor pos = kernel_positions(kOp, positions, heads_view(packed, H, D, 0), T, causal);
   Tensor y = Tensor::empty({B, T, C}, kt, packed.device());
   Tensor lse = Tensor::empty({B, H, T}, DType::f32, packed.device());
   dispatch(OpId::attention,
-           {heads_view(packed, H, D, 0), heads_view(packed, H, D, C), heads_view(packed, H, D, 2 * C)},
+           {heads_view(packed, H, D, 0), heads_view(packed, H, D, C),
+            heads_view(packed, H, D, 2 * C), pos},
            {heads_view(y, H, D, 0), lse}, args);
   Tensor out = cast(y, qkv.dtype());
   const DType in_type = qkv.dtype();
   record(kOp, {qkv}, {out},
-         [packed, saved = y.detach(), lse, args, H, D, C, in_type, kt](
+         [packed, pos, saved = y.detach(), lse, args, H, D, C, in_type, kt](
              const Grads& g, const NeedsGrad&) -> Grads {
            Tensor dy = g[0].detach().to(kt).contiguous();
            Tensor dqkv = Tensor::empty(packed.shape(), kt, packed.device());
            dispatch(OpId::attention_backward,
                     {heads_view(dy, H, D, 0), heads_view(packed, H, D, 0),
                      heads_view(packed, H, D, C), heads_view(packed, H, D, 2 * C),
-                     heads_view(saved, H, D, 0), lse},
+                     heads_view(saved, H, D, 0), lse, pos},
                     {heads_view(dqkv, H, D, 0), heads_view(dqkv, H, D, C),
                      heads_view(dqkv, H, D, 2 * C)},
                     args);

@@ -40,6 +40,7 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
       {"final_loss", result.final_loss},
       {"samples_per_s", result.samples_per_s},
       {"tokens_per_s", result.tokens_per_s},
+      {"real_tokens_per_s", result.real_tokens_per_s},
       {"timed_steps", facts.timed_steps},
       {"flops_per_s", result.tokens_per_s * facts.flops_per_token},
       {"train_s", facts.train_s},

@@ -11,6 +11,7 @@
 #include "classification_objective.hpp"
 #include "dpo_objective.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/data/packing.hpp"
 #include "genesis/data/preference.hpp"
 #include "genesis/data/sft_layout.hpp"
 #include "genesis/data/synthetic.hpp"
@@ -98,7 +99,25 @@ void split_tail(std::vector<Example> all, double eval_fraction, std::vector<Exam
 struct SftData {
   data::TensorDataset train, eval;
   std::vector<data::SftExample> prompts;
+  std::vector<std::int64_t> row_tokens;  // each training row's inputs that are not padding
 };
+
+// data.packing's training rows from the unpacked ones, with a line saying what it saved.
+void pack_train_rows(SftData& data, std::int64_t pad, std::int64_t block_size) {
+  const std::int64_t examples = data.train.size();
+  data::PackedRows packed = data::pack_rows(data.train, data.row_tokens, pad);
+  std::int64_t real = 0;
+  for (const std::int64_t n : packed.row_tokens) real += n;
+  const auto fill = [&](std::int64_t rows) {
+    return 100.0 * static_cast<double>(real) / static_cast<double>(rows * block_size);
+  };
+  spdlog::info("data.packing: {} examples in {} rows of {} tokens ({:.1f}% of tokens real, "
+               "{:.1f}% unpacked)",
+               examples, packed.rows.size(), block_size, fill(packed.rows.size()),
+               fill(examples));
+  data.train = std::move(packed.rows);
+  data.row_tokens = std::move(packed.row_tokens);
+}
 
 // A jsonl data file's rows through the token cache (data.cache_dir): read when an entry for
 // this file's contents, this tokenizer and these settings exists, else built by `encode` and
@@ -200,13 +219,17 @@ SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer
     return out;
   }, note);
   const std::int64_t T = config.model.block_size;
+  const data::SftTokens train_tokens = take_tokens(tokens, "train");
   const data::SftEncoding encoded =
-      data::sft_rows(take_tokens(tokens, "train"), train, tokenizer.pad(), T, loss.truncation);
+      data::sft_rows(train_tokens, train, tokenizer.pad(), T, loss.truncation);
   if (encoded.truncated > 0)
     spdlog::warn("{} of {} SFT responses were cut to fit model.block_size = {} (--set "
                  "model.block_size={} fits every example whole)",
                  encoded.truncated, train.size(), T, encoded.block_size_needed);
-  SftData out{.train = encoded.rows, .eval = {}, .prompts = {}};
+  SftData out{.train = encoded.rows,
+              .eval = {},
+              .prompts = {},
+              .row_tokens = data::sft_row_tokens(train_tokens, T)};
   if (!eval.empty())
     out.eval = data::sft_rows(take_tokens(tokens, "eval"), eval, tokenizer.pad(), T,
                               loss.truncation).rows;
@@ -438,21 +461,31 @@ Task make_language_model(const Config& config, const ModelChoice& choice, Genera
   task.model = gpt;
   SftData rows;
   const bool sft = d.source != "synthetic:tokens";
-  if (sft)
+  if (sft) {  // data.packing is validated to come with SFT data
     rows = load_sft_data(config, *tokenizer);
-  else
+    if (d.packing) pack_train_rows(rows, tokenizer->pad(), m.block_size);
+  } else {
     std::tie(rows.train, rows.eval) = data::make_synthetic_tokens(
         d.num_samples, m.block_size, choice.vocab_size(), d.eval_fraction, config.seed + 1);
+  }
   task.train = std::move(rows.train);
+  task.row_tokens = std::move(rows.row_tokens);
   task.eval_examples = rows.eval.size();
-  task.objective = std::make_unique<LanguageModelObjective>(std::move(rows.eval),
-                                                            std::move(rows.prompts), sft);
+  task.objective = std::make_unique<LanguageModelObjective>(
+      std::move(rows.eval), std::move(rows.prompts), sft, d.packing);
   task.tokens_per_example = m.block_size;
   task.description = choice.description();
   return task;
 }
 
 }  // namespace
+
+std::int64_t Task::real_tokens(const std::vector<std::int64_t>& rows) const {
+  if (row_tokens.empty()) return static_cast<std::int64_t>(rows.size()) * tokens_per_example;
+  std::int64_t sum = 0;
+  for (const std::int64_t r : rows) sum += row_tokens[static_cast<std::size_t>(r)];
+  return sum;
+}
 
 Task make_task(const Config& config) {
   Generator init(config.seed);

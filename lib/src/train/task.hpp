@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "genesis/core/config.hpp"
 #include "genesis/data/dataset.hpp"
@@ -30,6 +31,11 @@ struct Task {
   // read from its own source when the run starts from model.init_from.
   std::vector<InitPart> init_parts;
   std::int64_t tokens_per_example = 1;  // sequence length for language models
+  // Each training row's input tokens that are not padding (SFT rows, packed or not); empty:
+  // every row holds tokens_per_example.
+  std::vector<std::int64_t> row_tokens;
+  // The real (not padding) input tokens of training rows `rows`.
+  std::int64_t real_tokens(const std::vector<std::int64_t>& rows) const;
   double flops_per_token = 0;           // training FLOPs per token (forward + backward)
   std::string description;              // one line for the start-up banner
   // A Hugging Face model's directory (its config.json, generation_config.json and tokenizer

@@ -340,6 +340,7 @@ TrainResult result_of(const Run& run, const LoopResult& done, Clock::time_point 
   result.samples = done.samples;
   result.samples_per_s = done.examples_per_s * run.job.world_size();
   result.tokens_per_s = result.samples_per_s * static_cast<double>(run.task.tokens_per_example);
+  result.real_tokens_per_s = done.real_tokens_per_s * run.job.world_size();
   result.wall_s = seconds_since(started);
   result.summary_path = run.dir / "summary.json";
   return result;

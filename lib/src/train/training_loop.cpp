@@ -155,6 +155,7 @@ LoopResult TrainingLoop::result(std::int64_t steps, int signal) const {
           .state = state_,
           .samples = samples_,
           .examples_per_s = throughput_.examples_per_s(),
+          .real_tokens_per_s = throughput_.real_tokens_per_s(),
           .timed_steps = throughput_.timed_steps(),
           .loss_scale = precision_.scaler
                             ? nlohmann::json{{"final", precision_.scaler->scale()},
@@ -170,11 +171,14 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
   const std::int64_t examples_before = state_.examples;
   std::vector<data::TensorDataset> rows;
   std::vector<double> items;
+  std::int64_t real_tokens = 0;
   {
     const StepTimer::Scope timed(timer_, Phase::data);
     slow_down_for_test();
     for (std::int64_t micro = 0; micro < p_.accumulation; ++micro) {
-      rows.push_back(data::take_rows(p_.task.train, p_.sampler.next_batch()));
+      const std::vector<std::int64_t> picked = p_.sampler.next_batch();
+      real_tokens += p_.task.real_tokens(picked);
+      rows.push_back(data::take_rows(p_.task.train, picked));
       items.push_back(objective.count_items(rows.back()));
     }
   }
@@ -213,7 +217,8 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
                  step, check.scale_before, check.scale_after);
   }
   timed.reset();
-  state_.train_s += throughput_.end_step(step, state_.examples - examples_before, host_waits(step));
+  state_.train_s += throughput_.end_step(step, state_.examples - examples_before, real_tokens,
+                                         host_waits(step));
   timer_.end_step();
   ++state_.window_steps;
   host_allocator::trim_cache();  // the cache keeps what this step reused, for the next one
@@ -277,14 +282,21 @@ std::vector<Metric> TrainingLoop::step_metrics(const StepFigures& figures, bool 
     m.push_back({w.key, value, fmt::format("{} {:.{}f}", w.label, value, w.decimals), true, true});
   }
   // Every rank trains as many examples a step. A classifier's examples are not tokens.
+  // tokens_per_s counts whole rows (padding included), as MFU does; real_tokens_per_s only the
+  // input tokens that are not padding (what packing raises). Ranks' real tokens may differ, but
+  // each rank's rate over the same steps times the world is the usual estimate.
   const double samples_per_s = throughput_.examples_per_s() * world;
   const double tokens_per_s = samples_per_s * static_cast<double>(p_.task.tokens_per_example);
-  const char* rate_unit = p_.task.tokens_per_example > 1 ? "tok/s" : "samples/s";
+  const double real_tokens_per_s = throughput_.real_tokens_per_s() * world;
+  const bool text = p_.task.tokens_per_example > 1;
+  const char* rate_unit = text ? "tok/s" : "samples/s";
   m.push_back({"lr", figures.lr, fmt::format("lr {:.2e}", figures.lr), true, true});
   m.push_back({"grad_norm", figures.grad_norm, fmt::format("grad_norm {:.3f}", figures.grad_norm)});
   m.push_back({"samples_per_s", samples_per_s, ""});
   m.push_back({"tokens_per_s", tokens_per_s, fmt::format("{:.0f} {}", tokens_per_s, rate_unit),
                true, true});
+  m.push_back({"real_tokens_per_s", real_tokens_per_s,
+               text ? fmt::format("{:.0f} real tok/s", real_tokens_per_s) : ""});
   m.push_back({"elapsed_s", seconds_since(p_.started), ""});
   if (precision_.scaler) m.push_back({"loss_scale", precision_.scaler->scale(), ""});
   if (reduced && p_.device.is_cuda()) m.push_back(device_memory(p_.device));

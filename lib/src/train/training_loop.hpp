@@ -59,6 +59,7 @@ struct LoopResult {
   RankState state;                    // train_s and the last evaluation's figures
   std::vector<GeneratedSample> samples;  // the last evaluation's, when this process ran one
   double examples_per_s = 0;          // this rank's, over the timed steps
+  double real_tokens_per_s = 0;       // this rank's input tokens that are not padding, alike
   std::int64_t timed_steps = 0;
   nlohmann::json loss_scale;          // fp16: {final, skipped_steps}; null otherwise
   nlohmann::json time_breakdown;      // wall_clock_breakdown: TimeBreakdown::totals_s; else null

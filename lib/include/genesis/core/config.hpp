@@ -125,6 +125,9 @@ struct DataConfig {
   bool assistant_only_loss = true;
   // Which end of an example longer than model.block_size is kept.
   TruncationMode truncation_mode = TruncationMode::keep_start;
+  // SFT training rows hold whole examples one after another (best-fit decreasing) instead of one
+  // example and padding, each example attending to itself only; evaluation rows stay unpacked.
+  bool packing = false;
 };
 
 // The largest micro-batch not above `limit` that divides `per_rank`, so per-rank memory does not

@@ -15,7 +15,21 @@ namespace genesis::nn {
 
 // One block of a causal LM (GPT's Block, the Llama family's decoder layer): the unit ZeRO-3
 // gathers and releases, and the unit gradient checkpointing recomputes.
-class CausalLMBlock : public Module {};
+class CausalLMBlock : public Module {
+ public:
+  using Module::operator();
+  // The block's call through its hooks on rows that pack several examples (data.packing):
+  // positions (B, T) i64 count from 0 at each example's first token, and the block's attention
+  // stays inside each example. Undefined positions make it the plain call.
+  Tensor operator()(const Tensor& x, const Tensor& positions);
+
+ protected:
+  // The positions of the packed call in progress; undefined in a plain call.
+  const Tensor& packed_positions() const { return packed_positions_; }
+
+ private:
+  Tensor packed_positions_;
+};
 
 // The keys and values of the tokens seen so far, per block: what lets generation feed one new
 // token per step instead of the whole sequence again. Prompts of different lengths share a batch
@@ -78,6 +92,27 @@ class CausalLM : public Module {
   // With a critic (PPO): the last forward's values (B, T), in its graph; undefined otherwise.
   const Tensor& values() const { return values_; }
 
+  // Rows that pack several whole examples one after another (data.packing), as Hugging Face's
+  // DataCollatorWithFlattening feeds flash attention: positions (B, T) i64 give each token's
+  // position within its example, 0 at the example's first token. While a PackedRows lives,
+  // forward(idx) embeds each token at that position and keeps attention inside each example
+  // (the fused kernel's block-diagonal causal mask), so an example's logits are those of a
+  // forward over it alone. A guard rather than an argument, so that it reaches the model through
+  // any strategy's forward unchanged.
+  class PackedRows {
+   public:
+    PackedRows(CausalLM& model, Tensor positions);
+    ~PackedRows();
+    PackedRows(const PackedRows&) = delete;
+    PackedRows& operator=(const PackedRows&) = delete;
+
+   private:
+    CausalLM& model_;
+    Tensor saved_;
+  };
+  // forward(idx) under PackedRows(*this, positions).
+  Tensor forward_packed(const Tensor& idx, const Tensor& positions);
+
   // Logits (B, T, vocab) of tokens idx (B, T) at positions cache.length onward, extending the
   // cache. Inference only: no graph, no dropout.
   Tensor forward_cached(const Tensor& idx, KVCache& cache);
@@ -111,10 +146,15 @@ class CausalLM : public Module {
   // Where the model's weights are (generation's inputs go there).
   virtual Device device() const = 0;
 
+  // The positions of the packed rows being run (PackedRows), checked to be (B, T) i64 on idx's
+  // device; undefined: one sequence per row, at positions 0..T-1.
+  Tensor packed_positions(const Tensor& idx) const;
+
   Tensor values_;
   bool gradient_checkpointing_ = false;
 
  private:
+  Tensor packed_positions_;  // set by PackedRows
   Tensor forward_cached_rows(const Tensor& idx, KVCache& cache, std::int64_t first_row,
                              std::int64_t batch_rows, bool last_only);
   Tensor next_token_logits(const Tensor& idx, KVCache& cache);

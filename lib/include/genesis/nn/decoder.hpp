@@ -58,8 +58,9 @@ class RMSNorm : public Module {
 class DecoderAttention : public Module {
  public:
   DecoderAttention(const DecoderSpec& spec, std::int64_t window, Generator& gen);
-  // x (B, T, C), positions (B, T) i64 -> (B, T, C).
-  Tensor attend(const Tensor& x, const Tensor& positions);
+  // x (B, T, C), positions (B, T) i64 -> (B, T, C). packed: the rows pack several examples and
+  // positions restart at 0 at each one's first token; attention then stays inside each example.
+  Tensor attend(const Tensor& x, const Tensor& positions, bool packed = false);
   // The cached step (causal_lm.hpp): keys and values (batch_rows, Hkv, capacity, D).
   Tensor attend_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step);
 
@@ -80,7 +81,8 @@ class DecoderAttention : public Module {
 class DecoderLayer : public CausalLMBlock {
  public:
   DecoderLayer(const DecoderSpec& spec, std::int64_t index, Generator& gen);
-  // x (B, T, C) at positions 0..T-1 of every row.
+  // x (B, T, C) at positions 0..T-1 of every row, or in a packed call (CausalLMBlock's) at
+  // each token's position within its example.
   Tensor forward(const Tensor& x) override;
   Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step);
 

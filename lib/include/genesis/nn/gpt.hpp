@@ -45,6 +45,9 @@ class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& config, Generator& gen, std::shared_ptr<Generator> dropout_gen);
   Tensor forward(const Tensor& x) override;  // (B, T, C) -> (B, T, C)
+  // The same over rows packing several examples, positions (B, T) as CausalLM::PackedRows
+  // takes them (undefined: forward's plain causal attention).
+  Tensor attend(const Tensor& x, const Tensor& positions);
   // Inference over new tokens x (B, T, C) that follow the step.length cached ones; writes their
   // keys and values into the (B, H, capacity, D) buffers, allocating them when undefined.
   Tensor forward_cached(const Tensor& x, Tensor& keys, Tensor& values, const CacheStep& step);

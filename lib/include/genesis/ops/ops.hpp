@@ -95,14 +95,21 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // h / (H / Hkv), never copied per query head. window > 0 (causal only) is a sliding window: the
 // query at position p sees keys p - window < j <= p (Hugging Face's sliding_window).
 // scale defaults to 1/sqrt(D). Fused: the score matrix is never materialised for the whole batch.
+// positions (B, T) i64, for rows that pack several examples one after another (data.packing;
+// causal, T == Tk): each token's position within its example, counting from 0 at the example's
+// first token (Hugging Face's position_ids for flattened examples). Query t then sees only the
+// keys of its own example, t - positions[b, t] <= j <= t: a block-diagonal causal mask, applied
+// inside the fused kernel. Undefined: each row is one sequence, the plain causal path.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = true, std::optional<double> scale = {},
-                                    std::int64_t window = 0);
+                                    std::int64_t window = 0, const Tensor& positions = Tensor());
 // Multi-head attention on a packed projection: qkv (B, T, 3C) holding [q | k | v], each C wide
 // with n_head heads side by side -> (B, T, C), heads side by side (llm.c's layout). Same math as
 // splitting the heads and calling scaled_dot_product_attention with scale 1/sqrt(C/n_head), but
 // the kernel reads and writes the packed layouts directly: no head-split or merge copies.
-Tensor packed_attention(const Tensor& qkv, std::int64_t n_head, bool causal = true);
+// positions: as scaled_dot_product_attention's (rows packing several examples).
+Tensor packed_attention(const Tensor& qkv, std::int64_t n_head, bool causal = true,
+                        const Tensor& positions = Tensor());
 
 // ---- joining and splitting
 Tensor cat(const std::vector<Tensor>& tensors, std::int64_t dim = 0);

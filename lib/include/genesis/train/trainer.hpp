@@ -42,7 +42,10 @@ struct TrainResult {
   std::int64_t eval_prompts = 0;
   std::vector<GeneratedSample> samples;
   double samples_per_s = 0;   // training throughput, evaluation time excluded
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;    // samples_per_s x each row's tokens, padding included (as MFU)
+  // The input tokens that are not padding, per second: below tokens_per_s by the rows' padding,
+  // which data.packing removes.
+  double real_tokens_per_s = 0;
   // GPU runs: model FLOPs utilisation (achieved FLOP/s over the ranks' datasheet peak, when the
   // GPU is known) and the largest peak of memory in tensors over the ranks, in bytes.
   std::optional<double> mfu;

@@ -11,6 +11,9 @@
 // Every (B, H, T, D) operand may be a strided view with unit stride along D (the row stride is
 // sgemm's leading dimension), so GPT can pass q, k, v straight out of its packed (B, T, 3C)
 // projection and receive the output already in (B, T, C) order, with no head-split copies.
+// Rows packing several examples (data.packing) come with positions (B, T): row t's position in
+// its example, so its example starts at key t - positions[b, t], and a block computes only the
+// keys from the earliest start of its rows: the block-diagonal causal mask costs no extra pass.
 #include <cblas.h>
 
 #include <algorithm>
@@ -48,6 +51,7 @@ struct Geometry {
   bool causal;
   std::int64_t window;  // 0: none
   float scale;
+  const std::int64_t* positions = nullptr;  // (B, T), packed rows; null: one sequence per row
   std::int64_t past() const { return Tk - T; }  // keys before the first query's own position
   std::int64_t blocks() const { return (T + kBlock - 1) / kBlock; }
   bool parallel(std::int64_t items) const {
@@ -60,13 +64,28 @@ struct Geometry {
   std::int64_t kv_at(const PairView& v, std::int64_t pair) const {
     return v.at(pair / heads, pair % heads / group);
   }
-  // Keys [first(row), end(row)) that query row `row` sees.
-  std::int64_t first(std::int64_t row) const {
-    return window > 0 ? std::max<std::int64_t>(0, past() + row - window + 1) : 0;
+  // The first key of row `row`'s own example (0 without positions); a position past the row
+  // reads as the row's, a negative one as 0 (the row sees itself only).
+  std::int64_t segment_start(std::int64_t pair, std::int64_t row) const {
+    if (positions == nullptr) return 0;
+    return row - std::clamp<std::int64_t>(positions[pair / heads * T + row], 0, row);
+  }
+  // Keys [first(pair, row), end(row)) that query row `row` of pair `pair` sees.
+  std::int64_t first(std::int64_t pair, std::int64_t row) const {
+    const std::int64_t w =
+        window > 0 ? std::max<std::int64_t>(0, past() + row - window + 1) : 0;
+    return std::max(w, segment_start(pair, row));
   }
   std::int64_t end(std::int64_t row) const { return causal ? past() + row + 1 : Tk; }
-  // Keys [lo, hi) that some row of the block from row r0 (`rows` rows) sees.
-  std::int64_t lo(std::int64_t r0) const { return first(r0); }
+  // Keys [lo, hi) that some row of the block from row r0 (`rows` rows) sees. The window's start
+  // grows with the row; examples' starts do too when positions are well formed, but any
+  // positions are honoured, so their least is taken.
+  std::int64_t lo(std::int64_t pair, std::int64_t r0, std::int64_t rows) const {
+    std::int64_t least = first(pair, r0);
+    if (positions != nullptr)
+      for (std::int64_t r = r0 + 1; r < r0 + rows; ++r) least = std::min(least, first(pair, r));
+    return least;
+  }
   std::int64_t hi(std::int64_t r0, std::int64_t rows) const { return end(r0 + rows - 1); }
   // The most keys hi - lo of any block: a causal window bounds them by window + kBlock - 1.
   std::int64_t block_keys() const {
@@ -74,7 +93,9 @@ struct Geometry {
   }
 };
 
-Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args) {
+// positions: undefined, or (B, T) i64 contiguous with causal attention and T == Tk.
+Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args,
+                     const Tensor& positions) {
   const std::int64_t H = q.size(1), Hkv = k.size(1);
   GENESIS_CHECK((Hkv > 0 ? H % Hkv == 0 : H == 0) && k.size(0) == q.size(0), InvalidArgument,
                 "attention: q has " + std::to_string(H) + " heads and k " + std::to_string(Hkv) +
@@ -91,7 +112,24 @@ Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args) {
   g.causal = args.i[0] != 0;
   g.window = args.i[1] < g.Tk ? args.i[1] : 0;  // a window of Tk or more hides no key
   g.scale = static_cast<float>(args.f[0]);
+  if (positions.defined()) {
+    GENESIS_CHECK(positions.dtype() == DType::i64 && positions.is_contiguous() &&
+                      positions.dim() == 2 && positions.size(0) == q.size(0) &&
+                      positions.size(1) == g.T,
+                  InvalidArgument,
+                  "attention: positions must be a contiguous i64 (B, T) = (" +
+                      std::to_string(q.size(0)) + ", " + std::to_string(g.T) + ")");
+    GENESIS_CHECK(g.causal && g.T == g.Tk, InvalidArgument,
+                  "attention: positions (packed rows) need causal attention with as many queries "
+                  "as keys");
+    g.positions = positions.data<std::int64_t>();
+  }
   return g;
+}
+
+// The optional positions input of a call: in[at] when the caller passed one.
+Tensor positions_input(std::span<const Tensor> in, std::size_t at) {
+  return in.size() > at ? in[at] : Tensor();
 }
 
 // Softmax of row s over its visible keys [a, b) of the block's `keys`, zero elsewhere; returns
@@ -112,7 +150,7 @@ inline float softmax_visible(float* s, std::int64_t keys, std::int64_t a, std::i
 // q (B, H, T, D), k and v (B, Hkv, Tk, D) -> out (B, H, T, D), lse (B, H, T). Work items are
 // (pair, block), handed out dynamically because causal blocks further down cost more.
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
-  const Geometry g = geometry_of(in[0], in[1], args);
+  const Geometry g = geometry_of(in[0], in[1], args, positions_input(in, 3));
   const float* q = in[0].data<float>();
   const float* k = in[1].data<float>();
   const float* v = in[2].data<float>();
@@ -130,7 +168,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
     for (std::int64_t item = 0; item < items; ++item) {
       const std::int64_t pair = item / nblocks, blk = item % nblocks;
       const std::int64_t r0 = blk * kBlock, rows = std::min(kBlock, T - r0);
-      const std::int64_t lo = g.lo(r0), keys = g.hi(r0, rows) - lo;
+      const std::int64_t lo = g.lo(pair, r0, rows), keys = g.hi(r0, rows) - lo;
       const float* qb = q + g.q_at(qs, pair) + r0 * qs.row_stride;
       const float* kp = k + g.kv_at(ks, pair) + lo * ks.row_stride;
       const float* vp = v + g.kv_at(vs, pair) + lo * vs.row_stride;
@@ -139,7 +177,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
                   qs.row_stride, kp, ks.row_stride, 0.0f, S, keys);
       for (std::int64_t i = 0; i < rows; ++i)
         lse[pair * T + r0 + i] =
-            softmax_visible(S + i * keys, keys, g.first(r0 + i) - lo, g.end(r0 + i) - lo);
+            softmax_visible(S + i * keys, keys, g.first(pair, r0 + i) - lo, g.end(r0 + i) - lo);
       // out_blk (rows, D) = P v[lo:]
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, keys, 1.0f, S, keys, vp,
                   vs.row_stride, 0.0f, o + g.q_at(os, pair) + r0 * os.row_stride, os.row_stride);
@@ -153,7 +191,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
 // pair is one work item and its heads' blocks run in order, accumulating with beta = 1.
 void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                const OpArgs& args) {
-  const Geometry g = geometry_of(in[1], in[2], args);
+  const Geometry g = geometry_of(in[1], in[2], args, positions_input(in, 6));
   const float* dout = in[0].data<float>();
   const float* q = in[1].data<float>();
   const float* k = in[2].data<float>();
@@ -192,7 +230,7 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
       for (std::int64_t pair = pair0; pair < pair0 + g.group; ++pair) {
         for (std::int64_t blk = 0; blk < nblocks; ++blk) {
           const std::int64_t r0 = blk * kBlock, rows = std::min(kBlock, T - r0);
-          const std::int64_t lo = g.lo(r0), keys = g.hi(r0, rows) - lo;
+          const std::int64_t lo = g.lo(pair, r0, rows), keys = g.hi(r0, rows) - lo;
           const float* qb = q + g.q_at(qs, pair) + r0 * qs.row_stride;
           const float* dob = dout + g.q_at(dos, pair) + r0 * dos.row_stride;
           const float* ob = o + g.q_at(os, pair) + r0 * os.row_stride;
@@ -213,7 +251,7 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
           for (std::int64_t i = 0; i < rows; ++i) {
             float* p = P + i * keys;
             float* ds = dS + i * keys;
-            const std::int64_t a = g.first(r0 + i) - lo, b = g.end(r0 + i) - lo;
+            const std::int64_t a = g.first(pair, r0 + i) - lo, b = g.end(r0 + i) - lo;
             const float l = lse[pair * T + r0 + i];
             const float di = delta[i];
 #pragma omp simd

@@ -1,7 +1,8 @@
 // Fused scaled-dot-product attention on CUDA, forward and backward: the op-table rows, their
-// checks (grouped-query heads and a sliding window included), the choice between the two kernel
-// paths, and the backward's delta = rowsum(dout * out) pre-pass. The tensor-core path (attention_mma_*.cu) takes f16/bf16 with D = 64 or 128 and
-// 16-byte aligned rows; everything else up to D = 256 takes the f32 FMA path (attention_fma.cu).
+// checks (grouped-query heads, a sliding window and packed rows' positions included), the choice
+// between the two kernel paths, and the backward's delta = rowsum(dout * out) pre-pass. The
+// tensor-core path (attention_mma_*.cu) takes f16/bf16 with D = 64 or 128 and 16-byte aligned
+// rows; everything else up to D = 256 takes the f32 FMA path (attention_fma.cu).
 // Not here: D > 256 (NotSupported), and any (T, Tk) score matrix in global memory.
 #include <climits>
 #include <cstdint>
@@ -54,8 +55,10 @@ void check_lse(const char* op, const Tensor& lse, std::int64_t B, std::int64_t H
 }
 
 // The geometry of q (B, H, T, D) and k (B, Hkv, Tk, D), checked to fit the kernels' int
-// indexing. A window of Tk or more hides no key: it becomes 0 (none).
-AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const OpArgs& args) {
+// indexing. A window of Tk or more hides no key: it becomes 0 (none). positions: in[at] when the
+// call has it and it is defined, a contiguous i64 (B, T) with causal attention and T == Tk.
+AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const OpArgs& args,
+                        std::span<const Tensor> in, std::size_t at) {
   GENESIS_CHECK(q.dim() == 4 && k.dim() == 4, InvalidArgument,
                 std::string(op) + ": q and k must be 4-d (B, H, T, D), got " + shape_text(q) +
                     " and " + shape_text(k));
@@ -86,6 +89,20 @@ AttentionShape shape_of(const char* op, const Tensor& q, const Tensor& k, const 
   s.scale = static_cast<float>(args.f[0]);
   s.causal = args.i[0] != 0;
   s.window = args.i[1] < Tk ? static_cast<int>(args.i[1]) : 0;
+  s.positions = nullptr;
+  if (in.size() > at && in[at].defined()) {
+    const Tensor& p = in[at];
+    GENESIS_CHECK(p.dtype() == DType::i64 && p.is_contiguous() && p.dim() == 2 &&
+                      p.size(0) == q.size(0) && p.size(1) == T,
+                  InvalidArgument,
+                  std::string(op) + ": positions must be a contiguous i64 (" +
+                      std::to_string(q.size(0)) + ", " + std::to_string(T) + "), got " +
+                      std::string(dtype_name(p.dtype())) + " " + shape_text(p));
+    GENESIS_CHECK(s.causal && T == Tk, InvalidArgument,
+                  std::string(op) + ": positions (packed rows) need causal attention with as "
+                      "many queries as keys");
+    s.positions = static_cast<const std::int64_t*>(p.raw_data());
+  }
   return s;
 }
 
@@ -138,7 +155,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // q (B, H, T, D), k and v (B, Hkv, Tk, D) -> out (B, H, T, D), lse (B, H, T).
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
-  const AttentionShape s = shape_of(kForward, q, k, args);
+  const AttentionShape s = shape_of(kForward, q, k, args, in, 3);
   const std::int64_t B = q.size(0), H = q.size(1);
   const DType dtype = q.dtype();
   GENESIS_CHECK(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16,
@@ -166,7 +183,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
 void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                const OpArgs& args) {
   const Tensor &dout = in[0], &q = in[1], &k = in[2], &v = in[3], &o = in[4], &lse = in[5];
-  const AttentionShape s = shape_of(kBackward, q, k, args);
+  const AttentionShape s = shape_of(kBackward, q, k, args, in, 6);
   const std::int64_t B = q.size(0), H = q.size(1);
   const DType dtype = q.dtype();
   GENESIS_CHECK(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16,

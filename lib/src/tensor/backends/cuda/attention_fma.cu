@@ -1,6 +1,7 @@
 // The generic fused-attention path: f32 FMA on shared-memory tiles, any float dtype (read and
 // written through f32), any head dim D <= 256 (rows zero-padded to DM = 32, 64, 128 or 256),
-// grouped-query heads and sliding windows (a tile's keys start at its first row's window).
+// grouped-query heads, sliding windows and packed rows' positions (a tile's keys start at the
+// first key any of its rows sees).
 // It is the reference the tensor-core path is checked against on the GPU, so it stays plain:
 // steps of 32 queries x 32 keys, 256 threads, a warp owning 4 query rows and a lane one key in
 // the score step (a row's max and sum are warp shuffles). Not here: tensor cores, D > 256.
@@ -178,9 +179,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     m[r] = -INFINITY;
     l[r] = 0.0f;
     limit[r] = s.causal ? min(past + q0 + r0 + r, s.Tk - 1) : s.Tk - 1;
-    low[r] = first_key(s, q0 + r0 + r);
+    low[r] = first_key(s, pair, q0 + r0 + r);
   }
-  for (int k0 = first_key(s, q0); k0 < n_keys; k0 += kTile) {
+  const int k_begin = block_first_key(s, pair, q0, min(kTile, s.T - q0));
+  for (int k0 = k_begin; k0 < n_keys; k0 += kTile) {
     __syncthreads();  // the previous step is done with sK, sV, sP
     load_rows<T, DM>(sK, kKP, k + k0 * a.k.row_stride, a.k.row_stride, s.Tk - k0, s.D);
     load_rows<T, DM>(sV, DM, v + k0 * a.v.row_stride, a.v.row_stride, s.Tk - k0, s.D);
@@ -300,7 +302,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 128))
       for (int r = 0; r < kRowsPerWarp; ++r) {
         const int i = r0 + r;
         const bool seen = (!s.causal || key <= past + i0 + i) &&
-                          (s.window == 0 || key > past + i0 + i - s.window);
+                          (s.window == 0 || key > past + i0 + i - s.window) &&
+                          key >= segment_start(s, pair, i0 + i);
         const float p = seen ? exp2f(sc[r] * sl2 - sL[i]) : 0.0f;
         sP[i * kTile + lane] = p;
         sS[i * kTile + lane] = p * (dp[r] - sDelta[i]);
@@ -360,10 +363,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(DM, 256))
     lse2[r] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
     dlt[r] = row < s.T ? a.delta[at] : 0.0f;
     limit[r] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
-    low[r] = first_key(s, row);
+    low[r] = first_key(s, pair, row);
   }
   float dq[kRowsPerWarp][DM / 32] = {};
-  for (int k0 = first_key(s, q0); k0 < n_keys; k0 += kTile) {
+  const int k_begin = block_first_key(s, pair, q0, min(kTile, s.T - q0));
+  for (int k0 = k_begin; k0 < n_keys; k0 += kTile) {
     __syncthreads();
     load_rows<T, DM>(sK, kKP, k + k0 * a.k.row_stride, a.k.row_stride, s.Tk - k0, s.D);
     load_rows<T, DM>(sV, kKP, v + k0 * a.v.row_stride, a.v.row_stride, s.Tk - k0, s.D);

@@ -4,7 +4,8 @@
 // attention_fma.cu is the generic path (f32 FMA, any dtype, D <= 256); attention_mma_forward.cu
 // and attention_mma_backward.cu are the tensor-core path (f16/bf16, D = 64 or 128, 16-byte
 // aligned rows). Terms as in the CPU kernel: a *pair* is one (batch, query head), a *kv pair*
-// one (batch, kv head).
+// one (batch, kv head). Rows packing several examples carry positions (B, T): query t's example
+// starts at key t - positions[b, t], the one bound every kernel adds to the window's.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,9 @@ struct AttentionShape {
   float scale;   // multiplies q.k before the softmax
   bool causal;   // query i sees keys 0 .. Tk - T + i
   int window;    // > 0: query i also sees only keys j > Tk - T + i - window; 0: no window
+  // (B, T) contiguous, with causal and T == Tk: query i of batch b also sees only keys
+  // j >= i - positions[b, i] (its own example of a packed row); null: none.
+  const std::int64_t* positions;
 };
 
 struct ForwardArgs {
@@ -85,9 +89,34 @@ __device__ __forceinline__ T* kv_pair_rows(const HeadsView& v, int kv, const Att
   const std::int64_t b = kv / s.kv_heads, h = kv % s.kv_heads;
   return static_cast<T*>(v.data) + b * v.batch_stride + h * v.head_stride;
 }
-// The first key query row `row` sees (the sliding window's start; 0 without one).
-__device__ __forceinline__ int first_key(const AttentionShape& s, int row) {
-  return s.window > 0 ? max(0, s.Tk - s.T + row - s.window + 1) : 0;
+// The first key of query row `row`'s own example in a packed row (0 without positions, and for
+// rows past T, which read nothing); a position past the row reads as the row's, a negative one
+// as 0, as on the CPU.
+__device__ __forceinline__ int segment_start(const AttentionShape& s, int pair, int row) {
+  if (s.positions == nullptr || row >= s.T) return 0;
+  const std::int64_t p = s.positions[static_cast<std::int64_t>(pair / s.heads) * s.T + row];
+  return row - static_cast<int>(p < 0 ? 0 : p > row ? row : p);
+}
+// The first key query row `row` of pair `pair` sees: the later of the sliding window's start and
+// its example's start (0 without either).
+__device__ __forceinline__ int first_key(const AttentionShape& s, int pair, int row) {
+  const int window_start = s.window > 0 ? max(0, s.Tk - s.T + row - s.window + 1) : 0;
+  return max(window_start, segment_start(s, pair, row));
+}
+// The first key any of the `rows` query rows from r0 sees (rows >= 1, r0 + rows <= T), where a
+// block's key loop starts. The window's start grows with the row, so the first row's is the
+// least; with positions any order is honoured and the block finds the least together: every
+// thread of the block must call this, once per kernel.
+__device__ __forceinline__ int block_first_key(const AttentionShape& s, int pair, int r0,
+                                               int rows) {
+  if (s.positions == nullptr) return first_key(s, pair, r0);
+  __shared__ int least;
+  if (threadIdx.x == 0) least = first_key(s, pair, r0);
+  __syncthreads();
+  for (int r = static_cast<int>(threadIdx.x); r < rows; r += static_cast<int>(blockDim.x))
+    atomicMin(&least, first_key(s, pair, r0 + r));
+  __syncthreads();
+  return least;
 }
 // One past the last query row that sees key `key` under the window (T without one).
 __device__ __forceinline__ int query_end(const AttentionShape& s, int key) {

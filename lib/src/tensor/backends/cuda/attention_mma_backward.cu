@@ -81,18 +81,19 @@ __device__ __forceinline__ void transposed_scores(float (&st)[kStep / 8][4],
   }
 }
 
-// P^T and dS^T in place of S^T and dP^T for the query step from i0. Masking only where the
-// step's first query misses the block's last key (from k0), the step runs past T, or a sliding
-// window may hide a key.
+// P^T and dS^T in place of S^T and dP^T for the query step from i0 of pair `pair`. Masking
+// only where the step's first query misses the block's last key (from k0), the step runs past T,
+// or a sliding window or packed rows' examples may hide a key.
 template <int kStep>
 __device__ __forceinline__ void transposed_probs(float (&st)[kStep / 8][4],
                                                  float (&dpt)[kStep / 8][4],
                                                  const AttentionShape& s, float sl2, int past,
                                                  const float* tL, const float* tDelta,
-                                                 const int (&key)[2], int k0, int i0, int t) {
+                                                 const int (&key)[2], int k0, int i0, int pair,
+                                                 int t) {
   const int rows = s.T - i0;  // queries c >= rows are padding
-  const bool masked =
-      (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep || s.window > 0;
+  const bool masked = (s.causal && k0 + kBlockRows - 1 > past + i0) || rows < kStep ||
+                      s.window > 0 || s.positions != nullptr;
 #pragma unroll
   for (int nb = 0; nb < kStep / 8; ++nb)
 #pragma unroll
@@ -101,7 +102,8 @@ __device__ __forceinline__ void transposed_probs(float (&st)[kStep / 8][4],
       float p = fast_exp2(st[nb][e] * sl2 - tL[c] * kLog2e);
       const int j = key[e >> 1];
       if (masked && (c >= rows || (s.causal && j > past + i0 + c) ||
-                     (s.window > 0 && j <= past + i0 + c - s.window)))
+                     (s.window > 0 && j <= past + i0 + c - s.window) ||
+                     j < segment_start(s, pair, i0 + c)))
         p = 0.0f;
       st[nb][e] = p;
       dpt[nb][e] = p * (dpt[nb][e] - tDelta[c]);
@@ -198,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_mma(BackwardArgs a) {
     float st[kStep / 8][4] = {}, dpt[kStep / 8][4] = {};
     transposed_scores<T, D, kStep>(st, dpt, sK, sV, tQ, tdO, m0, lane);
     transposed_probs<kStep>(st, dpt, s, sl2, past, sL + buf * kStep, sDelta + buf * kStep, key,
-                            k0, i0, t);
+                            k0, i0, pair0 + step / per_head, t);
     accumulate_dkdv<T, D, kStep>(dk, dv, st, dpt, tQ, tdO, lane);
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
   }
@@ -229,7 +231,7 @@ __device__ __forceinline__ void query_row_stats(const BackwardArgs& a, int (&lim
     const int row = q0 + m0 + (lane >> 2) + 8 * h;
     const std::int64_t at = static_cast<std::int64_t>(pair) * s.T + row;
     limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
-    low[h] = first_key(s, row);
+    low[h] = first_key(s, pair, row);
     lse2[h] = row < s.T ? a.lse[at] * kLog2e : INFINITY;
     dlt[h] = row < s.T ? a.delta[at] : 0.0f;
   }
@@ -291,7 +293,7 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
   const int q0 = (tiles_of(s.T, kBlockRows) - 1 - blockIdx.x / s.pairs) * kBlockRows;
   const int past = s.Tk - s.T;
   const int n_keys = s.causal ? min(s.Tk, past + q0 + kBlockRows) : s.Tk;
-  const int k_begin = first_key(s, q0);  // the window's start for the block's first row
+  const int k_begin = block_first_key(s, pair, q0, min(kBlockRows, s.T - q0));
   const int first_limit = s.causal ? min(past + q0, s.Tk - 1) : s.Tk - 1;
   const float sl2 = s.scale * kLog2e;
   const T* k = kv_rows<const T>(a.k, pair, s);
@@ -330,8 +332,9 @@ __global__ void __launch_bounds__(kThreads) attention_dq_mma(BackwardArgs a) {
     const T* tV = sV + buf * kStep * D;
     float sc[kStep / 8][4] = {}, dp[kStep / 8][4] = {};
     row_scores<T, D, kStep>(sc, dp, qf, df, tK, tV, lane);
-    row_score_grads<kStep>(sc, dp, sl2, s.window > 0 || k0 + kStep - 1 > first_limit, k0, t,
-                           limit, low, lse2, dlt);
+    row_score_grads<kStep>(sc, dp, sl2,
+                           s.window > 0 || s.positions != nullptr || k0 + kStep - 1 > first_limit,
+                           k0, t, limit, low, lse2, dlt);
     accumulate_product<T, D, kStep>(dq, sc, tK, lane);  // dq += dS K
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
   }

@@ -2,7 +2,8 @@
 // 16-byte aligned rows: a block owns 64 query rows of one pair (4 warps x 16 rows) and streams
 // 64-key tiles of K and V (its kv head's, under grouped-query attention) through double-buffered
 // shared memory, with an online softmax in f32; causal key tiles past the block's last row, and
-// keys before its first row's sliding window, are never loaded. Not here: other head dims or
+// keys before the first its rows see (a sliding window's, packed rows' examples'), are never
+// loaded. Not here: other head dims or
 // dtypes (attention_fma.cu).
 #include <cmath>
 
@@ -128,10 +129,10 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
   const int q0 = (tiles_of(s.T, kRows) - 1 - blockIdx.x / s.pairs) * kRows;
   const int past = s.Tk - s.T;
   const int n_keys = s.causal ? min(s.Tk, past + q0 + kRows) : s.Tk;
-  const int k_begin = first_key(s, q0);  // the window's start for the block's first row
+  const int k_begin = block_first_key(s, pair, q0, min(kRows, s.T - q0));
   const int n_tiles = tiles_of(n_keys - k_begin, kKeys);
   // A tile needs masking when its last key is past what the block's first row may see, or
-  // (with a window, every tile) when it may start before what its last row may see.
+  // (with a window or positions, every tile) when it may start before what a row may see.
   const int first_limit = s.causal ? min(past + q0, s.Tk - 1) : s.Tk - 1;
   const float sl2 = s.scale * kLog2e;  // scores in log2 units: exp(x) = exp2(x * log2 e)
   const T* q = pair_rows<const T>(a.q, pair, s.heads);
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
   for (int h = 0; h < 2; ++h) {
     const int row = q0 + m0 + (lane >> 2) + 8 * h;
     limit[h] = s.causal ? min(past + row, s.Tk - 1) : s.Tk - 1;
-    low[h] = first_key(s, row);
+    low[h] = first_key(s, pair, row);
   }
 
   load_tile<T, D, kRows, kThreads>(sQ, q + q0 * a.q.row_stride, a.q.row_stride, s.T - q0);
@@ -168,7 +169,9 @@ __global__ void __launch_bounds__(kThreads, forward_min_blocks(D))
     const T* tV = sV + buf * kKeys * D;
     float sc[kKeys / 8][4] = {};
     tile_scores<T, D>(sc, qf, tK, lane);
-    scale_and_mask(sc, sl2, s.window > 0 || k0 + kKeys - 1 > first_limit, k0, t, limit, low);
+    scale_and_mask(sc, sl2,
+                   s.window > 0 || s.positions != nullptr || k0 + kKeys - 1 > first_limit, k0, t,
+                   limit, low);
     online_softmax<D>(sc, m, l, o);
     accumulate_product<T, D, kKeys>(o, sc, tV, lane);  // O += P V
     __syncthreads();  // every warp is done with buffer `buf` before it is refilled
