@@ -1,5 +1,5 @@
-// `genesis generate MODEL [--input FILE]`: completions of JSONL prompts ({"ids": [...]} or
-// {"prompt": "..."} per line) from a Hugging Face model, a Hub id in the local cache, a run or a
+// `genesis generate MODEL [--input FILE]`: completions of JSONL prompts ({"ids": [...]},
+// {"prompt": "..."} or {"messages": [...]} per line) from a Hugging Face model, a Hub id in the local cache, a run or a
 // checkpoint, one {"ids", "text"} line out per line in; greedy unless --temperature. The work is
 // lib/src/train/inference.cpp's.
 #include <spdlog/spdlog.h>
@@ -34,11 +34,13 @@ void add_generate_flags(CLI::App& app, GenerateFlags& f) {
       ->required()
       ->type_name("MODEL");
   app.add_option("-i,--input", f.input,
-                 "JSONL prompts, {\"ids\": [...]} or {\"prompt\": \"...\"} per line (default: "
-                 "standard input)")
+                 "JSONL prompts, {\"ids\": [...]}, {\"prompt\": \"...\"} or {\"messages\": "
+                 "[...]} (rendered by the model's chat template) per line (default: standard "
+                 "input)")
       ->type_name("FILE");
   app.add_option("--max-new-tokens", f.max_new_tokens,
-                 "Tokens generated at most per prompt; generation also stops at any EOS id")
+                 "Tokens generated at most per prompt; generation also stops at any EOS id and "
+                 "at the chat template's end-of-turn token")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--temperature", f.temperature, "0: greedy; above 0: sample from logits / T")

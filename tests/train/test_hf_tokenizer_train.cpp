@@ -109,3 +109,45 @@ TEST_CASE("an hf model fine-tunes through its own tokenizer and generates text w
   const auto t = data::make_text_tokenizer(model.string(), "data.tokenizer");
   CHECK(line.at("text") == t->decode(ids));
 }
+
+TEST_CASE("an hf model fine-tunes on conversations through its chat template and answers a chat "
+          "prompt", "[train][hf][chat]") {
+  testing::TempDir dir;
+  const fs::path model = dir.path() / "model";
+  const testing::CliResult made = testing::run_process(
+      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
+       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
+  if (made.exit_code == 3)
+    return testing::skip_test(testing::Need::pytorch, "Debian's python3-torch is missing");
+  REQUIRE(made.exit_code == 0);
+  write_tokenizer(model);
+  // A ChatML-like template whose turns end with the eos_token, written after each answer.
+  std::ofstream(model / "chat_template.jinja")
+      << "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}"
+         "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}"
+         "{% if add_generation_prompt %}[assistant]{% endif %}";
+  const fs::path runs = dir.path() / "runs";
+  const testing::CliResult r = testing::run_genesis(
+      {"train", "--preset", "sft", "-o", runs.string(), "--name", "chat", "--set",
+       "model.init_from=" + model.string(), "--set", "data.source=jsonl:chat-sample.jsonl",
+       "--set", "model.block_size=128", "--set", "training.max_steps=2", "--set",
+       "training.train_batch_size=4", "--set", "training.per_device_train_batch_size=4",
+       "--set", "training.eval_batches=1", "--set", "data.eval_fraction=0.1"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Held-out conversations are shown as the template renders their prompts.
+  CHECK_THAT(r.out, Catch::Contains("exact match"));
+
+  const fs::path prompts = dir.path() / "chat.jsonl";
+  std::ofstream(prompts) << R"({"messages": [{"role": "user", "content": "Reverse are"}]})" "\n"
+                         << R"({"messages": "not a list"})" "\n";
+  const testing::CliResult g = testing::run_genesis(
+      {"generate", (runs / "chat").string(), "-i", prompts.string(), "--max-new-tokens", "4",
+       "--device", "cpu"});
+  INFO(g.out << g.err);
+  CHECK(g.exit_code == 1);  // the second line fails alone
+  const auto lines = testing::lines_of(g.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(Json::parse(lines[0]).contains("ids"));
+  CHECK_THAT(lines[1], Catch::Contains("messages\\\" is not a list"));
+}

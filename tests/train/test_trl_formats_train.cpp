@@ -3,6 +3,8 @@
 // conversation and a prompt-completion file (a JSON array), rm and dpo on preference pairs.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "support/cli_run.hpp"
@@ -43,6 +45,14 @@ TEST_CASE("each sample data format trains under the objectives that take it", "[
     CHECK_THAT(r.out, Catch::Contains("eval loss"));
   }
   const std::filesystem::path init = dir.path() / "chat-sample.jsonl";
+  // The byte tokenizer's run answers a conversation rendered as its "role: content" lines.
+  std::ofstream(dir.path() / "chat.jsonl")
+      << R"({"messages": [{"role": "user", "content": "Reverse abc"}]})" "\n";
+  const CliResult g = run_genesis({"generate", init.string(), "-i", (dir.path() / "chat.jsonl").string(),
+                                   "--max-new-tokens", "3", "--device", "cpu"});
+  INFO(g.out << g.err);
+  CHECK(g.exit_code == 0);
+  CHECK_THAT(g.out, Catch::Contains("\"ids\""));
   for (const char* preset : {"rm", "dpo"}) {
     const CliResult r = train(dir, preset, preset, "jsonl:pairs-sample.jsonl",
                               {"--set", "model.init_from=\"" + init.string() + "\""});

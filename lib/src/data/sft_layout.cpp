@@ -4,6 +4,7 @@
 #include "genesis/data/sft_layout.hpp"
 
 #include <algorithm>
+#include <span>
 
 #include "genesis/core/error.hpp"
 
@@ -34,8 +35,23 @@ bool begins(const std::string& whole, const std::string& part) {
   return whole.compare(0, part.size(), part) == 0;
 }
 
-// The byte ranges each assistant message adds to the conversation before it, rendered with its
-// generation prompt: what a template without {% generation %} blocks gives the assistant.
+// Where the text of the first stop token (an end of turn, EOS) ends in `text` after `from`.
+std::size_t stop_end(const TextTokenizer& tokenizer, const std::string& text, std::size_t from) {
+  std::size_t end = std::string::npos;
+  for (std::int64_t id : tokenizer.stop_ids()) {
+    const std::string stop = tokenizer.decode(std::span<const std::int64_t>(&id, 1));
+    if (const std::size_t at = text.find(stop, from); !stop.empty() && at != std::string::npos)
+      end = std::min(end, at + stop.size());
+  }
+  return end;
+}
+
+// The byte ranges of the assistant's turns in `whole`, for a template without {% generation %}
+// blocks: each starts where the conversation before it, rendered with its generation prompt,
+// ends, and runs through its end-of-turn token, or else as far as the conversation up to it
+// agrees with the whole (a template may write more after its last message, as Llama 3's writes
+// a new assistant header, or render an earlier answer differently, as Qwen3's drops its
+// reasoning).
 std::vector<std::pair<std::size_t, std::size_t>> assistant_ranges(const SftExample& e,
                                                                   const TextTokenizer& tokenizer,
                                                                   const std::string& whole) {
@@ -45,13 +61,19 @@ std::vector<std::pair<std::size_t, std::size_t>> assistant_ranges(const SftExamp
     if (messages[i].value("role", "") != "assistant") continue;
     const std::string before = render(e, tokenizer, first(messages, i), true).text;
     const std::string upto = render(e, tokenizer, first(messages, i + 1), false).text;
-    GENESIS_CHECK(begins(upto, before) && begins(whole, upto), ConfigError,
+    const auto n = static_cast<std::ptrdiff_t>(std::min(upto.size(), whole.size()));
+    const auto shared =
+        static_cast<std::size_t>(std::mismatch(upto.begin(), upto.begin() + n, whole.begin()).first -
+                                 upto.begin());
+    std::size_t end = std::min(shared > before.size() ? shared : std::string::npos,
+                               stop_end(tokenizer, whole, before.size()));
+    GENESIS_CHECK(begins(whole, before) && end != std::string::npos, ConfigError,
                   name_of(e) + ": the chat template renders the conversation up to message " +
                       std::to_string(i) + " as text that does not begin the whole " +
                       "conversation's, so its assistant turns cannot be told apart: use a "
                       "template with {% generation %} blocks (data.chat_template) or set "
                       "data.assistant_only_loss = false");
-    ranges.emplace_back(before.size(), upto.size());
+    ranges.emplace_back(before.size(), end);
   }
   return ranges;
 }

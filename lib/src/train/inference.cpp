@@ -8,6 +8,7 @@
 
 #include "device_choice.hpp"
 #include "genesis/autograd/grad_mode.hpp"
+#include "genesis/chat/chat_template.hpp"
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/export.hpp"
 #include "genesis/core/config.hpp"
@@ -60,6 +61,18 @@ Tokens line_tokens(const Json& line, const InferenceModel& m, const char* ids_ke
       GENESIS_CHECK(id.is_number_integer(), InvalidArgument,
                     std::string("\"") + ids_key + "\" holds a non-integer");
       ids.push_back(id.get<std::int64_t>());
+    }
+  } else if (line.contains("messages") && std::string(text_key) == "prompt") {
+    GENESIS_CHECK(m.chat != nullptr, InvalidArgument,
+                  "\"messages\" needs the model's chat template, and its tokenizer has none: give "
+                  "\"prompt\" or \"ids\"");
+    const bool generation_prompt = line.value("add_generation_prompt", true);
+    const auto messages = nlohmann::ordered_json::parse(line.at("messages").dump());
+    GENESIS_CHECK(messages.is_array(), InvalidArgument, "\"messages\" is not a list");
+    try {
+      ids = m.chat->encode_continuation(m.chat->render_chat(messages, generation_prompt).text);
+    } catch (const ConfigError& e) {
+      throw InvalidArgument(e.what());
     }
   } else if (line.contains(text_key)) {
     GENESIS_CHECK(line.at(text_key).is_string(), InvalidArgument,
@@ -132,6 +145,24 @@ std::int64_t write_lines(std::ostream& out, const Lines& lines, const std::vecto
   return failed;
 }
 
+// The chat template of the tokenizer `setting` names (or `file`), when there is one, and its
+// end-of-turn token among the stop ids. A tokenizer that cannot render chats (no template, no
+// eos_token) leaves out.chat empty: its {"messages"} lines are refused one by one.
+void add_chat(InferenceModel& out, const std::string& setting, const std::string& file) {
+  try {
+    if (file.empty()) {
+      const fs::path dir = fs::is_directory(setting) ? fs::path(setting) : fs::path(setting).parent_path();
+      if (fs::exists(setting) && !chat::ChatTemplate::find(dir)) return;
+    }
+    out.chat = data::make_text_tokenizer(setting, "MODEL", file);
+  } catch (const ConfigError&) {
+    return;
+  }
+  for (std::int64_t id : out.chat->stop_ids())
+    if (std::find(out.eos_token_ids.begin(), out.eos_token_ids.end(), id) == out.eos_token_ids.end())
+      out.eos_token_ids.push_back(id);
+}
+
 }  // namespace
 
 Device inference_device(DeviceKind kind) { return training_device(kind); }
@@ -139,6 +170,7 @@ Device inference_device(DeviceKind kind) { return training_device(kind); }
 InferenceModel load_inference_model(const std::string& name, Device device) {
   ModelConfig m;
   InferenceModel out;
+  std::string text_setting, chat_file;  // the tokenizer a run's text went through, its template
   // A Hub id that is not cached goes to resolve_pretrained too, whose error says how to fetch it.
   if (names_hf_model(name) || (looks_like_hub_id(name) && !fs::exists(name))) {
     m.kind = "hf";
@@ -164,7 +196,10 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
     if (text == "byte") {
       out.byte_tokenizer = true;
       out.eos_token_ids = {data::ByteTokenizer::kEndOfText};
+      out.chat = std::make_shared<data::ByteTextTokenizer>();
     } else {
+      text_setting = text;
+      chat_file = run.data.chat_template;
       out.tokenizer = std::make_shared<const tokenizer::Tokenizer>(
           tokenizer::load_tokenizer(text, "the run's data.tokenizer"));
       if (auto eos = out.tokenizer->special_tokens().eos) out.eos_token_ids = {*eos};
@@ -182,6 +217,8 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
       out.tokenizer = std::make_shared<const tokenizer::Tokenizer>(
           tokenizer::Tokenizer::load(choice.hf_dir()));
   }
+  if (text_setting.empty() && out.tokenizer && choice.hf()) text_setting = choice.hf_dir().string();
+  if (!out.chat && !text_setting.empty()) add_chat(out, text_setting, chat_file);
   out.description = choice.description();
   return out;
 }

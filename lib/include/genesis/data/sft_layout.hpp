@@ -31,7 +31,7 @@ struct ExampleText {
 //                      prompt must begin the whole, and the rest is trained. Otherwise each
 //                      assistant turn is trained: the template's {% generation %} ranges, or the
 //                      part each assistant message adds to the conversation before it (with a
-//                      generation prompt), end-of-turn tokens included.
+//                      generation prompt) up to and including its end-of-turn token.
 // ConfigError naming the example's origin where a template raises, renders a prefix that does
 // not begin the whole conversation, or leaves nothing to train.
 ExampleText example_text(const SftExample& example, const TextTokenizer& tokenizer,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "genesis/core/config.hpp"
+#include "genesis/data/text_tokenizer.hpp"
 #include "genesis/nn/causal_lm.hpp"
 #include "genesis/tensor/device.hpp"
 #include "genesis/tokenizer/tokenizer.hpp"
@@ -27,6 +28,9 @@ struct InferenceModel {
   bool byte_tokenizer = false;              // text in and out through data::ByteTokenizer
   // A Hugging Face model's own tokenizer (tokenizer.json beside its config), for text in and out.
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  // The tokenizer's chat template as a TextTokenizer, when its directory has one: renders
+  // {"messages"} lines; its end-of-turn token is among eos_token_ids.
+  std::shared_ptr<const data::TextTokenizer> chat;
   std::string description;                  // one line for the log
 };
 
@@ -46,8 +50,10 @@ struct GenerateOptions {
   std::int64_t batch_size = 8;   // lines generated together
 };
 
-// Reads {"ids": [...]} or {"prompt": "..."} lines, writes {"ids": [new tokens], "text": "..."}
-// lines (text when the model has a tokenizer). Returns the number of failed lines.
+// Reads {"ids": [...]}, {"prompt": "..."} or {"messages": [...]} lines (a conversation rendered by
+// the tokenizer's chat template with the generation prompt, unless "add_generation_prompt" is
+// false), writes {"ids": [new tokens], "text": "..."} lines (text when the model has a
+// tokenizer). Returns the number of failed lines.
 std::int64_t generate_jsonl(InferenceModel& model, std::istream& in, std::ostream& out,
                             const GenerateOptions& options, const LineErrorSink& on_error);
 
