@@ -64,6 +64,13 @@ TEST_CASE("each sample data format trains under the objectives that take it", "[
   CHECK(wrong.exit_code == 2);
   CHECK_THAT(wrong.err, Catch::Contains("pairs-sample.jsonl:1: keys \"prompt\", \"chosen\", "
                                         "\"rejected\" are preference data; expected {\"text\"}"));
+  // A chat template is a Hugging Face tokenizer's: the byte tokenizer refuses one, in one line.
+  const CliResult byte = train(dir, "sft", "byte-template", "jsonl:chat-sample.jsonl",
+                               {"--set", "data.chat_template=\"chat.jinja\""});
+  CHECK(byte.exit_code == 2);
+  CHECK(testing::lines_of(byte.err).size() == 1);
+  CHECK_THAT(byte.err, Catch::Contains("data.chat_template = \"chat.jinja\" needs a Hugging Face "
+                                       "tokenizer"));
 }
 
 }  // namespace genesis
