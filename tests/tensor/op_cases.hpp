@@ -52,9 +52,11 @@ void reduce_linalg_cases(CaseList& cases, Generator& gen);  // sum/max/argmax_di
 void nn_cases(CaseList& cases, Generator& gen);             // softmax .. dropout
 void attention_cases(CaseList& cases, Generator& gen);      // attention and its backward
 void data_movement_cases(CaseList& cases, Generator& gen);  // copy, fill, concat, adamw_step
+void decoder_cases(CaseList& cases, Generator& gen);        // rms_norm, rotary, swiglu, gqa
 
-inline constexpr CaseBuilder kCaseBuilders[] = {binary_cases, map_cases,       reduce_linalg_cases,
-                                                nn_cases,     attention_cases, data_movement_cases};
+inline constexpr CaseBuilder kCaseBuilders[] = {binary_cases,        map_cases,    reduce_linalg_cases,
+                                                nn_cases,            attention_cases,
+                                                data_movement_cases, decoder_cases};
 
 // ---- helpers for the builders (test_op_cases_common.cpp). Every random tensor is f32, drawn
 // from the one Generator of the test in row-major order.

@@ -52,6 +52,18 @@ void write_tokenizer(const fs::path& dir) {
       << Json{{"bos_token", "<|bos|>"}, {"eos_token", "<|eot|>"}}.dump();
 }
 
+// A small random Llama in Hugging Face's layout (the reference implementation's own maker) with
+// the tokenizer above; false where PyTorch is missing.
+bool make_llama(const fs::path& model) {
+  const testing::CliResult made = testing::run_process(
+      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
+       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
+  if (made.exit_code == 3) return false;
+  REQUIRE(made.exit_code == 0);
+  write_tokenizer(model);
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("SFT rows through a Hugging Face tokenizer: its BOS, its ids, its eos_token") {
@@ -78,13 +90,8 @@ TEST_CASE("an hf model fine-tunes through its own tokenizer and generates text w
           "[train][hf]") {
   testing::TempDir dir;
   const fs::path model = dir.path() / "model";
-  const testing::CliResult made = testing::run_process(
-      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
-       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
-  if (made.exit_code == 3)
+  if (!make_llama(model))
     return testing::skip_test(testing::Need::pytorch, "Debian's python3-torch is missing");
-  REQUIRE(made.exit_code == 0);
-  write_tokenizer(model);
   const fs::path runs = dir.path() / "runs";
   const testing::CliResult r = testing::run_genesis(
       {"train", "--preset", "sft", "-o", runs.string(), "--name", "ft", "--set",
@@ -114,13 +121,8 @@ TEST_CASE("an hf model fine-tunes on conversations through its chat template and
           "prompt", "[train][hf][chat]") {
   testing::TempDir dir;
   const fs::path model = dir.path() / "model";
-  const testing::CliResult made = testing::run_process(
-      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
-       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
-  if (made.exit_code == 3)
+  if (!make_llama(model))
     return testing::skip_test(testing::Need::pytorch, "Debian's python3-torch is missing");
-  REQUIRE(made.exit_code == 0);
-  write_tokenizer(model);
   // A ChatML-like template whose turns end with the eos_token, written after each answer.
   std::ofstream(model / "chat_template.jinja")
       << "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}"
