@@ -9,6 +9,7 @@
 #include "genesis/ckpt/compare.hpp"
 #include "genesis/ckpt/export.hpp"
 #include "genesis/ckpt/hf_weights.hpp"
+#include "genesis/ckpt/holding.hpp"
 #include "genesis/ckpt/inspect.hpp"
 #include "genesis/ckpt/rewrite.hpp"
 #include "genesis/core/error.hpp"
@@ -144,6 +145,7 @@ int run_verify(const CkptFlags& f, const RunContext& context) {
 
 int run_export(const CkptFlags& f, const RunContext& context) {
   const ckpt::Checkpoint checkpoint(ckpt::resolve_checkpoint(f.path));
+  ckpt::require_whole(checkpoint.dir(), checkpoint.manifest(), "cannot export");
   ckpt::ExportOptions options{f.out, ckpt::parse_export_format(f.format), f.force};
   if (!f.dtype.empty())
     options.dtype = f.dtype == "bf16" ? DType::bf16 : f.dtype == "f16" ? DType::f16 : DType::f32;
@@ -164,6 +166,7 @@ int run_reshard(const CkptFlags& f, const RunContext& context) {
   GENESIS_CHECK(f.world_size >= 1, InvalidArgument,
                 "--world-size must be at least 1, got " + std::to_string(f.world_size));
   const ckpt::Checkpoint checkpoint(ckpt::resolve_checkpoint(f.path));
+  ckpt::require_whole(checkpoint.dir(), checkpoint.manifest(), "cannot reshard");
   ckpt::ReshardOptions options{f.out, f.world_size, f.strategy, train::reshard_rank_states};
   const ckpt::ReshardResult r = ckpt::reshard_checkpoint(checkpoint, options);
   const ckpt::Manifest& m = r.manifest;

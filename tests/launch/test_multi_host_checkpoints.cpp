@@ -2,8 +2,9 @@
 // working directory of its own, as on two machines with their own disks): without
 // training.node_local_checkpoints the job refuses before its first step, naming the directory,
 // the rank and host that does not see it and the two ways out; with it, each host keeps its own
-// shards, and a job resumed with --resume auto from the newest step both hosts hold finishes
-// bit for bit as the job that never stopped.
+// shards (`genesis ckpt` on one host says what is there and where the rest is), and a job
+// resumed with --resume auto from the newest step both hosts hold finishes bit for bit as the job
+// that never stopped.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -128,6 +129,53 @@ TEST_CASE("hosts without a shared run directory: training refuses before its fir
   CHECK_THAT(said, !Catch::Contains("step 1"));
 }
 
+namespace {
+
+// `genesis ckpt` on host 1's copy of a node-local checkpoint (`runs` of the hosts' working
+// directories `cwd`): ls, info and verify say what is here and where the rest is; export and
+// reshard refuse it with that list, writing nothing; with host 0's file copied in it is whole.
+void check_ckpt_tools_on_one_host(const std::vector<fs::path>& cwd) {
+  const fs::path run = cwd[1] / "runs" / "two", step8 = run / "checkpoints" / "step-8";
+  const std::string elsewhere = "rank-00000.safetensors on node 0 (host0)";
+  const CliResult ls = run_process({GENESIS_TEST_BIN, "ckpt", "ls", run.string()});
+  INFO(ls.out << ls.err);
+  CHECK(ls.exit_code == 0);
+  CHECK_THAT(ls.out, Catch::Contains("node-local, rank 1 of 2 here; " + elsewhere));
+  const CliResult info = run_process({GENESIS_TEST_BIN, "ckpt", "info", step8.string()});
+  CHECK_THAT(info.out, Catch::Contains("node-local") && Catch::Contains(elsewhere));
+  const CliResult verify = run_process({GENESIS_TEST_BIN, "ckpt", "verify", step8.string()});
+  INFO(verify.out << verify.err);
+  CHECK(verify.exit_code == 0);
+  CHECK_THAT(verify.out, Catch::StartsWith("ok: step-8 (node-local): 1 of 2 files here") &&
+                             Catch::Contains(elsewhere));
+  for (const std::string command : {"export", "reshard"}) {
+    const fs::path out = cwd[1] / (command + "-out");
+    std::vector<std::string> args = {GENESIS_TEST_BIN, "ckpt", command, step8.string(), "-o",
+                                     out.string()};
+    if (command == "reshard") args.insert(args.end(), {"--world-size", "1"});
+    const CliResult r = run_process(args);
+    INFO(command << ": " << r.err);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains("cannot " + command + " '" + step8.string() +
+                                      "': it is not whole here") &&
+                          Catch::Contains(elsewhere) &&
+                          Catch::Contains("copy the other nodes' rank files into it"));
+    CHECK_FALSE(fs::exists(out));
+  }
+  // The other host's file copied in: whole, and export reads it.
+  const fs::path whole = cwd[1] / "whole-step-8";
+  fs::copy(step8, whole, fs::copy_options::recursive);
+  fs::copy_file(cwd[0] / "runs" / "two" / "checkpoints" / "step-8" / "rank-00000.safetensors",
+                whole / "rank-00000.safetensors");
+  const CliResult verified = run_process({GENESIS_TEST_BIN, "ckpt", "verify", whole.string()});
+  CHECK_THAT(verified.out, Catch::StartsWith("ok: whole-step-8: 2 files"));
+  CHECK(run_process({GENESIS_TEST_BIN, "ckpt", "export", whole.string(), "-o",
+                     (cwd[1] / "model.safetensors").string()})
+            .exit_code == 0);
+}
+
+}  // namespace
+
 TEST_CASE("node-local checkpoints on two hosts: save, stop, resume auto, same result",
           "[launch][multihost][ckpt][resume]") {
   auto hosts = hosts_or_skip();
@@ -148,6 +196,8 @@ TEST_CASE("node-local checkpoints on two hosts: save, stop, resume auto, same re
     CHECK(manifest["info"]["node_local"][1]["host"] == "host1");
     CHECK(read_bytes(a[host] / "runs" / "two" / "checkpoints" / "latest") == "step-8\n");
   }
+
+  check_ckpt_tools_on_one_host(a);
 
   // What a job stopped after step 8 was committed on host 0 only leaves: host 1 lacks step-8,
   // so step 4 is the newest both hosts hold.

@@ -13,58 +13,16 @@
 #include "genesis/data/text_tokenizer.hpp"
 #include "support/cli_run.hpp"
 #include "support/environment_skip.hpp"
-#include "tokenizer/pre_tokenizers.hpp"
+#include "support/hf_test_model.hpp"
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using namespace genesis;
 
-namespace {
-
-constexpr std::int64_t kBos = 300, kEot = 301;
-
-// A byte-level BPE over GPT-2's 256 byte characters (ids 0..255) with two merges, a BOS the
-// post-processor adds and an end-of-turn token tokenizer_config.json names as eos_token.
-void write_tokenizer(const fs::path& dir) {
-  Json vocab = Json::object();
-  const auto& chars = tokenizer::byte_level_chars();
-  for (int b = 0; b < 256; ++b) vocab[chars[b]] = b;
-  vocab["re"] = 256;
-  vocab[chars[' '] + "a"] = 257;
-  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                           {"trim_offsets", false}, {"use_regex", true}};
-  const Json file = {
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"r e", chars[' '] + " a"}}}},
-      {"added_tokens",
-       {{{"id", kBos}, {"content", "<|bos|>"}, {"special", true}, {"normalized", false}},
-        {{"id", kEot}, {"content", "<|eot|>"}, {"special", true}, {"normalized", false}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level},
-      {"post_processor",
-       {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
-                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"special_tokens", {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {kBos}},
-                                         {"tokens", {"<|bos|>"}}}}}}}},
-      {"decoder", byte_level}};
-  std::ofstream(dir / "tokenizer.json") << file.dump();
-  std::ofstream(dir / "tokenizer_config.json")
-      << Json{{"bos_token", "<|bos|>"}, {"eos_token", "<|eot|>"}}.dump();
-}
-
-// A small random Llama in Hugging Face's layout (the reference implementation's own maker) with
-// the tokenizer above; false where PyTorch is missing.
-bool make_llama(const fs::path& model) {
-  const testing::CliResult made = testing::run_process(
-      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
-       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
-  if (made.exit_code == 3) return false;
-  REQUIRE(made.exit_code == 0);
-  write_tokenizer(model);
-  return true;
-}
-
-}  // namespace
+using testing::kBos;
+using testing::kEot;
+using testing::make_llama;
+using testing::write_tokenizer;
 
 TEST_CASE("SFT rows through a Hugging Face tokenizer: its BOS, its ids, its eos_token") {
   testing::TempDir dir;

@@ -5,6 +5,7 @@
 
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/checksum.hpp"
+#include "genesis/ckpt/holding.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis::ckpt {
@@ -30,7 +31,12 @@ const SafetensorsFile& Checkpoint::file(const std::string& name) const {
                                   [&](const FileEntry& f) { return f.name == name; });
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
-  GENESIS_CHECK(!ec, IoError, "checkpoint file '" + path.string() + "' is missing: " + ec.message());
+  if (ec) {
+    const Holding holding = holding_of(dir_, manifest_);
+    throw IoError("checkpoint file '" + path.string() + "' is missing: " + ec.message() +
+                  (holding.node_local ? " (a node-local checkpoint: " + holding.describe() + ")"
+                                      : ""));
+  }
   GENESIS_CHECK(entry == manifest_.files.end() || static_cast<std::int64_t>(size) == entry->bytes,
                 IoError,
                 "checkpoint file '" + path.string() + "' has " + std::to_string(size) +
@@ -59,15 +65,18 @@ const Tensor& Checkpoint::piece(const ShardRef& ref) const {
   return verified_.emplace(id, t).first->second;
 }
 
-void Checkpoint::verify() const {
-  for (const FileEntry& f : manifest_.files) file(f.name);
+void Checkpoint::verify(const std::function<bool(const std::string& file)>& include) const {
+  const auto wanted = [&](const std::string& f) { return !include || include(f); };
+  for (const FileEntry& f : manifest_.files)
+    if (wanted(f.name)) file(f.name);
   for (const auto& [name, entry] : manifest_.tensors) {
     const DType dtype = dtype_from_name(entry.dtype, "tensor \"" + name + "\"");
     for (const ShardRef& ref : entry.shards)
-      GENESIS_CHECK(piece(ref).dtype() == dtype, IoError,
-                    "checkpoint file '" + (dir_ / ref.file).string() + "': tensor '" + ref.key +
-                        "' is " + safetensors_dtype_name(piece(ref).dtype()) +
-                        ", the manifest says " + entry.dtype);
+      if (wanted(ref.file))
+        GENESIS_CHECK(piece(ref).dtype() == dtype, IoError,
+                      "checkpoint file '" + (dir_ / ref.file).string() + "': tensor '" + ref.key +
+                          "' is " + safetensors_dtype_name(piece(ref).dtype()) +
+                          ", the manifest says " + entry.dtype);
   }
 }
 

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
+#include "genesis/ckpt/holding.hpp"
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 
@@ -19,6 +21,16 @@ using nlohmann::json;
 std::optional<double> loss_of(const Manifest& m) {
   if (m.info.contains("loss") && m.info["loss"].is_number()) return m.info["loss"].get<double>();
   return std::nullopt;
+}
+
+// What of a checkpoint is here, for --json: the ranks present and where the others are.
+json holding_json(const Holding& h) {
+  json away = json::array();
+  for (const Holding::Away& a : h.away)
+    away.push_back({{"rank", a.rank}, {"file", a.file},
+                    {"node", a.node >= 0 ? json(a.node) : json(nullptr)},
+                    {"host", a.host.empty() ? json(nullptr) : json(a.host)}});
+  return {{"node_local", h.node_local}, {"here", h.here}, {"away", away}};
 }
 
 std::string format_loss(const std::optional<double>& loss) {
@@ -147,8 +159,13 @@ void write_run_listing(std::ostream& out, const RunListing& listing) {
         continue;
       }
       const Manifest& m = *r.manifest;
+      const Holding holding = holding_of(r.dir, m);
+      std::string note = mark;
+      if (holding.node_local || !holding.whole())
+        note += std::string(note.empty() ? "" : "; ") + (holding.node_local ? "node-local, " : "") +
+                holding.describe();
       rows.push_back({std::to_string(r.step), m.created, size_text(m.total_bytes()),
-                      std::to_string(m.world_size), m.strategy, format_loss(loss_of(m)), mark});
+                      std::to_string(m.world_size), m.strategy, format_loss(loss_of(m)), note});
     }
     write_table(out, rows, "  ", {true, false, true, true, false, true, false});
   }
@@ -168,7 +185,8 @@ nlohmann::json run_listing_json(const RunListing& listing) {
       const Manifest& m = *r.manifest;
       const auto loss = loss_of(m);
       row.update({{"created", m.created}, {"bytes", m.total_bytes()}, {"world_size", m.world_size},
-                  {"strategy", m.strategy}, {"loss", loss ? json(*loss) : json(nullptr)}});
+                  {"strategy", m.strategy}, {"loss", loss ? json(*loss) : json(nullptr)},
+                  {"holding", holding_json(holding_of(r.dir, m))}});
     } else {
       row["error"] = r.error;
     }
@@ -225,6 +243,9 @@ void write_checkpoint_info(std::ostream& out, const fs::path& dir, const Manifes
   if (const auto loss = loss_of(m)) head.push_back({"loss", format_loss(loss)});
   head.push_back({"size", size_text(m.total_bytes()) + " in " + std::to_string(m.files.size()) +
                               " files, " + std::to_string(m.tensors.size()) + " tensors"});
+  const Holding holding = holding_of(dir, m);
+  if (holding.node_local || !holding.whole())
+    head.push_back({holding.node_local ? "node-local" : "missing", holding.describe()});
   write_table(out, head, "");
   out << "files\n";
   std::vector<std::vector<std::string>> files;
@@ -253,20 +274,33 @@ nlohmann::json checkpoint_info_json(const fs::path& dir, const Manifest& m) {
                        {"sharding", describe_sharding(entry, m)}, {"pieces", pieces}});
   }
   const std::string name = run_name_of(m);
-  return {{"path", dir.string()}, {"step", m.step}, {"world_size", m.world_size},
-          {"strategy", m.strategy}, {"created", m.created},
-          {"run_name", name.empty() ? json(nullptr) : json(name)}, {"bytes", m.total_bytes()},
-          {"info", m.info}, {"files", files}, {"tensors", tensors}};
+  json out = {{"path", dir.string()}, {"step", m.step}, {"world_size", m.world_size},
+              {"strategy", m.strategy}, {"created", m.created},
+              {"run_name", name.empty() ? json(nullptr) : json(name)}, {"bytes", m.total_bytes()},
+              {"info", m.info}, {"files", files}, {"tensors", tensors}};
+  out["holding"] = holding_json(holding_of(dir, m));
+  return out;
 }
 
 std::string verify_checkpoint(const Checkpoint& checkpoint) {
-  checkpoint.verify();
   const Manifest& m = checkpoint.manifest();
   fs::path dir = checkpoint.dir().lexically_normal();
   if (!dir.has_filename()) dir = dir.parent_path();  // "step-40/"
-  return "ok: " + dir.filename().string() + ": " + std::to_string(m.files.size()) +
-         " files, " + std::to_string(m.tensors.size()) + " tensors, " +
-         size_text(m.total_bytes()) + ", every checksum matches";
+  const Holding holding = holding_of(checkpoint.dir(), m);
+  if (holding.whole() || !holding.node_local) {  // a missing file of a shared one is damage
+    checkpoint.verify();
+    return "ok: " + dir.filename().string() + ": " + std::to_string(m.files.size()) +
+           " files, " + std::to_string(m.tensors.size()) + " tensors, " +
+           size_text(m.total_bytes()) + ", every checksum matches";
+  }
+  std::set<std::string> away;
+  for (const Holding::Away& a : holding.away) away.insert(a.file);
+  checkpoint.verify([&](const std::string& file) { return away.count(file) == 0; });
+  std::int64_t bytes = 0;
+  for (const FileEntry& f : m.files) bytes += away.count(f.name) ? 0 : f.bytes;
+  return "ok: " + dir.filename().string() + " (node-local): " + std::to_string(holding.here.size()) +
+         " of " + std::to_string(m.files.size()) + " files here, " + size_text(bytes) +
+         ", every checksum of them matches; " + holding.describe();
 }
 
 }  // namespace genesis::ckpt

@@ -15,6 +15,7 @@
 #include "deepspeed_config.hpp"
 #include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/preset_paths.hpp"
 
 namespace genesis {
 namespace fs = std::filesystem;
@@ -137,6 +138,14 @@ std::vector<fs::path> preset_dirs() {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) dirs.push_back((exe.parent_path() / ".." / "share" / "genesis" / "presets").lexically_normal());
   return dirs;
+}
+
+std::filesystem::path find_beside_presets(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (path.is_absolute() || fs::exists(path, ec)) return path;
+  for (const auto& dir : preset_dirs())
+    if (fs::exists(dir / path, ec)) return dir / path;
+  return path;
 }
 
 std::vector<std::string> list_presets() {

@@ -66,7 +66,8 @@ std::vector<ConfigKey> data_keys() {
   return {
     {"data.source",
      "dataset: synthetic:classification (mlp) | synthetic:tokens | tasks:reverse,sort,... | "
-     "jsonl:FILE | json:FILE (gpt; the last three are text data in TRL's formats)",
+     "chat:reverse,sort,... (the tasks over words, as conversations) | pairs:reverse,... | "
+     "jsonl:FILE | json:FILE (text data in TRL's formats)",
      [](Config& c) -> Field { return &c.data.source; }, Rule::non_empty},
     {"data.num_samples", "examples (classification) or sequences (tokens) generated",
      [](Config& c) -> Field { return &c.data.num_samples; }, Rule::positive},
@@ -396,13 +397,14 @@ std::vector<ConfigKey> ppo_keys() {
 std::vector<ConfigKey> reward_keys() {
   return {
     {"reward.functions",
-     "online algorithms: built-in rewards as \"name:weight\", summed: exact (the task's answer "
-     "and end-of-text), chars (the share of positions that match the answer: partial credit), "
-     "format (ends at end-of-text, printable text only)",
+     "online algorithms: built-in rewards as \"name:weight\", summed: exact (the expected "
+     "answer and its end token), chars (the share of positions that match the answer: partial "
+     "credit), format (ends at an end token, printable text only)",
      [](Config& c) -> Field { return &c.reward.functions; }},
     {"reward.command",
-     "online algorithms: a program (sh -c) reading JSONL {\"prompt\", \"completion\"} lines on "
-     "stdin and printing one number per line, added to the functions' rewards",
+     "online algorithms: a program (sh -c) reading JSONL {\"prompt\", \"completion\", \"row\"} "
+     "lines on stdin (row: the data file's row, every key) and printing one number per line, "
+     "added to the functions' rewards",
      [](Config& c) -> Field { return &c.reward.command; }},
     {"reward.timeout_s", "online algorithms: seconds reward.command may take for one micro-batch",
      [](Config& c) -> Field { return &c.reward.timeout_s; }, Rule::positive},

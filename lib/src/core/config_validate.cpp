@@ -23,6 +23,12 @@ bool data_file_source(const std::string& source) {
   return source.rfind("jsonl:", 0) == 0 || source.rfind("json:", 0) == 0;
 }
 
+// Examples with prompts and answers: the built-in tasks ("tasks:", "chat:") or a data file.
+bool example_source(const std::string& source) {
+  return source.rfind("tasks:", 0) == 0 || source.rfind("chat:", 0) == 0 ||
+         data_file_source(source);
+}
+
 // What training.algorithm needs of the model and data: rm, a gpt with a value head on
 // preference pairs; dpo, the language-model head on preference pairs, from a trained model;
 // sft, the language-model head on anything but pairs.
@@ -64,10 +70,8 @@ void validate_algorithm(const Config& config, const Origins& origins, bool pairs
   }
 }
 
-// grpo: a gpt's language-model head on SFT examples (their prompts, and their answers for the
-// exact reward), from a trained model, with groups of two or more and the rewards built so far.
-// What GRPO and PPO share: a gpt's language-model head sampling answers to SFT prompts, from a
-// policy that already answers some, with a reward to learn from.
+// What GRPO and PPO share: a language-model head sampling answers to prompts (with or without
+// expected answers), from a policy that already answers some, with a reward to learn from.
 void validate_online(const Config& config, const Origins& origins) {
   const auto at = [&](const char* key) {
     return key_at(origin_of(origins, key, "training.algorithm"), key);
@@ -78,10 +82,10 @@ void validate_online(const Config& config, const Origins& origins) {
     throw ConfigError(at("model.head") + ": " + name + " samples from a gpt's language-model "
                       "head: set model.kind = \"gpt\" and model.head = \"lm\"");
   const std::string& source = config.data.source;
-  if (source.rfind("tasks:", 0) != 0 && !data_file_source(source))
+  if (!example_source(source))
     throw ConfigError(at("data.source") + " = \"" + source + "\": " + name + " samples answers "
                       "to prompts: \"tasks:reverse,sort\" (generated) or \"jsonl:FILE\" "
-                      "({\"prompt\", \"response\"} per line)");
+                      "({\"prompt\"} per line, with any other keys the rewards read)");
   if (config.model.init_from.empty())
     throw ConfigError(at("model.init_from") + " is empty: " + name + " improves a policy that "
                       "already answers some prompts: set model.init_from to a run, e.g. "
@@ -141,9 +145,10 @@ void validate_packing(const Config& config, const Origins& origins) {
                        std::string(to_string(algorithm)) +
                        ": it packs SFT examples for the sft objective only");
   const std::string& source = config.data.source;
-  if (source.rfind("tasks:", 0) != 0 && source.rfind("jsonl:", 0) != 0)
-    throw NotSupported(at + " = true packs SFT text examples (data.source = \"tasks:...\" or "
-                       "\"jsonl:FILE\"); data.source = \"" + source + "\" has none");
+  if (!example_source(source))
+    throw NotSupported(at + " = true packs SFT text examples (data.source = \"tasks:...\", "
+                       "\"chat:...\" or \"jsonl:FILE\"); data.source = \"" + source +
+                       "\" has none");
 }
 
 void validate_report_to(const Config& config, const Origins& origins) {
@@ -192,7 +197,7 @@ void validate_config(const Config& config, const Origins& origins) {
   const std::string& source = config.data.source;
   const Location where = origin_of(origins, "data.source", "model.kind");
   const bool pairs = source.rfind("pairs:", 0) == 0;
-  const bool sft = source.rfind("tasks:", 0) == 0 || data_file_source(source) || pairs;
+  const bool sft = example_source(source) || pairs;
   const bool tokens = m.kind == "gpt" || m.kind == "hf";
   const bool fits = tokens ? source == "synthetic:tokens" || sft
                            : source == "synthetic:classification";
@@ -200,6 +205,7 @@ void validate_config(const Config& config, const Origins& origins) {
     throw ConfigError(key_at(where, "data.source") + " = \"" + source + "\" does not fit model.kind = \"" +
                       m.kind + "\" (use " +
                       (tokens ? "\"synthetic:tokens\", \"tasks:reverse,sort,copy,upper,add\", "
+                                         "\"chat:reverse,sort,copy,upper,add\", "
                                          "\"pairs:reverse,sort,copy,upper,add\", \"jsonl:FILE\" or \"json:FILE\""
                                        : "\"synthetic:classification\"") +
                       ")");

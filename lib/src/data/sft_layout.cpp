@@ -149,7 +149,22 @@ ExampleTokens tokenize_example(const ExampleText& t, const TextTokenizer& tokeni
   return out;
 }
 
+namespace {
+
+// A prompt without an answer, as generation reads it: a conversation rendered with its
+// generation prompt.
+std::vector<std::int64_t> prompt_alone(const SftExample& e, const TextTokenizer& tokenizer) {
+  if (e.form != ExampleForm::conversation) return tokenizer.encode_prompt(e.prompt);
+  GENESIS_CHECK(e.messages != nullptr, InvalidArgument, name_of(e) + " holds no messages");
+  const std::string text = render(e, tokenizer, *e.messages, true).text;
+  return tokenizer.chat_holds_special_tokens() ? tokenizer.encode_continuation(text)
+                                               : tokenizer.encode_prompt(text);
+}
+
+}  // namespace
+
 PromptAnswer prompt_and_answer(const SftExample& e, const TextTokenizer& tokenizer) {
+  if (!has_answer(e)) return {.prompt = prompt_alone(e, tokenizer), .answer = {}};
   const ExampleTokens t = tokenize_example(example_text(e, tokenizer, {}), tokenizer);
   std::size_t end = t.ids.size();
   while (end > 0 && t.trained[end - 1] == 0) --end;

@@ -66,7 +66,68 @@ SftExample sft_example(const Json& row, const std::string& where) {
   }
 }
 
+constexpr const char* kPromptExpected =
+    "{\"prompt\"} (prompt-only: its other keys reach the rewards), {\"prompt\", "
+    "\"completion\"}, {\"prompt\", \"response\"} or {\"messages\"} for grpo and ppo";
+
+// TRL's prompt-only type, or a conversation without an answer: the prompt alone.
+SftExample prompt_only(const Json& prompt, const std::string& where, const char* key) {
+  if (!prompt.is_string()) {
+    rows::check_messages(prompt, where, key);
+    SftExample e;
+    e.form = ExampleForm::conversation;
+    e.prompt = rows::prompt_lines(prompt, prompt.size(), true);
+    e.prompt_messages = prompt.size();
+    e.messages = std::make_shared<const Json>(prompt);
+    return e;
+  }
+  SftExample e{prompt.get<std::string>(), ""};
+  GENESIS_CHECK(!e.prompt.empty(), ConfigError, where + ": the prompt is empty");
+  return e;
+}
+
+SftExample prompt_example(const Json& row, const std::string& where) {
+  switch (rows::row_type(row)) {
+    case rows::RowType::prompt_only:
+      return prompt_only(row.at("prompt"), where, "prompt");
+    case rows::RowType::conversation: {
+      const Json& messages = row.at("messages");
+      rows::check_messages(messages, where, "messages");
+      if (messages.back().at("role") != "assistant") return prompt_only(messages, where, "messages");
+      return conversation(messages, 0, where);
+    }
+    case rows::RowType::prompt_completion:
+      return prompt_completion(row, where);
+    default:
+      rows::refuse_row(row, where, kPromptExpected);
+  }
+}
+
 }  // namespace
+
+bool has_answer(const SftExample& e) {
+  switch (e.form) {
+    case ExampleForm::text:
+      return true;
+    case ExampleForm::conversation:
+      return e.messages != nullptr && e.prompt_messages < e.messages->size();
+    case ExampleForm::prompt_completion:
+      break;
+  }
+  return !e.response.empty();
+}
+
+std::vector<SftExample> read_prompt_examples(const std::filesystem::path& path, RowFile format) {
+  std::vector<SftExample> examples;
+  rows::for_each_row(path, format, "prompt data", [&](const Json& row, const std::string& where) {
+    examples.push_back(prompt_example(row, where));
+    examples.back().origin = where;
+    examples.back().row = std::make_shared<const Json>(row);
+  });
+  GENESIS_CHECK(!examples.empty(), ConfigError,
+                "the prompt data file '" + path.string() + "' holds no prompts");
+  return examples;
+}
 
 std::vector<SftExample> read_sft_examples(const std::filesystem::path& path, RowFile format) {
   std::vector<SftExample> examples;

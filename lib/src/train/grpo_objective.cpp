@@ -78,15 +78,18 @@ GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& re
 }
 
 
-GrpoObjective::GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
+GrpoObjective::GrpoObjective(OnlineData data, GrpoConfig options,
                              const RewardConfig& reward, std::uint64_t seed,
                              std::int64_t block_size, ModelChoice model)
-    : prompts_(std::move(prompts)),
+    : data_(std::move(data)),
       options_(options),
       rewards_(reward),
       model_(std::move(model)),
       seed_(seed),
-      block_size_(block_size) {}
+      block_size_(block_size) {
+  rewards_.read_with(data_.tokenizer, data_.stops);
+  rewards_.check_answers(*data_.train);
+}
 
 std::int64_t GrpoObjective::completion_limit() const {
   return options_.max_completion_length > 0 ? options_.max_completion_length : block_size_;
@@ -107,7 +110,7 @@ double GrpoObjective::count_items(const data::TensorDataset& rows) const {
 GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, std::int64_t step,
                                              const ObjectiveContext& ctx) {
   const std::int64_t G = options_.num_generations;
-  const PromptSet set = prompts_of(rows, G);
+  const PromptSet set = prompts_of(rows, *data_.train, G);
   auto* gpt = dynamic_cast<nn::CausalLM*>(&ctx.strategy.module());
   GENESIS_CHECK(gpt != nullptr, InvalidArgument, "grpo samples from a causal language model");
   ctx.strategy.gather_full_parameters();
@@ -116,7 +119,7 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
       .temperature = options_.temperature,
       .top_p = options_.top_p,
       .top_k = options_.top_k,
-      .stop_token = data::ByteTokenizer::kEndOfText};
+      .stop_tokens = data_.stops};
   const Sampled sampled = sample_completions(*gpt, set.prompts, G, sampling, seed_, step);
   Rollout out;
   out.sums["sampling_s"] = sampled.seconds;
@@ -134,7 +137,8 @@ GrpoObjective::Rollout GrpoObjective::sample(const data::TensorDataset& rows, st
   out.sums["group_std_sum"] = std_sum;
   out.sums["zero_std_groups"] = zero_std;
   out.sums["sampled_tokens"] = out.sums["completion_tokens"];
-  out.rows = completion_rows(set.prompts, sampled.completions, block_size_);
+  out.rows = completion_rows(set.prompts, sampled.completions, block_size_,
+                             data_.tokenizer->pad());
   return out;
 }
 
@@ -253,7 +257,7 @@ std::vector<WindowMetric> GrpoObjective::window_metrics() const {
 
 Evaluation GrpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   Evaluation result;
-  add_exact_match(ctx, prompts_, budget, result, rewards_.scorer());
+  add_exact_match(ctx, data_.eval, budget, result, rewards_.scorer(), completion_limit());
   return result;
 }
 

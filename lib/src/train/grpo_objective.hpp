@@ -49,9 +49,9 @@ GrpoTerms grpo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& re
 
 class GrpoObjective : public Objective {
  public:
-  // prompts: held-out examples that evaluation completes greedily (exact match).
+  // data: the prompts its rows index, and the held-out ones evaluation completes greedily.
   // ConfigError for a bad reward.functions entry.
-  GrpoObjective(std::vector<data::SftExample> prompts, GrpoConfig options,
+  GrpoObjective(OnlineData data, GrpoConfig options,
                 const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size,
                 ModelChoice model);
 
@@ -81,7 +81,7 @@ class GrpoObjective : public Objective {
   // Tokens a completion may have: max_completion_length, or up to block_size.
   std::int64_t completion_limit() const;
 
-  std::vector<data::SftExample> prompts_;
+  OnlineData data_;
   GrpoConfig options_;
   RewardSources rewards_;
   ModelChoice model_;  // the policy's, whose shape a reward.model has

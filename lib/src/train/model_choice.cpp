@@ -3,6 +3,7 @@
 
 #include "genesis/ckpt/hf_weights.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/preset_paths.hpp"
 #include "genesis/nn/gpt.hpp"
 #include "genesis/nn/hf_models.hpp"
 
@@ -45,7 +46,7 @@ ModelChoice::ModelChoice(const ModelConfig& model, const std::string& key_name) 
   const std::string value = fresh ? model.config : model.init_from;
   fs::path file;
   if (fresh) {
-    file = fs::path(value);
+    file = find_beside_presets(value);  // a preset's model directory ships beside it
     if (fs::is_directory(file)) file /= "config.json";
     GENESIS_CHECK(fs::is_regular_file(file), ConfigError,
                   key + " = \"" + value + "\": there is no such config.json");

@@ -76,6 +76,9 @@ struct ObjectiveContext {
   // The tokenizer of the run's text (data.tokenizer): what generation stops at and how a
   // completion reads; null for a run without text.
   const data::TextTokenizer* tokenizer = nullptr;
+  // The ids generation stops at: the tokenizer's (EOS, the template's end of turn) and a
+  // Hugging Face model's EOS ids; empty: the tokenizer's.
+  std::vector<std::int64_t> stop_ids{};
 };
 
 // What an objective may use once before the first step: the run's training rows (to which it

@@ -88,16 +88,19 @@ PpoTerms ppo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& vpre
   return terms;
 }
 
-PpoObjective::PpoObjective(std::vector<data::SftExample> prompts, PpoConfig options,
+PpoObjective::PpoObjective(OnlineData data, PpoConfig options,
                            const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size,
                            ModelChoice model)
-    : prompts_(std::move(prompts)),
+    : data_(std::move(data)),
       options_(options),
       rewards_(reward),
       model_(std::move(model)),
       kl_coef_(options.kl_coef),
       seed_(seed),
-      block_size_(block_size) {}
+      block_size_(block_size) {
+  rewards_.read_with(data_.tokenizer, data_.stops);
+  rewards_.check_answers(*data_.train);
+}
 
 std::int64_t PpoObjective::completion_limit() const {
   return options_.max_completion_length > 0 ? options_.max_completion_length : block_size_;
@@ -120,16 +123,17 @@ PpoObjective::Rollout PpoObjective::sample(const data::TensorDataset& rows, std:
                                            const ObjectiveContext& ctx) {
   nn::CausalLM& gpt = policy_of(ctx.strategy);
   GENESIS_CHECK(reference_ != nullptr, InvalidArgument, "ppo needs its reference model");
-  const PromptSet set = prompts_of(rows, 1);
+  const PromptSet set = prompts_of(rows, *data_.train, 1);
   ctx.strategy.gather_full_parameters();
   const nn::SamplingOptions sampling{.max_new_tokens = completion_limit(),
                                      .temperature = options_.temperature,
-                                     .stop_token = data::ByteTokenizer::kEndOfText};
+                                     .stop_tokens = data_.stops};
   const Sampled sampled = sample_completions(gpt, set.prompts, 1, sampling, seed_, step);
   Rollout out;
   out.sums["sampling_s"] = sampled.seconds;
   const std::vector<double> scores = rewards_.score(set, sampled.completions, out.sums);
-  out.rows = completion_rows(set.prompts, sampled.completions, block_size_);
+  out.rows = completion_rows(set.prompts, sampled.completions, block_size_,
+                             data_.tokenizer->pad());
 
   // The policy's log-probabilities and values of its own completions and the reference's
   // log-probabilities, without dropout and without a graph.
@@ -345,7 +349,7 @@ std::vector<WindowMetric> PpoObjective::window_metrics() const {
 
 Evaluation PpoObjective::evaluate(const ObjectiveContext& ctx, const EvalBudget& budget) {
   Evaluation result;
-  add_exact_match(ctx, prompts_, budget, result, rewards_.scorer());
+  add_exact_match(ctx, data_.eval, budget, result, rewards_.scorer(), completion_limit());
   return result;
 }
 

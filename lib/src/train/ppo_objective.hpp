@@ -47,8 +47,8 @@ PpoTerms ppo_loss(const Tensor& logp, const Tensor& old_logp, const Tensor& vpre
 
 class PpoObjective : public Objective {
  public:
-  // prompts: held-out examples that evaluation completes greedily (exact match).
-  PpoObjective(std::vector<data::SftExample> prompts, PpoConfig options,
+  // data: the prompts its rows index, and the held-out ones evaluation completes greedily.
+  PpoObjective(OnlineData data, PpoConfig options,
                const RewardConfig& reward, std::uint64_t seed, std::int64_t block_size,
                ModelChoice model);
 
@@ -77,7 +77,7 @@ class PpoObjective : public Objective {
   // Steps one rollout serves.
   std::int64_t steps_per_rollout() const { return options_.num_ppo_epochs * options_.num_mini_batches; }
 
-  std::vector<data::SftExample> prompts_;
+  OnlineData data_;
   PpoConfig options_;
   RewardSources rewards_;
   ModelChoice model_;  // the policy's, whose shape a reward.model has

@@ -88,8 +88,9 @@ std::vector<double> run_reward_command(const std::string& command,
   std::string input;
   std::vector<std::string> lines;
   for (const ScoredText& item : items) {
-    lines.push_back(nlohmann::json{{"prompt", item.prompt}, {"completion", item.completion}}.dump(
-        -1, ' ', false, nlohmann::json::error_handler_t::replace));
+    nlohmann::ordered_json line{{"prompt", item.prompt}, {"completion", item.completion}};
+    if (item.row) line["row"] = *item.row;
+    lines.push_back(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     input += lines.back() + "\n";
   }
   const Output o = run(command, input, timeout_s);

@@ -6,7 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "genesis/data/text_tokenizer.hpp"
+#include "genesis/data/tokenizer.hpp"
+
 namespace genesis::train {
+
+// How the rewards read a completion: the ids that end one (its last token when it ended), and
+// the tokenizer that gives its text. The byte tokenizer's by default.
+struct CompletionReading {
+  std::vector<std::int64_t> stops{data::ByteTokenizer::kEndOfText};
+  const data::TextTokenizer* tokenizer = nullptr;  // null: the tokens are bytes
+  bool stopped(const std::vector<std::int64_t>& completion) const;
+};
 
 struct RewardFunction {
   std::string name;  // "exact", "chars", "format"
@@ -23,13 +34,18 @@ struct Rewards {
   double total = 0;
 };
 
-// exact: 1 when `completion` is `answer` (the expected tokens, end-of-text included), else 0.
+// exact: 1 when `completion` is `answer` (the expected tokens, its stop id included), else 0.
 // chars: the share of positions where completion and answer hold the same token, over the longer
 // one's length (partial credit: 1 only for the answer, 0.75 for "124" + end-of-text against "123").
-// format: 1 when the completion ends with end-of-text and every token before it is printable
-// text (a byte from ' ' to '~', or a newline), else 0.
+// format: 1 when the completion ends with a stop id and its text before it is printable: bytes
+// from ' ' to '~' or a newline, or with a tokenizer, whole UTF-8 characters (no U+FFFD) without
+// control characters but newlines and tabs; else 0.
 Rewards score_completion(const std::vector<RewardFunction>& functions,
                          const std::vector<std::int64_t>& completion,
-                         const std::vector<std::int64_t>& answer);
+                         const std::vector<std::int64_t>& answer,
+                         const CompletionReading& reading = {});
+
+// Whether any of `functions` compares a completion with an expected answer (exact, chars).
+bool needs_answers(const std::vector<RewardFunction>& functions);
 
 }  // namespace genesis::train

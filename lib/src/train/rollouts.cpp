@@ -7,45 +7,13 @@
 #include "genesis/core/error.hpp"
 #include "genesis/data/sft.hpp"
 #include "genesis/data/tokenizer.hpp"
+#include "genesis/nn/hf_config.hpp"
 #include "genesis/tensor/random.hpp"
 #include "progress.hpp"
 #include "reward_command.hpp"
 #include "sft_eval.hpp"
 
 namespace genesis::train {
-
-namespace {
-
-// A row of SFT data as prompt and expected answer: the prompt runs up to the first scored
-// position (whose input is the prompt's last token), the answer is the scored targets.
-void split_row(const std::int64_t* inputs, const std::int64_t* targets, std::int64_t T,
-               Tokens& prompt, Tokens& answer) {
-  std::int64_t first = 0;
-  while (first < T && targets[first] == data::kIgnoreIndex) ++first;
-  prompt.assign(inputs, inputs + std::min(first + 1, T));
-  answer.clear();
-  for (std::int64_t t = first; t < T && targets[t] != data::kIgnoreIndex; ++t)
-    answer.push_back(targets[t]);
-}
-
-}  // namespace
-
-PromptSet prompts_of(const data::TensorDataset& rows, std::int64_t copies) {
-  const Tensor inputs = rows.inputs.to(Device::cpu()).contiguous();
-  const Tensor targets = rows.targets.to(Device::cpu()).contiguous();
-  const std::int64_t R = inputs.size(0), T = inputs.size(1);
-  PromptSet set;
-  for (std::int64_t r = 0; r < R; ++r) {
-    Tokens prompt, answer;
-    split_row(inputs.data<std::int64_t>() + r * T, targets.data<std::int64_t>() + r * T, T, prompt,
-              answer);
-    for (std::int64_t g = 0; g < copies; ++g) {
-      set.prompts.push_back(prompt);
-      set.answers.push_back(answer);
-    }
-  }
-  return set;
-}
 
 Sampled sample_completions(nn::CausalLM& gpt, const std::vector<Tokens>& prompts, std::int64_t copies,
                            const nn::SamplingOptions& options, std::uint64_t seed,
@@ -67,9 +35,9 @@ Sampled sample_completions(nn::CausalLM& gpt, const std::vector<Tokens>& prompts
 
 data::TensorDataset completion_rows(const std::vector<Tokens>& prompts,
                                     const std::vector<Tokens>& completions,
-                                    std::int64_t block_size) {
+                                    std::int64_t block_size, std::int64_t pad) {
   const auto n = static_cast<std::int64_t>(completions.size());
-  std::vector<std::int64_t> in(static_cast<std::size_t>(n * block_size), data::ByteTokenizer::kPad);
+  std::vector<std::int64_t> in(static_cast<std::size_t>(n * block_size), pad);
   std::vector<std::int64_t> tg(static_cast<std::size_t>(n * block_size), data::kIgnoreIndex);
   for (std::int64_t i = 0; i < n; ++i) {
     Tokens seq = prompts[i];
@@ -114,6 +82,37 @@ RewardSources::RewardSources(const RewardConfig& config)
       timeout_s_(config.timeout_s),
       model_path_(config.model) {}
 
+std::vector<std::int64_t> generation_stops(const data::TextTokenizer& tokenizer,
+                                         const ModelChoice& model) {
+  std::vector<std::int64_t> stops = tokenizer.stop_ids();
+  if (model.hf() && !model.hf_dir().empty())
+    for (const std::int64_t id : nn::hf_eos_token_ids(model.hf_dir(), *model.hf()))
+      if (std::find(stops.begin(), stops.end(), id) == stops.end()) stops.push_back(id);
+  return stops;
+}
+
+void RewardSources::read_with(std::shared_ptr<const data::TextTokenizer> tokenizer,
+                              std::vector<std::int64_t> stops) {
+  tokenizer_ = std::move(tokenizer);
+  reading_ = {.stops = std::move(stops), .tokenizer = tokenizer_.get()};
+}
+
+void RewardSources::check_answers(const std::vector<PromptItem>& items) const {
+  if (!needs_answers(functions_)) return;
+  for (const PromptItem& item : items)
+    GENESIS_CHECK(!item.answer.empty(), ConfigError,
+                  "reward.functions compares completions with an expected answer (exact, chars), "
+                  "but a prompt has none" +
+                      (item.row ? ": the row with keys " + [&] {
+                        std::string keys;
+                        for (const auto& [key, value] : item.row->items())
+                          keys += (keys.empty() ? "\"" : ", \"") + key + "\"";
+                        return keys;
+                      }() : std::string()) +
+                      " (give a \"completion\" or \"response\", or score with format, "
+                      "reward.command or reward.model)");
+}
+
 void RewardSources::load_model(const ModelChoice& policy, std::int64_t block_size, Device device) {
   if (!model_path_.empty())
     model_ = std::make_unique<RewardModel>(model_path_, policy, block_size, device);
@@ -124,10 +123,15 @@ std::vector<double> RewardSources::score(const PromptSet& set,
                                          WindowSums& sums) const {
   std::vector<double> commanded;
   if (!command_.empty()) {
+    const data::ByteTextTokenizer bytes;
+    const data::TextTokenizer& tokenizer = tokenizer_ ? *tokenizer_ : bytes;
     std::vector<ScoredText> items;
-    for (std::size_t i = 0; i < completions.size(); ++i)
-      items.push_back({completion_text(set.prompts[i], data::ByteTextTokenizer()),
-                       completion_text(completions[i], data::ByteTextTokenizer())});
+    for (std::size_t i = 0; i < completions.size(); ++i) {
+      Tokens completion = completions[i];
+      if (reading_.stopped(completion)) completion.pop_back();
+      items.push_back({tokenizer.decode(set.prompts[i]), tokenizer.decode(completion),
+                       set.rows.empty() ? nullptr : set.rows[i]});
+    }
     commanded = run_reward_command(command_, items, timeout_s_);
   }
   const std::vector<double> modelled =
@@ -136,13 +140,12 @@ std::vector<double> RewardSources::score(const PromptSet& set,
   std::vector<double> per_function(functions_.size());
   double tokens = 0, clipped = 0;
   for (std::size_t i = 0; i < completions.size(); ++i) {
-    const Rewards r = score_completion(functions_, completions[i], set.answers[i]);
+    const Rewards r = score_completion(functions_, completions[i], set.answers[i], reading_);
     totals.push_back(r.total + (commanded.empty() ? 0.0 : commanded[i]) +
                      (modelled.empty() ? 0.0 : modelled[i]));
     for (std::size_t f = 0; f < r.values.size(); ++f) per_function[f] += r.values[f];
     tokens += static_cast<double>(completions[i].size());
-    if (completions[i].empty() || completions[i].back() != data::ByteTokenizer::kEndOfText)
-      clipped += 1;
+    if (!reading_.stopped(completions[i])) clipped += 1;
   }
   sums["completion_tokens"] = tokens;
   sums["clipped_completions"] = clipped;
@@ -156,10 +159,9 @@ std::vector<double> RewardSources::score(const PromptSet& set,
 }
 
 CompletionScorer RewardSources::scorer() const {
-  return [this](const std::vector<Tokens>& prompts, const std::vector<Tokens>& answers,
-                const std::vector<Tokens>& completions) {
+  return [this](const PromptSet& set, const std::vector<Tokens>& completions) {
     WindowSums unused;
-    return score({prompts, answers}, completions, unused);
+    return score(set, completions, unused);
   };
 }
 

@@ -28,7 +28,8 @@ std::string completion_text(std::vector<std::int64_t> tokens, const data::TextTo
 GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::SftExample>& examples,
                                    const data::TextTokenizer& tokenizer, const Job& job,
                                    std::int64_t limit, std::size_t samples,
-                                   const CompletionScorer& score) {
+                                   const CompletionScorer& score, std::int64_t open_limit,
+                                   const std::vector<std::int64_t>& stops) {
   const bool training = model.is_training();
   model.eval();
   GenerationEval result;
@@ -37,7 +38,7 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
   // This rank's prompts, kGenerationBatch at a time, greedy.
   std::vector<std::int64_t> mine;
   for (std::int64_t i = job.rank(); i < n; i += job.world_size()) mine.push_back(i);
-  double hits = 0, rewards = 0;
+  double hits = 0, rewards = 0, answered = 0;
   // Each built-in task's hits and prompts, in the name order every rank shares.
   struct Count {
     double hits = 0, prompts = 0;
@@ -48,24 +49,29 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
   Generator unused;
   for (std::size_t first = 0; first < mine.size(); first += kGenerationBatch) {
     const std::size_t count = std::min(kGenerationBatch, mine.size() - first);
-    std::vector<std::vector<std::int64_t>> prompts, expected;
+    PromptSet set;
     std::vector<std::int64_t> limits;
     for (std::size_t k = 0; k < count; ++k) {
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
       data::PromptAnswer pa = data::prompt_and_answer(e, tokenizer);
-      prompts.push_back(std::move(pa.prompt));
-      expected.push_back(std::move(pa.answer));
-      limits.push_back(static_cast<std::int64_t>(expected.back().size()));
+      set.prompts.push_back(std::move(pa.prompt));
+      set.answers.push_back(std::move(pa.answer));
+      set.rows.push_back(e.row);
+      const auto expected = static_cast<std::int64_t>(set.answers.back().size());
+      limits.push_back(expected > 0 ? expected : open_limit);
     }
     std::vector<std::vector<std::int64_t>> generated = model.generate(
-        prompts, {.stop_token = tokenizer.end_of_text(), .stop_tokens = tokenizer.stop_ids()},
+        set.prompts,
+        {.stop_token = tokenizer.end_of_text(),
+         .stop_tokens = stops.empty() ? tokenizer.stop_ids() : stops},
         unused, limits);
     if (score)
-      for (double r : score(prompts, expected, generated)) rewards += r;
+      for (double r : score(set, generated)) rewards += r;
     for (std::size_t k = 0; k < count; ++k) {
       const data::SftExample& e = examples[static_cast<std::size_t>(mine[first + k])];
-      const bool hit = generated[k] == expected[k];
+      const bool hit = !set.answers[k].empty() && generated[k] == set.answers[k];
       hits += hit ? 1 : 0;
+      answered += set.answers[k].empty() ? 0 : 1;
       if (!e.task.empty()) {
         tasks[e.task].hits += hit ? 1 : 0;
         tasks[e.task].prompts += 1;
@@ -76,13 +82,14 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
     }
   }
   model.train(training);
-  std::vector<double> sums{hits, rewards};
+  std::vector<double> sums{hits, rewards, answered};
   for (const auto& [task, count] : tasks) sums.insert(sums.end(), {count.hits, count.prompts});
   job.sum(sums);
   result.prompts = n;
-  result.exact_match = n > 0 ? sums[0] / static_cast<double>(n) : 0.0;
+  result.answered = static_cast<std::int64_t>(sums[2]);
+  result.exact_match = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
   result.reward = n > 0 ? sums[1] / static_cast<double>(n) : 0.0;
-  std::size_t at = 2;
+  std::size_t at = 3;
   for (const auto& [task, count] : tasks) {
     const double scored = sums[at + 1];
     result.by_task.push_back({task, scored > 0 ? sums[at] / scored : 0.0,
@@ -94,17 +101,25 @@ GenerationEval evaluate_generation(nn::CausalLM& model, const std::vector<data::
 
 void add_exact_match(const ObjectiveContext& ctx, const std::vector<data::SftExample>& prompts,
                      const EvalBudget& budget, Evaluation& result,
-                     const CompletionScorer& score) {
+                     const CompletionScorer& score, std::int64_t open_limit) {
   auto* gpt = dynamic_cast<nn::CausalLM*>(&ctx.strategy.module());
   if (prompts.empty() || gpt == nullptr) return;
   ctx.strategy.gather_full_parameters();
   const std::int64_t limit = budget.max_batches > 0 ? budget.max_batches * budget.batch_size : 0;
   const data::ByteTextTokenizer bytes;
   const data::TextTokenizer& tokenizer = ctx.tokenizer ? *ctx.tokenizer : bytes;
-  GenerationEval g =
-      evaluate_generation(*gpt, prompts, tokenizer, ctx.job, limit, kReportedSamples, score);
+  GenerationEval g = evaluate_generation(*gpt, prompts, tokenizer, ctx.job, limit,
+                                         kReportedSamples, score, open_limit, ctx.stop_ids);
+  if (g.answered == 0) {  // prompt-only data: the rewards alone say how it does
+    result.metrics.push_back({"prompts", g.prompts, "", false});
+    if (score)
+      result.metrics.push_back({"reward", g.reward,
+                                fmt::format("reward {:.3f} over {} prompts", g.reward, g.prompts)});
+    result.samples = std::move(g.samples);
+    return;
+  }
   std::string text =
-      fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.prompts);
+      fmt::format("exact match {:.1f}% of {} prompts", g.exact_match * 100.0, g.answered);
   if (g.by_task.size() > 1) {  // where the misses are: "(add 2.0%, copy 100.0%, ...)"
     std::vector<std::string> parts;
     for (const TaskExactMatch& t : g.by_task)

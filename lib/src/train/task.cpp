@@ -11,6 +11,7 @@
 #include "classification_objective.hpp"
 #include "dpo_objective.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/core/preset_paths.hpp"
 #include "genesis/data/packing.hpp"
 #include "genesis/data/preference.hpp"
 #include "genesis/data/sft_layout.hpp"
@@ -23,6 +24,7 @@
 #include "model_choice.hpp"
 #include "ppo_objective.hpp"
 #include "reward_objective.hpp"
+#include "rollouts.hpp"
 
 namespace genesis::train {
 
@@ -48,15 +50,9 @@ data::RowFile data_format(const std::string& source) {
   return source.rfind("json:", 0) == 0 ? data::RowFile::json : data::RowFile::jsonl;
 }
 
-// data.source's file. One named relatively is looked up in the working directory, then next to
-// the presets (where the sample data ships), so `data.source = "jsonl:sft-sample.jsonl"` works
-// anywhere.
+// data.source's file, in the working directory or beside the presets (the sample data).
 std::filesystem::path data_file(const std::string& source) {
-  const std::filesystem::path path(source.substr(source.find(':') + 1));
-  if (path.is_absolute() || std::filesystem::exists(path)) return path;
-  for (const auto& dir : preset_dirs())
-    if (std::filesystem::exists(dir / path)) return dir / path;
-  return path;
+  return find_beside_presets(source.substr(source.find(':') + 1));
 }
 
 data::SftLoss sft_loss(const DataConfig& d) {
@@ -72,7 +68,8 @@ void generate_split(const Config& config, std::uint64_t train_seed, Generate gen
                     std::vector<Example>& train, std::vector<Example>& eval) {
   const DataConfig& d = config.data;
   std::vector<std::string> names = split_list(d.source.substr(d.source.find(':') + 1));
-  if (names == std::vector<std::string>{"all"}) names = data::sft_task_names();
+  if (names == std::vector<std::string>{"all"})
+    names = d.source.rfind("chat:", 0) == 0 ? data::chat_task_names() : data::sft_task_names();
   const auto n_eval = static_cast<std::int64_t>(
       std::llround(static_cast<double>(d.num_samples) * d.eval_fraction));
   try {
@@ -204,6 +201,8 @@ SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer
   std::vector<data::SftExample> train, eval;
   if (d.source.rfind("tasks:", 0) == 0)
     generate_split(config, config.seed + 2, data::generate_sft_tasks, train, eval);
+  else if (d.source.rfind("chat:", 0) == 0)
+    generate_split(config, config.seed + 2, data::generate_chat_tasks, train, eval);
   else
     split_tail(data::read_sft_examples(data_file(d.source), data_format(d.source)),
                d.eval_fraction, train, eval);
@@ -250,6 +249,38 @@ SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer
     spdlog::warn("{} of {} held-out examples have a prompt and answer longer than "
                  "model.block_size = {}: exact match leaves them out", unfit, eval.size(), T);
   return out;
+}
+
+// The prompts of grpo and ppo: the built-in tasks' ("tasks:a,b") or a data file's in TRL's
+// prompt-only, prompt-completion or conversational formats, the last eval_fraction held out.
+OnlineData load_online_data(const Config& config, std::shared_ptr<const data::TextTokenizer> tokenizer,
+                            const ModelChoice& choice, data::TensorDataset& train_rows) {
+  const DataConfig& d = config.data;
+  std::vector<data::SftExample> train, eval;
+  if (d.source.rfind("tasks:", 0) == 0)
+    generate_split(config, config.seed + 2, data::generate_sft_tasks, train, eval);
+  else if (d.source.rfind("chat:", 0) == 0)
+    generate_split(config, config.seed + 2, data::generate_chat_tasks, train, eval);
+  else if (is_data_file(d.source))
+    split_tail(data::read_prompt_examples(data_file(d.source), data_format(d.source)),
+               d.eval_fraction, train, eval);
+  else
+    throw ConfigError("data.source = \"" + d.source + "\": grpo and ppo sample from prompts: "
+                      "\"tasks:a,b\", \"chat:a,b\", \"jsonl:FILE\" or \"json:FILE\"");
+  GENESIS_CHECK(!train.empty(), ConfigError,
+                "data.source = \"" + d.source + "\" leaves no training prompts: raise "
+                "data.num_samples or lower data.eval_fraction");
+  const std::int64_t T = config.model.block_size;
+  PromptRows rows = prompt_rows(train, *tokenizer, T);
+  train_rows = std::move(rows.rows);
+  // Evaluation completes the held-out prompts whose expected answer (or one token) fits.
+  std::erase_if(eval, [&](const data::SftExample& e) {
+    const data::PromptAnswer pa = data::prompt_and_answer(e, *tokenizer);
+    return static_cast<std::int64_t>(pa.prompt.size() + std::max<std::size_t>(1, pa.answer.size())) > T;
+  });
+  std::vector<std::int64_t> stops = generation_stops(*tokenizer, choice);
+  return {.train = std::move(rows.items), .eval = std::move(eval), .tokenizer = std::move(tokenizer),
+          .stops = std::move(stops)};
 }
 
 // Preference pairs: generated from data.source = "pairs:a,b" (the SFT task names) with the eval
@@ -343,16 +374,6 @@ std::shared_ptr<const data::TextTokenizer> text_tokenizer(const ModelChoice& cho
   return tokenizer;
 }
 
-// GRPO's and PPO's reward functions and rollouts read byte tokens (their built-in tasks).
-void check_byte_rollouts(const Config& config, const data::TextTokenizer* tokenizer) {
-  GENESIS_CHECK(tokenizer == nullptr || dynamic_cast<const data::ByteTextTokenizer*>(tokenizer),
-                NotSupported,
-                "training.algorithm = " + std::string(to_string(config.training.algorithm)) +
-                    " with " + tokenizer->description() +
-                    ": its reward functions read the byte tokenizer's tokens; use "
-                    "data.tokenizer = \"byte\" (sft, dpo and rm take any tokenizer)");
-}
-
 // A gpt with a value head, scoring preference pairs (training.algorithm = "rm").
 Task make_reward_model(const Config& config, const ModelChoice& choice, Generator& init,
                const data::TextTokenizer* tokenizer) {
@@ -392,20 +413,19 @@ Task make_dpo(const Config& config, const ModelChoice& choice, Generator& init,
   return task;
 }
 
-// A gpt policy trained by GRPO on the prompts of SFT data (their answers score the exact reward),
-// with a frozen copy of its init when grpo.beta > 0.
+// A policy trained by GRPO on prompts (their answers, where they have them, score the exact
+// reward), with a frozen copy of its init when grpo.beta > 0.
 Task make_grpo(const Config& config, const ModelChoice& choice, Generator& init,
-               const data::TextTokenizer* tokenizer) {
+               std::shared_ptr<const data::TextTokenizer> tokenizer) {
   const ModelConfig& m = config.model;
   auto gpt = build_model(config, choice, {}, init);
-  SftData rows = load_sft_data(config, *tokenizer);
   Task task;
+  OnlineData data = load_online_data(config, std::move(tokenizer), choice, task.train);
   const auto G = static_cast<double>(config.grpo.num_generations);
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;
-  task.train = std::move(rows.train);
-  task.eval_examples = rows.prompts.size();
-  task.objective = std::make_unique<GrpoObjective>(std::move(rows.prompts), config.grpo,
+  task.eval_examples = data.eval.size();
+  task.objective = std::make_unique<GrpoObjective>(std::move(data), config.grpo,
                                                    config.reward, config.seed, m.block_size,
                                                    choice);
   if (config.grpo.beta > 0)
@@ -417,22 +437,21 @@ Task make_grpo(const Config& config, const ModelChoice& choice, Generator& init,
   return task;
 }
 
-// A gpt policy with a critic (a head on its trunk or a model of its own) trained by PPO on the
-// prompts of SFT data, against a frozen copy of its init.
+// A policy with a critic (a head on its trunk or a model of its own) trained by PPO on prompts,
+// against a frozen copy of its init.
 Task make_ppo(const Config& config, const ModelChoice& choice, Generator& init,
-               const data::TextTokenizer* tokenizer) {
+               std::shared_ptr<const data::TextTokenizer> tokenizer) {
   const ModelConfig& m = config.model;
   const nn::ModelHeads heads{.critic = true,
                              .critic_model = config.ppo.critic == CriticKind::model,
                              .critic_lr_scale = config.ppo.critic_lr_scale};
   auto gpt = build_model(config, choice, heads, init);
-  SftData rows = load_sft_data(config, *tokenizer);
   Task task;
+  OnlineData data = load_online_data(config, std::move(tokenizer), choice, task.train);
   task.flops_per_token = gpt->flops_per_token(m.block_size);
   task.model = gpt;
-  task.train = std::move(rows.train);
-  task.eval_examples = rows.prompts.size();
-  task.objective = std::make_unique<PpoObjective>(std::move(rows.prompts), config.ppo,
+  task.eval_examples = data.eval.size();
+  task.objective = std::make_unique<PpoObjective>(std::move(data), config.ppo,
                                                   config.reward, config.seed, m.block_size,
                                                   choice);
   task.make_reference = frozen_reference(config, choice);
@@ -496,20 +515,19 @@ Task make_task(const Config& config) {
   } else if (config.model.kind == "gpt" || config.model.kind == "hf") {
     const ModelChoice choice(config.model);
     const auto tokenizer = text_tokenizer(choice, config);
-    if (algorithm == Algorithm::grpo || algorithm == Algorithm::ppo)
-      check_byte_rollouts(config, tokenizer.get());
     if (algorithm == Algorithm::dpo)
       task = make_dpo(config, choice, init, tokenizer.get());
     else if (algorithm == Algorithm::grpo)
-      task = make_grpo(config, choice, init, tokenizer.get());
+      task = make_grpo(config, choice, init, tokenizer);
     else if (algorithm == Algorithm::ppo)
-      task = make_ppo(config, choice, init, tokenizer.get());
+      task = make_ppo(config, choice, init, tokenizer);
     else if (algorithm == Algorithm::rm)
       task = make_reward_model(config, choice, init, tokenizer.get());
     else
       task = make_language_model(config, choice, init, tokenizer.get());
     task.hf_dir = choice.hf_dir();
     task.tokenizer = tokenizer;
+    if (tokenizer) task.stop_ids = generation_stops(*tokenizer, choice);
   } else {
     throw ConfigError("unknown model.kind \"" + config.model.kind + "\" (expected mlp, gpt or hf)");
   }

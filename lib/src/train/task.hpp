@@ -43,6 +43,7 @@ struct Task {
   std::filesystem::path hf_dir;
   // The tokenizer of its text data (data.tokenizer); null for a model without text.
   std::shared_ptr<const data::TextTokenizer> tokenizer;
+  std::vector<std::int64_t> stop_ids;  // what generation stops at (generation_stops)
 };
 
 // Builds the model (initialised from config.seed) and generates the data (from config.seed + 1):

@@ -347,7 +347,7 @@ void TrainingLoop::save(std::int64_t step) {
 
 ObjectiveContext TrainingLoop::context() const {
   return {.strategy = p_.strategy, .job = p_.job, .device = p_.device,
-          .tokenizer = p_.task.tokenizer.get()};
+          .tokenizer = p_.task.tokenizer.get(), .stop_ids = p_.task.stop_ids};
 }
 
 }  // namespace genesis::train

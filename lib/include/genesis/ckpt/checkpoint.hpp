@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,9 +61,9 @@ class Checkpoint : public ckpt::StateSource {
   const std::filesystem::path& dir() const { return dir_; }
   const Manifest& manifest() const { return manifest_; }
 
-  // Reads every file of the checkpoint and checks sizes, headers and every checksum; throws
-  // IoError naming the first bad file and tensor.
-  void verify() const;
+  // Reads every file of the checkpoint (or those `include` accepts by name) and checks sizes,
+  // headers and every checksum; throws IoError naming the first bad file and tensor.
+  void verify(const std::function<bool(const std::string& file)>& include = {}) const;
 
   bool contains(const std::string& name) const override;
   Shape shape(const std::string& name) const override;

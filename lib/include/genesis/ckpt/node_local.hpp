@@ -3,7 +3,7 @@
 // node-<k>.json in its own <run_dir>/checkpoints/step-<N>/, and the step's manifest.json (every
 // rank's index, and which node holds which ranks) is written on every node only after every node
 // has committed its part, so a node that holds step-<N>/manifest.json knows every part exists.
-// Not here: `genesis ckpt` on a partial checkpoint (it reads one directory holding every shard).
+// What one node's copy holds, for `genesis ckpt` and for errors: holding.hpp.
 #pragma once
 
 #include <cstdint>

@@ -39,7 +39,14 @@ struct SftExample {
   // many of them are the prompt of TRL's prompt-completion form; 0 for {"messages": [...]}.
   std::shared_ptr<const nlohmann::ordered_json> messages{};
   std::size_t prompt_messages = 0;
+  // The data file's row as read, every key kept: what a reward.command program receives beside
+  // a completion of its prompt. Null for the built-in tasks.
+  std::shared_ptr<const nlohmann::ordered_json> row{};
 };
+
+// Whether the example holds an answer to train on or to match: a prompt-only row (a prompt of
+// grpo and ppo) holds none.
+bool has_answer(const SftExample& example);
 
 // The data file formats data.source names: "jsonl:FILE" (one object per line) and "json:FILE"
 // (one array of objects).
@@ -51,6 +58,11 @@ enum class RowFile { jsonl, json };
 // throws ConfigError naming the file and line, the keys found and the keys expected; each
 // example keeps its "FILE:LINE" as origin, for the errors found later.
 std::vector<SftExample> read_sft_examples(const std::filesystem::path& path, RowFile format);
+// The prompts of grpo and ppo: TRL's prompt-only {"prompt"} (a string or a message list) with
+// any other keys, and the SFT formats above, whose answer (the completion, the last assistant
+// message) is the one the exact and chars rewards expect; a {"messages"} row that does not end
+// with an assistant message is all prompt. Every example keeps its row. ConfigError as above.
+std::vector<SftExample> read_prompt_examples(const std::filesystem::path& path, RowFile format);
 inline std::vector<SftExample> read_sft_jsonl(const std::filesystem::path& path) {
   return read_sft_examples(path, RowFile::jsonl);
 }
@@ -68,6 +80,19 @@ std::vector<std::string> sft_task_names();
 std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks, std::int64_t count,
                                            std::uint64_t seed,
                                            const std::vector<std::string>& exclude = {});
+
+// The same rules over whole words, as single-turn conversations for a subword tokenizer
+// (data.source = "chat:a,b"), words from a fixed list of common English words:
+//   reverse "Reverse the order of these words: moon river" -> "river moon"
+//   sort    "Sort these words alphabetically: moon river apple" -> "apple moon river"
+//   copy    "Repeat these words: moon river" -> "moon river"
+//   upper   "Write these words in capital letters: moon" -> "MOON"
+//   add     "What is 27 plus 38?" -> "65"
+// InvalidArgument for an unknown name; `exclude` as for generate_sft_tasks (their prompt).
+std::vector<std::string> chat_task_names();
+std::vector<SftExample> generate_chat_tasks(const std::vector<std::string>& tasks,
+                                            std::int64_t count, std::uint64_t seed,
+                                            const std::vector<std::string>& exclude = {});
 
 inline constexpr std::int64_t kIgnoreIndex = -100;
 

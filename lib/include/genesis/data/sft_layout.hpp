@@ -44,7 +44,8 @@ struct ExampleTokens {
 ExampleTokens tokenize_example(const ExampleText& text, const TextTokenizer& tokenizer);
 
 // For generation from an example: the tokens before its last trained run (the prompt) and that
-// run up to and including its first stop id (the answer expected).
+// run up to and including its first stop id (the answer expected). An example without an answer
+// (has_answer) gives its whole prompt, a conversation's with its generation prompt, and no answer.
 struct PromptAnswer {
   std::vector<std::int64_t> prompt, answer;
 };
