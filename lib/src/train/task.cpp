@@ -194,21 +194,33 @@ data::TensorDataset take_rows(const data::CachedRows& rows, const std::string& n
   return set;
 }
 
-// SFT examples from data.source: "tasks:a,b" generates num_samples examples with the eval share
-// held out as distinct prompts; "jsonl:FILE" reads the file and holds out its last lines.
-SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer) {
+// The examples data.source names: "tasks:a,b" or "chat:a,b" generates num_samples with the eval
+// share held out as distinct prompts; a data file is read by `read` with its last lines held out.
+// ConfigError when no training example is left.
+using ReadExamples = std::vector<data::SftExample> (*)(const std::filesystem::path&, data::RowFile);
+void source_examples(const Config& config, ReadExamples read, std::vector<data::SftExample>& train,
+                     std::vector<data::SftExample>& eval) {
   const DataConfig& d = config.data;
-  std::vector<data::SftExample> train, eval;
   if (d.source.rfind("tasks:", 0) == 0)
     generate_split(config, config.seed + 2, data::generate_sft_tasks, train, eval);
   else if (d.source.rfind("chat:", 0) == 0)
     generate_split(config, config.seed + 2, data::generate_chat_tasks, train, eval);
+  else if (is_data_file(d.source))
+    split_tail(read(data_file(d.source), data_format(d.source)), d.eval_fraction, train, eval);
   else
-    split_tail(data::read_sft_examples(data_file(d.source), data_format(d.source)),
-               d.eval_fraction, train, eval);
+    throw ConfigError("data.source = \"" + d.source + "\" holds no examples: \"tasks:a,b\", "
+                      "\"chat:a,b\", \"jsonl:FILE\" or \"json:FILE\"");
   GENESIS_CHECK(!train.empty(), ConfigError,
                 "data.source = \"" + d.source + "\" leaves no training examples: raise "
                 "data.num_samples or lower data.eval_fraction");
+}
+
+// SFT examples from data.source (source_examples), as rows, and the held-out examples whose
+// prompts evaluation completes.
+SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer) {
+  const DataConfig& d = config.data;
+  std::vector<data::SftExample> train, eval;
+  source_examples(config, data::read_sft_examples, train, eval);
   std::string note;
   const data::SftLoss loss = sft_loss(d);
   const data::CachedRows tokens = cached_rows(config, tokenizer, "sft", [&] {
@@ -255,21 +267,8 @@ SftData load_sft_data(const Config& config, const data::TextTokenizer& tokenizer
 // prompt-only, prompt-completion or conversational formats, the last eval_fraction held out.
 OnlineData load_online_data(const Config& config, std::shared_ptr<const data::TextTokenizer> tokenizer,
                             const ModelChoice& choice, data::TensorDataset& train_rows) {
-  const DataConfig& d = config.data;
   std::vector<data::SftExample> train, eval;
-  if (d.source.rfind("tasks:", 0) == 0)
-    generate_split(config, config.seed + 2, data::generate_sft_tasks, train, eval);
-  else if (d.source.rfind("chat:", 0) == 0)
-    generate_split(config, config.seed + 2, data::generate_chat_tasks, train, eval);
-  else if (is_data_file(d.source))
-    split_tail(data::read_prompt_examples(data_file(d.source), data_format(d.source)),
-               d.eval_fraction, train, eval);
-  else
-    throw ConfigError("data.source = \"" + d.source + "\": grpo and ppo sample from prompts: "
-                      "\"tasks:a,b\", \"chat:a,b\", \"jsonl:FILE\" or \"json:FILE\"");
-  GENESIS_CHECK(!train.empty(), ConfigError,
-                "data.source = \"" + d.source + "\" leaves no training prompts: raise "
-                "data.num_samples or lower data.eval_fraction");
+  source_examples(config, data::read_prompt_examples, train, eval);
   const std::int64_t T = config.model.block_size;
   PromptRows rows = prompt_rows(train, *tokenizer, T);
   train_rows = std::move(rows.rows);
