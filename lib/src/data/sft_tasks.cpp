@@ -3,11 +3,11 @@
 // strings, so the model must learn the rule rather than memorise a vocabulary.
 #include <algorithm>
 #include <cctype>
-#include <unordered_set>
 
 #include "genesis/core/error.hpp"
 #include "genesis/data/sft.hpp"
 #include "genesis/tensor/random.hpp"
+#include "task_cycle.hpp"
 
 namespace genesis::data {
 namespace {
@@ -60,26 +60,13 @@ std::vector<std::string> sft_task_names() {
 
 std::vector<SftExample> generate_sft_tasks(const std::vector<std::string>& tasks, std::int64_t count,
                                            std::uint64_t seed, const std::vector<std::string>& exclude) {
-  const std::vector<std::string> known = sft_task_names();
-  GENESIS_CHECK(!tasks.empty(), InvalidArgument, "no SFT task named");
-  for (const std::string& t : tasks)
-    GENESIS_CHECK(std::find(known.begin(), known.end(), t) != known.end(), InvalidArgument,
-                  "unknown SFT task \"" + t + "\" (expected reverse, sort, copy, upper, add, first "
-                  "or last)");
-  const std::unordered_set<std::string> excluded(exclude.begin(), exclude.end());
-  Generator gen(seed);
-  std::vector<SftExample> out;
-  out.reserve(static_cast<std::size_t>(count));
-  // Each task has far more distinct prompts than any preset draws, so the retry loop ends.
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::string& task = tasks[static_cast<std::size_t>(i) % tasks.size()];
-    SftExample e = make(task, gen);
-    while (excluded.count(e.prompt) > 0) e = make(task, gen);
-    e.origin = "the built-in SFT task \"" + task + "\" (prompt " + as_typed(e.prompt) + ")";
-    e.task = task;
-    out.push_back(std::move(e));
-  }
-  return out;
+  return detail::cycle_tasks(tasks, sft_task_names(), "SFT", count, seed, exclude,
+                             [](const std::string& task, Generator& gen) {
+                               SftExample e = make(task, gen);
+                               e.origin = "the built-in SFT task \"" + task + "\" (prompt " +
+                                          as_typed(e.prompt) + ")";
+                               return e;
+                             });
 }
 
 }  // namespace genesis::data

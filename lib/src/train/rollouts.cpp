@@ -4,6 +4,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "data/data_rows.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/sft.hpp"
 #include "genesis/data/tokenizer.hpp"
@@ -103,12 +104,8 @@ void RewardSources::check_answers(const std::vector<PromptItem>& items) const {
     GENESIS_CHECK(!item.answer.empty(), ConfigError,
                   "reward.functions compares completions with an expected answer (exact, chars), "
                   "but a prompt has none" +
-                      (item.row ? ": the row with keys " + [&] {
-                        std::string keys;
-                        for (const auto& [key, value] : item.row->items())
-                          keys += (keys.empty() ? "\"" : ", \"") + key + "\"";
-                        return keys;
-                      }() : std::string()) +
+                      (item.row ? ": the row with keys " + data::rows::keys_of(*item.row)
+                                : std::string()) +
                       " (give a \"completion\" or \"response\", or score with format, "
                       "reward.command or reward.model)");
 }

