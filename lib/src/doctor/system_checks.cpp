@@ -16,6 +16,7 @@
 #include "genesis/core/cpus.hpp"
 #include "genesis/dist/process_group_shm.hpp"
 #include "genesis/doctor/doctor.hpp"
+#include "genesis/tensor/op_table.hpp"
 
 namespace genesis::doctor {
 namespace {
@@ -68,7 +69,7 @@ CheckResult check_build() {
   CheckResult r{"build", CheckStatus::ok,
                 "genesis " + info.version + " (git " + info.git_hash + ", " + info.build_type +
                     "), CUDA/NCCL " + (info.cuda ? "yes" : "no") + ", Gloo " + info.gloo +
-                    ", BLAS " + info.blas,
+                    ", BLAS " + info.blas + ", CPU kernels " + cpu_kernel_set(),
                 "", false};
   if (info.build_type == "Debug") {
     r.status = CheckStatus::warn;

@@ -19,16 +19,15 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kBeat = std::chrono::seconds(1);
 constexpr std::chrono::milliseconds kRequestTimeout{1000};
 
-// What node 0 knows of another node's heartbeat.
-struct Peer {
-  std::int64_t beats = 0;
-  Clock::time_point changed = Clock::now();
-  bool lost = false;
-};
-
 }  // namespace
 
 struct JobMonitor::Session {
+  // What node 0 knows of another node's heartbeat.
+  struct Peer {
+    std::int64_t beats = 0;
+    Clock::time_point changed = Clock::now();
+    bool lost = false;
+  };
   std::unique_ptr<rendezvous::TCPStore> store;
   std::map<int, Peer> peers;
   bool announced = false;
@@ -220,7 +219,7 @@ bool JobMonitor::others_finished(Session& session) {
   std::vector<int> unheard;
   for (int node = 1; node < options_.nnodes; ++node) {
     const std::string n = std::to_string(node);
-    Peer& peer = session.peers[node];
+    Session::Peer& peer = session.peers[node];
     if (peer.lost || store.check({prefix_ + "done/" + n})) continue;
     all = false;
     const std::int64_t beats = store.add(prefix_ + "beat/" + n, 0);

@@ -12,11 +12,6 @@
 namespace genesis::nn {
 namespace {
 
-void init_normal(Tensor& t, double std, Generator& gen) {
-  NoGradGuard no_grad;
-  t.copy_(Tensor::randn(t.shape(), gen, std));
-}
-
 // A Linear as transformers initialises it: weight ~ N(0, std), bias 0.
 std::shared_ptr<Linear> hf_linear(std::int64_t in, std::int64_t out, bool bias, double std,
                                   Generator& gen) {

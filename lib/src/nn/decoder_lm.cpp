@@ -13,11 +13,6 @@
 namespace genesis::nn {
 namespace {
 
-void init_normal(Tensor& t, double std, Generator& gen) {
-  NoGradGuard no_grad;
-  t.copy_(Tensor::randn(t.shape(), gen, std));
-}
-
 void check_spec(const DecoderSpec& s) {
   GENESIS_CHECK(s.vocab_size > 0 && s.hidden_size > 0 && s.intermediate_size > 0 &&
                     s.num_layers > 0 && s.num_heads > 0 && s.num_kv_heads > 0 && s.head_dim > 0 &&

@@ -17,11 +17,6 @@ namespace genesis::nn {
 
 namespace {
 
-void init_normal(Tensor& t, double std, Generator& gen) {
-  NoGradGuard no_grad;
-  t.copy_(Tensor::randn(t.shape(), gen, std));
-}
-
 std::shared_ptr<Linear> gpt_linear(std::int64_t in, std::int64_t out, double std, Generator& gen) {
   auto layer = std::make_shared<Linear>(in, out, gen);
   init_normal(layer->weight, std, gen);

@@ -8,6 +8,11 @@
 
 namespace genesis::nn {
 
+void init_normal(Tensor& t, double std, Generator& gen) {
+  NoGradGuard no_grad;
+  t.copy_(Tensor::randn(t.shape(), gen, std));
+}
+
 Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool with_bias,
                Activation activation_)
     : activation(activation_) {

@@ -11,6 +11,10 @@
 
 namespace genesis::nn {
 
+// Fills t with N(0, std^2) draws from gen, outside autograd: GPT-2's and the Llama family's
+// initialisation of their weights.
+void init_normal(Tensor& t, double std, Generator& gen);
+
 class Linear : public Module {
  public:
   // What forward applies to x W^T + b: nothing, or GELU (tanh approximation), which on CUDA

@@ -50,6 +50,9 @@ using KernelTable = std::array<Kernel, kOpCount>;
 const OpInfo& op_info(OpId id);
 // The kernels of a backend; cuda_kernels() is null in a build without CUDA.
 const KernelTable& cpu_kernels();
+// The instruction set the CPU kernels in use were compiled for: "avx512" (chosen at run time where
+// the CPU has it), "x86-64-v3" (the portable baseline), "native" (GENESIS_NATIVE) or "generic".
+const char* cpu_kernel_set();
 const KernelTable* cuda_kernels();
 
 // Runs op `id` on the device of its first output (or input): every tensor must be on it.

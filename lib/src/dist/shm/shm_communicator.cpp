@@ -22,7 +22,6 @@ namespace genesis::dist::shm {
 
 namespace {
 
-constexpr std::size_t kLine = 64;  // a cache line: no two ranks' counters share one
 // How long a wait polls before it sleeps on the futex. With a CPU for every rank, polling takes
 // nothing another rank needs, and the peer of a training step arrives some hundred microseconds
 // late (ranks drift apart by that much in a step): met by polling, not by a futex round trip,
@@ -191,13 +190,13 @@ struct Communicator::Line {
 };
 
 std::size_t Communicator::segment_bytes(int world, std::size_t buffer_bytes) {
-  const std::size_t buffer = (buffer_bytes + kLine - 1) / kLine * kLine;
+  const std::size_t buffer = (buffer_bytes + kCacheLine - 1) / kCacheLine * kCacheLine;
   const auto ranks = static_cast<std::size_t>(world);
-  return kLine * (1 + ranks) + buffer * ranks + Mailboxes::region_bytes(world);
+  return kCacheLine * (1 + ranks) + buffer * ranks + Mailboxes::region_bytes(world);
 }
 
 char* Communicator::mailbox_region() const {
-  return segment_.data() + kLine * (1 + world_) + buffer_bytes_ * static_cast<std::size_t>(world_);
+  return segment_.data() + kCacheLine * (1 + world_) + buffer_bytes_ * static_cast<std::size_t>(world_);
 }
 
 bool Communicator::peer_alive(int r) const {
@@ -209,10 +208,10 @@ Communicator::Communicator(const std::string& name, int rank, int world,
                            std::size_t buffer_bytes, Milliseconds timeout)
     : rank_(rank),
       world_(world),
-      buffer_bytes_((buffer_bytes + kLine - 1) / kLine * kLine),
+      buffer_bytes_((buffer_bytes + kCacheLine - 1) / kCacheLine * kCacheLine),
       timeout_(timeout),
       poll_(world <= usable_cores() ? kPollWithCores : kPollShared) {
-  static_assert(sizeof(Line) <= kLine);
+  static_assert(sizeof(Line) <= kCacheLine);
   GENESIS_CHECK(world >= 1 && rank >= 0 && rank < world &&
                     buffer_bytes >= 16 * static_cast<std::size_t>(world),
                 InvalidArgument,
@@ -245,11 +244,11 @@ Communicator::Communicator(const std::string& name, int rank, int world,
 }
 
 Communicator::Line& Communicator::line(int r) const {
-  return *reinterpret_cast<Line*>(segment_.data() + kLine * (1 + r));
+  return *reinterpret_cast<Line*>(segment_.data() + kCacheLine * (1 + r));
 }
 
 char* Communicator::buffer(int r) const {
-  return segment_.data() + kLine * (1 + world_) + buffer_bytes_ * r;
+  return segment_.data() + kCacheLine * (1 + world_) + buffer_bytes_ * r;
 }
 
 void Communicator::arrive() {

@@ -11,19 +11,19 @@
 #include <string>
 
 #include "genesis/core/error.hpp"
+#include "shm_segment.hpp"
 
 namespace genesis::dist::shm {
 
 namespace {
 
-constexpr std::size_t kLine = 64;
 constexpr std::uint32_t kSlots = 2;
 
 // A slot's size for `world` ranks: the mailboxes (world^2 of them) stay near 16 MiB in all.
 std::size_t slot_bytes_for(int world) {
   const auto pairs = static_cast<std::size_t>(world) * static_cast<std::size_t>(world);
   const std::size_t bytes = std::clamp<std::size_t>((16u << 20) / pairs / kSlots, 4u << 10, 128u << 10);
-  return bytes / kLine * kLine;
+  return bytes / kCacheLine * kCacheLine;
 }
 
 struct Bell {
@@ -46,23 +46,23 @@ struct SlotHeader {
 
 std::size_t Mailboxes::region_bytes(int world) {
   const auto ranks = static_cast<std::size_t>(world);
-  const std::size_t box = kLine + kSlots * (kLine + slot_bytes_for(world));
-  return kLine * ranks + box * ranks * ranks;
+  const std::size_t box = kCacheLine + kSlots * (kCacheLine + slot_bytes_for(world));
+  return kCacheLine * ranks + box * ranks * ranks;
 }
 
 Mailboxes::Mailboxes(char* region, int rank, int world)
     : region_(region), rank_(rank), world_(world), slot_bytes_(slot_bytes_for(world)) {
-  static_assert(sizeof(Box) <= kLine && sizeof(SlotHeader) <= kLine);
+  static_assert(sizeof(Box) <= kCacheLine && sizeof(SlotHeader) <= kCacheLine);
 }
 
 Mailboxes::Box& Mailboxes::box(int from, int to) const {
-  const std::size_t size = kLine + kSlots * (kLine + slot_bytes_);
+  const std::size_t size = kCacheLine + kSlots * (kCacheLine + slot_bytes_);
   const auto index = static_cast<std::size_t>(from * world_ + to);
-  return *reinterpret_cast<Box*>(region_ + kLine * static_cast<std::size_t>(world_) + size * index);
+  return *reinterpret_cast<Box*>(region_ + kCacheLine * static_cast<std::size_t>(world_) + size * index);
 }
 
 char* Mailboxes::slot(int from, int to, std::uint32_t index) const {
-  return reinterpret_cast<char*>(&box(from, to)) + kLine + (index % kSlots) * (kLine + slot_bytes_);
+  return reinterpret_cast<char*>(&box(from, to)) + kCacheLine + (index % kSlots) * (kCacheLine + slot_bytes_);
 }
 
 bool Mailboxes::try_send(int dst, int tag, std::uint64_t total, const char* data,
@@ -74,7 +74,7 @@ bool Mailboxes::try_send(int dst, int tag, std::uint64_t total, const char* data
   sent = std::min(remaining, slot_bytes_);
   const SlotHeader header{tag, total, sent};
   std::memcpy(s, &header, sizeof(header));
-  std::memcpy(s + kLine, data, sent);
+  std::memcpy(s + kCacheLine, data, sent);
   b.written.store(written + 1, std::memory_order_release);
   ring(dst);
   return true;
@@ -96,19 +96,19 @@ bool Mailboxes::try_recv(int src, int tag, std::uint64_t total, char* out, std::
                     std::to_string(header.tag) +
                     " (sends and recvs between two ranks must pair up in order)");
   got = header.bytes;
-  std::memcpy(out, s + kLine, got);
+  std::memcpy(out, s + kCacheLine, got);
   b.read.store(read + 1, std::memory_order_release);
   ring(src);
   return true;
 }
 
 std::uint32_t Mailboxes::bell() const {
-  return reinterpret_cast<Bell*>(region_ + kLine * static_cast<std::size_t>(rank_))
+  return reinterpret_cast<Bell*>(region_ + kCacheLine * static_cast<std::size_t>(rank_))
       ->count.load(std::memory_order_acquire);
 }
 
 void Mailboxes::wait(std::uint32_t seen, std::chrono::milliseconds slice) const {
-  auto* word = &reinterpret_cast<Bell*>(region_ + kLine * static_cast<std::size_t>(rank_))->count;
+  auto* word = &reinterpret_cast<Bell*>(region_ + kCacheLine * static_cast<std::size_t>(rank_))->count;
   timespec t{0, std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count()};
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, seen, &t, nullptr, 0);
 }
@@ -116,7 +116,7 @@ void Mailboxes::wait(std::uint32_t seen, std::chrono::milliseconds slice) const 
 void Mailboxes::ring_own() { ring(rank_); }
 
 void Mailboxes::ring(int r) {
-  auto* word = &reinterpret_cast<Bell*>(region_ + kLine * static_cast<std::size_t>(r))->count;
+  auto* word = &reinterpret_cast<Bell*>(region_ + kCacheLine * static_cast<std::size_t>(r))->count;
   word->fetch_add(1, std::memory_order_release);
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
           nullptr, 0);

@@ -9,7 +9,7 @@ namespace genesis::dist::shm {
 namespace {
 
 constexpr int kSpins = 2000;                       // polls before sleeping on the bell
-constexpr auto kSleepSlice = std::chrono::milliseconds(20);  // deadline and liveness checks
+constexpr auto kWaitSlice = std::chrono::milliseconds(20);  // deadline and liveness checks
 
 std::size_t bytes_of(const Tensor& t) {
   return static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
@@ -147,7 +147,7 @@ void PointToPoint::run() {
       }
       if (!moved && ++idle_polls > kSpins) {
         check_waiting(fronts);
-        boxes_.wait(seen, kSleepSlice);
+        boxes_.wait(seen, kWaitSlice);
       }
       if (moved) idle_polls = 0;
     } catch (const std::exception& e) {

@@ -13,6 +13,9 @@
 
 namespace genesis::dist::shm {
 
+// A cache line: no two ranks' counters share one.
+inline constexpr std::size_t kCacheLine = 64;
+
 // The name a process group's segment gets: "genesis-<random hex>-<pid of the rank that made it>".
 std::string segment_name(unsigned long long random_bits, int pid);
 

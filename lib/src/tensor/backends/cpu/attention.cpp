@@ -26,7 +26,7 @@
 #include "nn_math.hpp"
 #include "register.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
 
@@ -277,4 +277,4 @@ void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
   }
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

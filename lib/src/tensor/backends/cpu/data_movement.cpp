@@ -6,7 +6,7 @@
 #include "register.hpp"
 #include "strided.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
 
@@ -101,4 +101,4 @@ void concat_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
   }
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

@@ -14,16 +14,12 @@
 
 #include "elementwise_math.hpp"
 #include "genesis/core/error.hpp"
+#include "parallel.hpp"
 #include "register.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
-
-// Below this many elements a kernel stays on the calling thread: waking a team costs more.
-constexpr std::int64_t kParallelElems = 1 << 15;
-// swiglu's chunk: fixed, so a result never depends on the thread count.
-constexpr std::int64_t kChunk = 1 << 14;
 
 // ---- rms_norm's rounding of x * rstd (the contract's i[0]): none, bf16 or f16, as a template
 // argument so that each row loop stays one vectorisable body.
@@ -54,17 +50,6 @@ void with_rounding(std::int64_t mode, const char* op, F&& f) {
       throw InvalidArgument(std::string(op) + ": i[0] must be 0, 1 (bf16) or 2 (f16), got " +
                             std::to_string(mode));
   }
-}
-
-// x (N, C) as rows of its last dim; no rows when C = 0.
-struct Rows {
-  std::int64_t rows, cols;
-  bool parallel() const { return rows > 1 && rows * cols >= kParallelElems; }
-};
-
-Rows rows_of(const Tensor& t) {
-  const std::int64_t cols = t.dim() == 0 ? 1 : t.size(-1);
-  return {cols == 0 ? 0 : t.numel() / cols, cols};
 }
 
 template <int kRound>
@@ -214,7 +199,7 @@ void rotary_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
   const std::int64_t half = D / 2, rows = B * T;
   GENESIS_CHECK((xt.strides()[3] == 1 || D <= 1) && (ot.strides()[3] == 1 || D <= 1),
                 InvalidArgument, "rotary: x and out need unit stride along D");
-  const bool parallel = rows > 1 && rows * H * D >= kParallelElems;
+  const bool parallel = rows > 1 && rows * H * D >= kParallelMin;
   const AngleTable table(in[1].data<std::int64_t>(), rows, in[2].data<float>(), half,
                          args.i[0] != 0, parallel);
   const float* x = xt.data<float>();
@@ -242,21 +227,6 @@ void rotary_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
 }
 
 // ---- swiglu
-
-namespace {
-
-template <typename Body>
-void parallel_chunks(std::int64_t n, Body&& body) {
-  if (n < kParallelElems) {
-    body(std::int64_t{0}, n);
-    return;
-  }
-  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
-}
-
-}  // namespace
 
 // (gate, up) -> silu(gate) * up
 void swiglu_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs&) {
@@ -286,4 +256,4 @@ void swiglu_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, c
   });
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

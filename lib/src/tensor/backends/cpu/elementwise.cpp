@@ -8,28 +8,13 @@
 
 #include "elementwise_math.hpp"
 #include "genesis/core/error.hpp"
+#include "parallel.hpp"
 #include "register.hpp"
 #include "strided.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
-
-// Below this many elements a map stays on the calling thread; above it, fixed-size chunks are
-// spread over OpenMP threads (fixed, so results never depend on the thread count).
-constexpr std::int64_t kParallelMin = 1 << 15;
-constexpr std::int64_t kChunk = 1 << 14;
-
-template <typename Body>
-void parallel_chunks(std::int64_t n, Body&& body) {
-  if (n < kParallelMin) {
-    body(std::int64_t{0}, n);
-    return;
-  }
-  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
-}
 
 std::string op_name(OpId id) { return std::string(op_info(id).name); }
 
@@ -285,4 +270,4 @@ void silu_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
                                    [](float dy, float x) { return dy * silu_grad_f32(x); });
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

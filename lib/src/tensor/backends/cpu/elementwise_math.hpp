@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <limits>
 
-namespace genesis::cpu {
+#include "isa.hpp"
+
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 // exp(x): range reduction x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for exp(r), and
 // 2^n built in the exponent bits (n = 128 as 2 * 2^127). Overflows to +inf, flushes results
@@ -84,4 +86,4 @@ inline float silu_grad_f32(float x) {
   return s * (1.0f + x * (1.0f - s));
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

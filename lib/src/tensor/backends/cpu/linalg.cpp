@@ -16,7 +16,7 @@
 #include "register.hpp"
 #include "tensor/blas_layout.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
 
@@ -194,9 +194,9 @@ void linear_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpAr
               as_int(K, "K"), has_bias ? 1.0f : 0.0f, py, as_int(O, "O"));
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 // The CPU has no epilogues to fuse: linear into pre, then gelu from pre into y.
 void linear_gelu_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
@@ -233,4 +233,4 @@ void linear_weight_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out
   sum_dim_kernel(std::span<const Tensor>(&dy, 1), std::span<Tensor>(&db, 1), dim0);
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

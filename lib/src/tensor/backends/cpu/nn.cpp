@@ -13,26 +13,12 @@
 #include "genesis/core/error.hpp"
 #include "genesis/tensor/random.hpp"
 #include "nn_math.hpp"
+#include "parallel.hpp"
 #include "register.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
-
-// Below this many elements a kernel stays on the calling thread: waking a team costs more.
-constexpr std::int64_t kParallelElems = 1 << 15;
-
-// A contiguous tensor seen as (rows, cols) over its last dim; a 0-d tensor is one row of one.
-struct Rows {
-  std::int64_t rows;
-  std::int64_t cols;
-  bool parallel() const { return rows > 1 && rows * cols >= kParallelElems; }
-};
-
-Rows rows_of(const Tensor& t) {
-  const std::int64_t cols = t.dim() == 0 ? 1 : t.size(-1);
-  return {cols == 0 ? 0 : t.numel() / cols, cols};
-}
 
 // Every target/index must name a row (or be the ignored value); checked serially before any
 // parallel loop, because an exception must not leave an OpenMP region.
@@ -318,7 +304,7 @@ void embedding_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
   const std::int64_t* idx = in[1].data<std::int64_t>();
   float* y = out[0].data<float>();
   check_indices("embedding", idx, n, V);
-#pragma omp parallel for schedule(static) if (n > 1 && n * C >= kParallelElems)
+#pragma omp parallel for schedule(static) if (n > 1 && n * C >= kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) std::memcpy(y + i * C, w + idx[i] * C, C * sizeof(float));
 }
 
@@ -343,7 +329,7 @@ void embedding_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out
   std::vector<std::int64_t> positions(n);
   for (std::int64_t i = 0; i < n; ++i) positions[fill[idx[i]]++] = i;
   const bool accumulate = args.i[0] != 0;
-#pragma omp parallel if (V > 1 && (V + n) * C >= kParallelElems)
+#pragma omp parallel if (V > 1 && (V + n) * C >= kParallelMin)
   {
     std::vector<float> sum(accumulate ? C : 0);
 #pragma omp for schedule(static)
@@ -379,9 +365,9 @@ void dropout_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpA
     return;
   }
   const float scale = static_cast<float>(1.0 / (1.0 - p));
-#pragma omp parallel for simd schedule(static) if (n >= kParallelElems)
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
   for (std::int64_t i = 0; i < n; ++i)
     y[i] = counter_uniform(seed, static_cast<std::uint64_t>(i)) >= p ? x[i] * scale : 0.0f;
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

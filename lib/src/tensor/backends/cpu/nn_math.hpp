@@ -8,7 +8,7 @@
 
 #include "elementwise_math.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 inline float row_max(const float* x, std::int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
@@ -36,4 +36,4 @@ inline float sum_exp_shifted(const float* x, std::int64_t n, float shift) {
   return s;
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

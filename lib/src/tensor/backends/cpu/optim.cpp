@@ -9,7 +9,7 @@
 #include "register.hpp"
 #include "tensor/adam_step_args.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
 
@@ -100,4 +100,4 @@ void scale_multi_kernel(std::span<const Tensor> in, std::span<Tensor>, const OpA
   }
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

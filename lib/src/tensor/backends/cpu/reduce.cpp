@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "genesis/core/error.hpp"
+#include "parallel.hpp"
 #include "register.hpp"
 #include "tensor/reduce_geometry.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 namespace {
 
-constexpr std::int64_t kParallelMin = 1 << 15;  // elements below which a reduction stays serial
 constexpr std::int64_t kRowBlock = 1 << 16;     // inner == 1: elements per partial sum
 constexpr std::int64_t kTile = 256;             // inner > 1: output columns per work item
 constexpr std::int64_t kRowsPerPart = 1024;     // inner > 1: reduced rows per partial sum
@@ -188,4 +188,4 @@ void argmax_dim_kernel(std::span<const Tensor> in, std::span<Tensor> out, const 
            [&](std::int64_t o, std::int64_t j, float, std::int64_t k) { y[o * g.inner + j] = k; });
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "genesis/tensor/tensor.hpp"
+#include "isa.hpp"
 #include "tensor/strided_layout.hpp"
 
-namespace genesis::cpu {
+namespace genesis::cpu::inline GENESIS_CPU_ISA {
 
 using detail::merge_dims;
 using detail::StridedLayout;
@@ -42,4 +43,4 @@ void for_each_run(const Shape& shape, const std::array<Shape, K>& strides, Body&
   }
 }
 
-}  // namespace genesis::cpu
+}  // namespace genesis::cpu::inline GENESIS_CPU_ISA

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "cuda_check.hpp"
+#include "device_memory.hpp"
 #include "genesis/core/error.hpp"
 #include "stream.hpp"
 
@@ -147,7 +148,6 @@ struct DeviceBlas {
 // Varying shapes (evaluation at many lengths) would grow the cache without bound; past this many
 // plans it starts over.
 constexpr std::size_t kMaxPlans = 4096;
-constexpr int kMaxDevices = 64;
 
 // The handles live until the process exits and are never destroyed: static destructors run after
 // the CUDA runtime may have begun tearing itself down, and cublasLtDestroy / cudaFree then can

@@ -111,7 +111,6 @@ struct DeviceAllocator {
   CachingAllocator allocator;
 };
 
-constexpr int kMaxDevices = 64;
 std::mutex g_allocators_mutex;
 // Created on a device's first allocation and never destroyed: tensors may outlive static
 // teardown, and the driver may be gone by then (process exit returns the memory anyway).

@@ -12,6 +12,9 @@
 
 namespace genesis::cuda {
 
+// The devices one process can address: the size of the per-device tables (allocators, handles).
+inline constexpr int kMaxDevices = 64;
+
 // Uninitialised bytes on cuda:`device`; null for 0 bytes (after checking the device exists).
 // NotSupported when no GPU is visible, CudaError (naming the size, the free memory and what the
 // cache holds) when the device is out of memory even after the cache was returned to it.
