@@ -7,6 +7,7 @@
 # since an old OpenBLAS left to itself may pick SSE3 kernels on a new CPU (README, Threads).
 #
 #   bench/gpt_cpu.sh [BUILD_DIR]      # env: STEPS (30), THREADS (all cores), N_LAYER, N_EMBD, ...
+#                                     # TORCH=0 leaves PyTorch out
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -31,6 +32,7 @@ printf 'shape: n_layer %s n_embd %s n_head %s block %s batch %s vocab %s, f32, A
 printf 'OpenBLAS kernels: %s\n' "${kernels:-unknown}"
 printf 'genesis        %8s tokens/s\n' "$genesis_tps"
 
+[ "${TORCH:-1}" != 0 ] || exit 0
 py=""
 for candidate in python3 /usr/bin/python3; do
   if command -v "$candidate" > /dev/null && "$candidate" -c "import torch" 2> /dev/null; then

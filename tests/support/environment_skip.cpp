@@ -63,6 +63,7 @@ std::string require_variable(Need need) {
     case Need::chromium: return "GENESIS_REQUIRE_CHROMIUM";
     case Need::doc_tools: return "GENESIS_REQUIRE_DOC_TOOLS";
     case Need::node: return "GENESIS_REQUIRE_NODE";
+    case Need::avx512: return "GENESIS_REQUIRE_AVX512";
   }
   return "GENESIS_REQUIRE_UNKNOWN";
 }

@@ -24,6 +24,7 @@ enum class Need {
   chromium,    // a headless Chromium that starts (GENESIS_REQUIRE_CHROMIUM)
   doc_tools,   // groff, zsh and fish (GENESIS_REQUIRE_DOC_TOOLS)
   node,        // node and the npm reference of make test-deps (GENESIS_REQUIRE_NODE)
+  avx512,      // a CPU with AVX-512, for the kernels chosen at run time (GENESIS_REQUIRE_AVX512)
 };
 
 // ctest's SKIP_RETURN_CODE, GENESIS_SKIP_RETURN_CODE in tests/CMakeLists.txt (automake's number).

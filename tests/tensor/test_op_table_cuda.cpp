@@ -1,5 +1,5 @@
 // The CUDA op table against the CPU one (ggml's habit: one op test runs every backend against
-// the CPU). Everywhere: a CUDA build has a kernel in every row, a CPU-only build has no table.
+// the CPU), and the AVX-512 CPU kernels against the baseline's. Everywhere: a CUDA build has a kernel in every row, a CPU-only build has no table.
 // Tagged [cuda], on a GPU only (a WARN and an early return elsewhere): every case of
 // op_cases.hpp runs on both backends and every output is compared element by element, with the
 // device buffers mirrored exactly (views stay views) and everything outside the outputs poisoned.
@@ -21,10 +21,19 @@
 #include <vector>
 
 #include "genesis/core/error.hpp"
+#include "genesis/tensor/blas_kernels.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"
 #include "tensor/op_cases.hpp"
+#include "support/environment_skip.hpp"
 #include "support/gpu_required.hpp"
+#include "tensor/backends/cpu/register.hpp"  // cpu::base::kernel_table
+
+#ifdef GENESIS_CPU_AVX512_KERNELS
+namespace genesis::cpu::avx512 {
+const KernelTable& kernel_table();
+}
+#endif
 
 using namespace genesis;
 using testing::op_cases::CaseBuilder;
@@ -294,9 +303,10 @@ Buffers collect_buffers(const OpCase& c) {
   return buffers;
 }
 
-// The CPU reference: contiguous copies, in-place aliasing kept. "" or a case error.
-std::string run_cpu_reference(const OpCase& c, Buffers& buffers, std::vector<Tensor>& cpu_in,
-                              std::vector<Tensor>& cpu_out) {
+// The CPU reference (the reference table's kernels): contiguous copies, in-place aliasing kept.
+// "" or a case error.
+std::string run_cpu_reference(const OpCase& c, const KernelTable& reference, Buffers& buffers,
+                              std::vector<Tensor>& cpu_in, std::vector<Tensor>& cpu_out) {
   for (std::size_t i = 0; i < c.in.size(); ++i)
     if (c.in[i].defined())
       cpu_in[i] = cpu_copy(c.in[i], buffers.at(c.in[i].storage().get()).device_dtype);
@@ -306,18 +316,18 @@ std::string run_cpu_reference(const OpCase& c, Buffers& buffers, std::vector<Ten
     if (!cpu_out[j].defined()) cpu_out[j] = Tensor::empty(c.out[j].shape(), c.out[j].dtype());
   }
   try {
-    cpu_kernels()[static_cast<int>(c.op)](std::span<const Tensor>(cpu_in.data(), cpu_in.size()),
-                                          std::span<Tensor>(cpu_out.data(), cpu_out.size()),
-                                          c.args);
+    reference[static_cast<int>(c.op)](std::span<const Tensor>(cpu_in.data(), cpu_in.size()),
+                                      std::span<Tensor>(cpu_out.data(), cpu_out.size()), c.args);
   } catch (const std::exception& e) {
     return std::string("case error: the CPU kernel threw: ") + e.what() + "\n";
   }
   return "";
 }
 
-// The GPU: every buffer uploaded as bytes (inputs converted on the host, outputs poisoned), the
-// kernel run on views mirroring the case's, every buffer read back. "" or what went wrong.
-std::string run_on_gpu(const OpCase& c, Kernel kernel, Buffers& buffers) {
+// The device under test (the GPU, or the CPU for another table of CPU kernels): every buffer
+// uploaded as bytes (inputs converted on the host, outputs poisoned), the kernel run on views
+// mirroring the case's, every buffer read back. "" or what went wrong.
+std::string run_on(const OpCase& c, Kernel kernel, Device device, Buffers& buffers) {
   for (auto& [storage, b] : buffers) {
     const std::int64_t n = b.flat.numel();
     b.uploaded = Tensor::empty({n}, b.device_dtype);
@@ -325,7 +335,7 @@ std::string run_on_gpu(const OpCase& c, Kernel kernel, Buffers& buffers) {
       b.uploaded.copy_(b.flat);
     else
       poison(b.uploaded);
-    b.device = b.uploaded.to(Device::cuda(0));
+    b.device = b.uploaded.to(device);
   }
   auto device_view = [&](const Tensor& t) {
     return t.defined() ? make_view(buffers.at(t.storage().get()).device, t.shape(), t.strides(),
@@ -339,7 +349,7 @@ std::string run_on_gpu(const OpCase& c, Kernel kernel, Buffers& buffers) {
     kernel(std::span<const Tensor>(dev_in.data(), dev_in.size()),
            std::span<Tensor>(dev_out.data(), dev_out.size()), c.args);
   } catch (const std::exception& e) {
-    return std::string("the CUDA kernel threw: ") + e.what() + "\n";
+    return std::string("the kernel under test threw: ") + e.what() + "\n";
   }
   try {
     // A contiguous device tensor comes back as one plain copy, never through the copy kernel.
@@ -351,9 +361,45 @@ std::string run_on_gpu(const OpCase& c, Kernel kernel, Buffers& buffers) {
   return "";
 }
 
-// Runs one case on the CPU and, given a table, on the GPU; returns "" when everything agrees,
-// else a report naming each disagreement.
-std::string run_case(const OpCase& c, const KernelTable* cuda) {
+// Another table of CPU kernels against the reference's results (ref_out, ref_in): both run on
+// the same contiguous copies (CPU kernels take no views), and every output and updated input is
+// compared element by element.
+std::string compare_cpu_tables(const OpCase& c, const KernelTable& tested, Buffers& buffers,
+                               const std::vector<Tensor>& ref_out,
+                               const std::vector<Tensor>& ref_in) {
+  std::vector<Tensor> in(c.in.size()), out(c.out.size());
+  if (std::string error = run_cpu_reference(c, tested, buffers, in, out); !error.empty())
+    return "the kernel under test: " + error;
+  // A row that rounds to the case's 16-bit dtype on the way (rms_norm's contract) can land a
+  // result one ulp of that dtype apart when the two sum orders differ: the case dtype's tolerance.
+  const std::optional<Tolerance> tol = c.tol ? c.tol : std::optional(default_tolerance(c.dtype));
+  auto compare = [&](const std::string& what, const Tensor& result, const Tensor& reference) {
+    Buffer b;
+    b.downloaded = result;
+    b.device_dtype = result.dtype();
+    return compare_values(what, b, result, reference, tol);
+  };
+  std::string report;
+  for (std::size_t j = 0; j < c.out.size(); ++j)
+    report += compare("out[" + std::to_string(j) + "]", out[j], ref_out[j]);
+  for (int i : c.written_inputs) {
+    const auto k = static_cast<std::size_t>(i);
+    report += compare("in[" + std::to_string(i) + "] (updated in place)", in[k], ref_in[k]);
+  }
+  return report;
+}
+
+// Which kernels a run compares: the reference's (CPU) against the tested table's on its device;
+// no tested table runs the reference alone.
+struct Tables {
+  const KernelTable& reference;
+  const KernelTable* tested;
+  Device device;
+};
+
+// Runs one case on the reference and, given a tested table, on its device; returns "" when
+// everything agrees, else a report naming each disagreement.
+std::string run_case(const OpCase& c, const Tables& tables) {
   const OpInfo& info = op_info(c.op);
   if ((info.num_inputs >= 0 && static_cast<int>(c.in.size()) != info.num_inputs) ||
       static_cast<int>(c.out.size()) != info.num_outputs)
@@ -363,12 +409,14 @@ std::string run_case(const OpCase& c, const KernelTable* cuda) {
   Buffers buffers = collect_buffers(c);
   auto buffer_of = [&](const Tensor& t) -> Buffer& { return buffers.at(t.storage().get()); };
   std::vector<Tensor> cpu_in(c.in.size()), cpu_out(c.out.size());
-  if (std::string error = run_cpu_reference(c, buffers, cpu_in, cpu_out); !error.empty())
+  if (std::string error = run_cpu_reference(c, tables.reference, buffers, cpu_in, cpu_out);
+      !error.empty())
     return error;
-  if (cuda == nullptr) return "";
-  const Kernel kernel = (*cuda)[static_cast<int>(c.op)];
-  if (kernel == nullptr) return "the CUDA table has no kernel in this row\n";
-  if (std::string error = run_on_gpu(c, kernel, buffers); !error.empty()) return error;
+  if (tables.tested == nullptr) return "";
+  if (tables.device.is_cpu()) return compare_cpu_tables(c, *tables.tested, buffers, cpu_out, cpu_in);
+  const Kernel kernel = (*tables.tested)[static_cast<int>(c.op)];
+  if (kernel == nullptr) return "the tested table has no kernel in this row\n";
+  if (std::string error = run_on(c, kernel, tables.device, buffers); !error.empty()) return error;
 
   // ---- the comparison
   std::string report;
@@ -393,8 +441,8 @@ bool selected(const OpCase& c, const char* filter) {
 }
 
 
-// Runs every case (on the CPU alone when cuda is null) and checks that every row has one.
-void run_all_cases(const KernelTable* cuda) {
+// Runs every case and checks that every row has one.
+void run_all_cases(const Tables& tables) {
   const char* filter = std::getenv("GENESIS_OP_CASES");
   Generator gen(kSeed);
   std::set<int> covered;
@@ -408,7 +456,7 @@ void run_all_cases(const KernelTable* cuda) {
       ++ran;
       std::string report;
       try {
-        report = run_case(c, cuda);
+        report = run_case(c, tables);
       } catch (const std::exception& e) {
         report = std::string("the harness failed: ") + e.what();
       }
@@ -448,11 +496,29 @@ TEST_CASE("every op-table row matches the CPU kernel on the GPU", "[cuda][op_tab
   if (testing::skip_without_gpu("the CPU-vs-CUDA op table")) return;
   const KernelTable* table = cuda_kernels();
   REQUIRE(table != nullptr);
-  run_all_cases(table);
+  run_all_cases({cpu_kernels(), table, Device::cuda(0)});
+}
+
+// The CPU kernels compiled for AVX-512 (chosen at run time where the CPU has it, isa.hpp) against
+// the same kernels compiled for the portable baseline, on every case: a wider vector changes the
+// order of a sum's partial sums, nothing else, so the GPU's tolerances hold with room to spare.
+TEST_CASE("the AVX-512 CPU kernels match the baseline's on every op-table case",
+          "[tensor][op_table]") {
+#ifdef GENESIS_CPU_AVX512_KERNELS
+  if (!cpu::cpu_features().avx512)
+    return testing::skip_test(testing::Need::avx512,
+                              "this CPU has no AVX-512: the kernels chosen for it never run here");
+  REQUIRE(std::string(cpu_kernel_set()) == "avx512");
+  REQUIRE(&cpu_kernels() == &cpu::avx512::kernel_table());
+  run_all_cases({cpu::base::kernel_table(), &cpu::avx512::kernel_table(), Device::cpu()});
+#else
+  return testing::skip_test(testing::Need::avx512,
+                            "this build has one set of CPU kernels (GENESIS_NATIVE, or not x86-64)");
+#endif
 }
 
 // Hidden (not in ctest): the CPU half of every case, so that the cases themselves can be checked
 // on a machine without a GPU before any GPU time is spent: genesis_tests "[op_table_cases]".
 TEST_CASE("every op-table case runs on the CPU kernels", "[.][op_table_cases]") {
-  run_all_cases(nullptr);
+  run_all_cases({cpu_kernels(), nullptr, Device::cpu()});
 }

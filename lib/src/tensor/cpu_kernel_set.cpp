@@ -2,16 +2,14 @@
 // build has it and this CPU and its OS offer AVX-512 F, CD, BW, DQ and VL; the baseline otherwise.
 // The choice is made once, on first use, so a binary built on a login node with AVX-512 runs on
 // compute nodes without it.
+#include "backends/cpu/register.hpp"  // the baseline's cpu::base::kernel_table
 #include "genesis/tensor/blas_kernels.hpp"
 #include "genesis/tensor/op_table.hpp"
 
 namespace genesis {
-namespace cpu::base {
-const KernelTable& kernel_table();
-}
 #ifdef GENESIS_CPU_AVX512_KERNELS
 namespace cpu::avx512 {
-const KernelTable& kernel_table();
+const KernelTable& kernel_table();  // the same kernels compiled with GENESIS_CPU_ISA=avx512
 }
 #endif
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The portable default build (x86-64-v3, AVX-512 kernels chosen at run time) against a build tuned
+# for this machine (-DGENESIS_NATIVE=ON) on bench/gpt_cpu.sh's GPT: ROUNDS alternating rounds,
+# the median tokens/s of each and their ratio.
+#
+#   bench/portable_cpu.sh PORTABLE_BUILD NATIVE_BUILD     # env: ROUNDS (5), and gpt_cpu.sh's
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+portable=$1 native=$2
+rounds=${ROUNDS:-5}
+tps() { TORCH=0 "$here/gpt_cpu.sh" "$1" | awk '/^genesis /{print $2}'; }
+median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+p=() n=()
+for ((r = 1; r <= rounds; r++)); do
+  p+=("$(tps "$portable")")
+  n+=("$(tps "$native")")
+  echo "round $r: portable ${p[-1]} tokens/s, native ${n[-1]} tokens/s"
+done
+pm=$(printf '%s\n' "${p[@]}" | median) nm=$(printf '%s\n' "${n[@]}" | median)
+echo "CPU kernels: portable $("$portable/bin/genesis" doctor 2>/dev/null | grep -o 'CPU kernels [a-z0-9-]*' || true)," \
+  "native $("$native/bin/genesis" doctor 2>/dev/null | grep -o 'CPU kernels [a-z0-9-]*' || true)"
+awk -v p="$pm" -v n="$nm" 'BEGIN {printf "median: portable %d, native %d tokens/s; portable/native %.3f\n", p, n, p / n}'
