@@ -173,6 +173,11 @@ inline Outcome train_with(int world, Model kind, Opt opt, int accum, int steps,
 // train()'s inspect callback that measures the host bytes in live tensors of all ranks together
 // once training is done, beyond those live when it was made: the ranks wait for each other, so
 // none is inside a step and only what the strategies keep between steps is counted.
+// Either of two runs compared may still hold a collective's few transient bytes on its
+// communication thread when the ranks meet at the end (48 bytes seen under a loaded parallel
+// ctest): the slack a comparison of HostBytesAtEnd allows, far below any state it looks for.
+inline constexpr std::int64_t kTransientHostBytes = 256;
+
 class HostBytesAtEnd {
  public:
   explicit HostBytesAtEnd(int world)

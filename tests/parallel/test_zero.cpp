@@ -82,7 +82,7 @@ TEST_CASE("zero1 and zero2 with the optimizer offloaded match them without", "[z
     const std::int64_t extra = offloaded_bytes.bytes() - plain_bytes.bytes();
     INFO("host bytes: " << plain_bytes.bytes() << " plain, " << offloaded_bytes.bytes()
                         << " offloaded; the host copies hold " << copies);
-    CHECK(extra >= copies);
+    CHECK(extra >= copies - kTransientHostBytes);
     CHECK(extra <= copies + copies / 20);
     CHECK(offloaded.memory.optimizer_bytes == plain.memory.optimizer_bytes);
     CHECK(offloaded.memory.offloaded_bytes == 0);

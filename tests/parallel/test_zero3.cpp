@@ -208,7 +208,7 @@ TEST_CASE("zero3 with the optimizer offloaded matches zero3", "[zero3]") {
   const std::int64_t extra = offloaded_bytes.bytes() - plain_bytes.bytes();
   INFO("host bytes: " << plain_bytes.bytes() << " plain, " << offloaded_bytes.bytes()
                       << " offloaded; the host copies hold " << copies);
-  CHECK(extra >= copies);
+  CHECK(extra >= copies - kTransientHostBytes);
   CHECK(extra <= copies + copies / 20);
   CHECK(offloaded.memory.offloaded_bytes == 0);
 }
