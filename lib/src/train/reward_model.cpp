@@ -4,7 +4,6 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/data/tokenizer.hpp"
 #include "init_weights.hpp"
 
 namespace genesis::train {
@@ -29,13 +28,12 @@ std::vector<double> RewardModel::score(const std::vector<std::vector<std::int64_
   NoGradGuard no_grad;
   const std::int64_t T = block_size_;
   const auto B = static_cast<std::int64_t>(prompts.size());
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(B * T), data::ByteTokenizer::kPad);
+  // Positions after a row's last token never reach its value (causal attention): any id pads.
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(B * T), 0);
   std::vector<std::int64_t> last(static_cast<std::size_t>(B));
   for (std::int64_t b = 0; b < B; ++b) {
     std::vector<std::int64_t> seq = prompts[b];
-    const auto& c = completions[b];
-    seq.insert(seq.end(), c.begin(),
-               !c.empty() && c.back() == data::ByteTokenizer::kEndOfText ? c.end() - 1 : c.end());
+    seq.insert(seq.end(), completions[b].begin(), completions[b].end());
     const auto n = std::min<std::int64_t>(T, static_cast<std::int64_t>(seq.size()));
     std::copy(seq.begin(), seq.begin() + n, ids.begin() + b * T);
     last[b] = b * T + n - 1;

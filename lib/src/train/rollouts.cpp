@@ -118,21 +118,23 @@ void RewardSources::load_model(const ModelChoice& policy, std::int64_t block_siz
 std::vector<double> RewardSources::score(const PromptSet& set,
                                          const std::vector<Tokens>& completions,
                                          WindowSums& sums) const {
+  // Each completion without the stop it ended on: its text for a program, and for a reward model
+  // the answer whose last token it was trained to score (the stop is a target only in training).
+  std::vector<Tokens> answers = completions;
+  for (Tokens& answer : answers)
+    if (reading_.stopped(answer)) answer.pop_back();
   std::vector<double> commanded;
   if (!command_.empty()) {
     const data::ByteTextTokenizer bytes;
     const data::TextTokenizer& tokenizer = tokenizer_ ? *tokenizer_ : bytes;
     std::vector<ScoredText> items;
-    for (std::size_t i = 0; i < completions.size(); ++i) {
-      Tokens completion = completions[i];
-      if (reading_.stopped(completion)) completion.pop_back();
-      items.push_back({tokenizer.decode(set.prompts[i]), tokenizer.decode(completion),
+    for (std::size_t i = 0; i < answers.size(); ++i)
+      items.push_back({tokenizer.decode(set.prompts[i]), tokenizer.decode(answers[i]),
                        set.rows.empty() ? nullptr : set.rows[i]});
-    }
     commanded = run_reward_command(command_, items, timeout_s_);
   }
   const std::vector<double> modelled =
-      model_ ? model_->score(set.prompts, completions) : std::vector<double>();
+      model_ ? model_->score(set.prompts, answers) : std::vector<double>();
   std::vector<double> totals;
   std::vector<double> per_function(functions_.size());
   double tokens = 0, clipped = 0;
