@@ -32,6 +32,31 @@ using genesis::testing::client_options;
 
 namespace {
 
+// A loopback port that refuses every connection and that no other test can take while this one
+// runs: bound, never listened on (a closed server's port could be reused by a test running beside
+// this one, which then answers).
+class RefusingPort {
+ public:
+  RefusingPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~RefusingPort() { close(fd_); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
 // A plain blocking socket connected to 127.0.0.1:port, for peers that do not speak the protocol.
 int raw_connect(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -254,11 +279,8 @@ TEST_CASE("TCPStoreServer port 0 picks a free port, a taken port names host:port
 }
 
 TEST_CASE("TCPStore to a port where nothing listens fails after its timeout", "[store]") {
-  int port = 0;
-  {
-    TCPStoreServer gone({"127.0.0.1", 0, ""});
-    port = gone.port();
-  }
+  const RefusingPort refusing;
+  const int port = refusing.port();
   const auto start = Clock::now();
   const std::string message =
       thrown_message<IoError>([&] { TCPStore(client_options(port, "", 300ms)); });
@@ -271,11 +293,8 @@ TEST_CASE("TCPStore to a port where nothing listens fails after its timeout", "[
 }
 
 TEST_CASE("TCPStore says while it waits for a server that does not answer", "[store]") {
-  int port = 0;
-  {
-    TCPStoreServer gone({"127.0.0.1", 0, ""});
-    port = gone.port();
-  }
+  const RefusingPort refusing;
+  const int port = refusing.port();
   TCPStoreOptions options = client_options(port, "", 1200ms);
   options.slow_connect_after = 300ms;  // then every minute: once within the timeout
   std::vector<std::pair<Milliseconds, std::string>> notes;
