@@ -23,18 +23,13 @@ train::Tokens ended(train::Tokens tokens, std::int64_t stop) {
   return tokens;
 }
 
-}  // namespace
-
-TEST_CASE("reward.model scores a completion at its last token before the stop it ended on",
-          "[grpo][rm]") {
-  testing::TempDir dir;
-  const auto init = testing::make_init(dir, 5);
+// reward.model = rm, read as grpo and ppo read it: completions ending at end-of-text or '\n'.
+train::RewardSources reward_model_sources(const std::string& rm) {
   RewardConfig config;
   config.functions = {};
-  config.model = testing::make_reward_model(dir, init).string();
+  config.model = rm;
   train::RewardSources sources(config);
-  constexpr std::int64_t kEndOfTurn = '\n';  // a second stop id, as a chat template's end of turn
-  sources.read_with(nullptr, {data::ByteTokenizer::kEndOfText, kEndOfTurn});
+  sources.read_with(nullptr, {data::ByteTokenizer::kEndOfText, '\n'});
   ModelConfig model;  // the small model of support/small_runs.hpp, as the sft preset shapes it
   model.kind = "gpt";
   model.n_layer = 1;
@@ -43,6 +38,18 @@ TEST_CASE("reward.model scores a completion at its last token before the stop it
   model.block_size = 24;
   model.vocab_size = 258;
   sources.load_model(train::ModelChoice(model), model.block_size, Device::cpu());
+  return sources;
+}
+
+}  // namespace
+
+TEST_CASE("reward.model scores a completion at its last token before the stop it ended on",
+          "[grpo][rm]") {
+  testing::TempDir dir;
+  const auto init = testing::make_init(dir, 5);
+  const train::RewardSources sources =
+      reward_model_sources(testing::make_reward_model(dir, init).string());
+  constexpr std::int64_t kEndOfTurn = '\n';  // the second stop id of reward_model_sources
 
   const train::Tokens prompt = bytes_of("reverse: abcd\n"), answer = bytes_of("dcba");
   train::PromptSet set;
