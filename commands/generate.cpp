@@ -17,6 +17,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model;
+  std::string adapter;
   std::string input;
   std::string device = "auto";
   double temperature = 0.0;
@@ -33,6 +34,10 @@ void add_generate_flags(CLI::App& app, GenerateFlags& f) {
                  "(Qwen/Qwen3-0.6B), a run directory (its latest checkpoint) or a checkpoint")
       ->required()
       ->type_name("MODEL");
+  app.add_option("--adapter", f.adapter,
+                 "A LoRA adapter directory in PEFT's layout (adapter_config.json, "
+                 "adapter_model.safetensors) applied to MODEL, its base")
+      ->type_name("DIR");
   app.add_option("-i,--input", f.input,
                  "JSONL prompts, {\"ids\": [...]}, {\"prompt\": \"...\"} or {\"messages\": "
                  "[...]} (rendered by the model's chat template) per line (default: standard "
@@ -70,7 +75,7 @@ int run_generate(const GenerateFlags& f, const RunContext& context) {
   }
   std::istream& in = f.input.empty() ? std::cin : file;
   const Device device = train::inference_device(*parse_setting<DeviceKind>(f.device));
-  train::InferenceModel model = train::load_inference_model(f.model, device);
+  train::InferenceModel model = train::load_inference_model(f.model, device, f.adapter);
   spdlog::info("generate: {} on {}", model.description, device.str());
   train::GenerateOptions options;
   options.sampling = {.max_new_tokens = f.max_new_tokens,

@@ -16,6 +16,7 @@ namespace {
 
 struct ScoreFlags {
   std::string model;
+  std::string adapter;
   std::string input;
   std::string device = "auto";
   std::int64_t batch_size = 8;
@@ -27,6 +28,10 @@ void add_score_flags(CLI::App& app, ScoreFlags& f) {
                  "directory (its latest checkpoint) or a checkpoint")
       ->required()
       ->type_name("MODEL");
+  app.add_option("--adapter", f.adapter,
+                 "A LoRA adapter directory in PEFT's layout (adapter_config.json, "
+                 "adapter_model.safetensors) applied to MODEL, its base")
+      ->type_name("DIR");
   app.add_option(
          "-i,--input", f.input,
          "JSONL, {\"ids\": [...]} or {\"text\": \"...\"} per line (default: standard input)")
@@ -47,7 +52,7 @@ int run_score(const ScoreFlags& f, const RunContext& context) {
   }
   std::istream& in = f.input.empty() ? std::cin : file;
   const Device device = train::inference_device(*parse_setting<DeviceKind>(f.device));
-  train::InferenceModel model = train::load_inference_model(f.model, device);
+  train::InferenceModel model = train::load_inference_model(f.model, device, f.adapter);
   spdlog::info("score: {} on {}", model.description, device.str());
   const std::int64_t failed = train::score_jsonl(model, in, context.out, f.batch_size,
                                                  [](std::int64_t line, const std::string& reason) {

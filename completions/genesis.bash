@@ -123,6 +123,9 @@ _genesis() {
             ;;
         generate)
             case $prev in
+                --adapter)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))
+                    return ;;
                 --batch-size)
                     :
                     return ;;
@@ -228,6 +231,9 @@ _genesis() {
             ;;
         score)
             case $prev in
+                --adapter)
+                    compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))
+                    return ;;
                 --batch-size)
                     :
                     return ;;
@@ -309,11 +315,11 @@ _genesis() {
                 *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;
             esac ;;
         doctor) COMPREPLY=($(compgen -W "--backend --color --comm --help -h --json --log-level --timeout --version" -- "$cur")) ;;
-        generate) COMPREPLY=($(compgen -W "--batch-size --color --device --help -h --input -i --log-level --max-new-tokens --seed --temperature --top-k --top-p --version" -- "$cur")) ;;
+        generate) COMPREPLY=($(compgen -W "--adapter --batch-size --color --device --help -h --input -i --log-level --max-new-tokens --seed --temperature --top-k --top-p --version" -- "$cur")) ;;
         launch) COMPREPLY=($(compgen -W "--color --dry-run --dry_run --emit-sbatch --emit_sbatch --gpus --num-gpus --num_gpus --grace-period --grace_period --heartbeat-timeout --heartbeat_timeout --help -h --local-ranks-filter --local_ranks_filter --log-dir --log_dir --log-level --master-addr --master_addr --master-port --master_port --max-restarts --max_restarts --module -m --nnodes --num-nodes --num_nodes --no-python --no_python --node-rank --node_rank --nproc-per-node --nproc_per_node --nproc --rdzv-backend --rdzv_backend --rdzv-conf --rdzv_conf --rdzv-endpoint --rdzv_endpoint --run-id --run_id --rdzv-id --rdzv_id --standalone --store-token --store_token --tee --timeout --version" -- "$cur")) ;;
         report)
             if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --format --help -h --log-level --metric --output -o --version" -- "$cur")); fi ;;
-        score) COMPREPLY=($(compgen -W "--batch-size --color --device --help -h --input -i --log-level --version" -- "$cur")) ;;
+        score) COMPREPLY=($(compgen -W "--adapter --batch-size --color --device --help -h --input -i --log-level --version" -- "$cur")) ;;
         tokenize) COMPREPLY=($(compgen -W "--chat-template --color --decode --help -h --input -i --log-level --no-special-tokens --threads --version" -- "$cur")) ;;
         train) COMPREPLY=($(compgen -W "--algorithm --color --config -c --deepspeed --dry-run --help -h --list-presets --log-level --name --output-dir -o --overwrite --preset -p --print-config --resume --set -s --version" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")) ;;

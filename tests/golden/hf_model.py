@@ -2,7 +2,8 @@
 written from the model cards and transformers' modeling_*.py in plain torch ops, in float32 on the
 CPU from a checkpoint's weights upcast to f32. One sequence at a time (no batch, no attention mask:
 what model(input_ids) computes), with a key/value cache so that greedy generation feeds one token
-per step as transformers' generate does. Training-only parts (dropout) are left out.
+per step as transformers' generate does. Training-only parts (dropout) are left out. A LoRA
+adapter (peft_adapter.apply) adds its path to the outputs of the linears it adapts (Model.lora).
 """
 import math
 
@@ -189,7 +190,9 @@ class Model:
     def __init__(self, config, gen, tensors):
         self.arch = Arch(config, gen)
         self.w = {n: t.float() for n, t in tensors.items()}
+        self.dtypes = {n: t.dtype for n, t in tensors.items()}  # as stored, for writing tensors back
         self.used = set()
+        self.lora = {}  # module name -> (A (r, in), B (out, r), scale); peft_adapter.apply fills it
         a = self.arch
         self.prefix = ""
         if a.family == "gpt2":
@@ -201,11 +204,12 @@ class Model:
                     del self.w[n]
         embed = self.prefix + ("wte.weight" if a.family == "gpt2" else "model.embed_tokens.weight")
         if a.task == "score":
-            self.head = self.get("score.weight")
+            self.head_name, self.lora_head = "score.weight", "score"
         elif a.tied:
-            self.head = self.get(embed)
+            self.head_name, self.lora_head = embed, "lm_head"  # transformers' lm_head module, tied
         else:
-            self.head = self.get("lm_head.weight")
+            self.head_name, self.lora_head = "lm_head.weight", "lm_head"
+        self.head = self.get(self.head_name)
         # Touch every parameter once so that an unexpected or missing name fails here.
         self.hidden_states(torch.tensor([0]), Cache(a.layers))
         unused = sorted(set(self.w) - self.used)
@@ -223,14 +227,26 @@ class Model:
         self.used.add(name)
         return self.w[name]
 
+    def adapted(self, x, y, name):
+        """y = the module's base output for input x, plus a LoRA adapter's path when it adapts the
+        module: scale * (x @ A^T) @ B^T, A (r, in) and B (out, r) for nn.Linear and Conv1D alike."""
+        if name not in self.lora:
+            return y
+        A, B, scale = self.lora[name]
+        return y + scale * ((x @ A.t()) @ B.t())
+
     def linear(self, x, name, bias):
         """nn.Linear: x @ W^T (+ b), W (out, in)."""
         y = x @ self.get(name + ".weight").t()
-        return y + self.get(name + ".bias") if bias else y
+        return self.adapted(x, y + self.get(name + ".bias") if bias else y, name)
 
     def conv1d(self, x, name):
         """GPT-2's Conv1D: x @ W + b, W (in, out)."""
-        return x @ self.get(name + ".weight") + self.get(name + ".bias")
+        return self.adapted(x, x @ self.get(name + ".weight") + self.get(name + ".bias"), name)
+
+    def project(self, h):
+        """The output head (lm_head, tied or not, or score) on hidden states h (..., C)."""
+        return self.adapted(h, h @ self.head.t(), self.lora_head)
 
     def hidden_states(self, ids, cache):
         """ids (T,) new tokens after the cache's; returns the last layer's normed output (T, C)."""
@@ -293,7 +309,7 @@ class Model:
 
     def logits(self, ids):
         """(T, V) logits of a whole sequence, no cache kept."""
-        return self.hidden_states(torch.as_tensor(ids), Cache(self.arch.layers)) @ self.head.t()
+        return self.project(self.hidden_states(torch.as_tensor(ids), Cache(self.arch.layers)))
 
     def logprobs(self, ids):
         """[log p(ids[t] | ids[<t]) for t = 1..n-1]."""
@@ -308,7 +324,7 @@ class Model:
         cache, out = Cache(self.arch.layers), []
         h = self.hidden_states(torch.as_tensor(ids), cache)
         for _ in range(max_new_tokens):
-            nxt = int(torch.argmax(h[-1] @ self.head.t()))
+            nxt = int(torch.argmax(self.project(h[-1])))
             out.append(nxt)
             if nxt in self.arch.eos_ids:
                 break
@@ -326,4 +342,4 @@ class Model:
         if pad is not None:
             keep = [t for t, token in enumerate(ids) if token != pad]
             last = keep[-1] if keep else 0
-        return (h[last] @ self.head.t()).tolist()
+        return self.project(h[last]).tolist()

@@ -4,7 +4,8 @@ in transformers' exact layout (config.json, generation_config.json, safetensors,
 and computes log-probs, greedy generations and classifier scores from such a directory in float32
 on the CPU, in plain torch ops written from the model cards and transformers' modeling_*.py (not
 from genesis's C++). It leaves out batching, attention masks, training and every rope_scaling type
-but llama3 and linear. Helpers: hf_checkpoint.py (files), hf_model.py (math), hf_selfcheck.py.
+but llama3 and linear. Helpers: hf_checkpoint.py (files), hf_model.py (math), peft_adapter.py (LoRA
+adapters), hf_selfcheck.py.
 
     hf_reference.py make --family llama|mistral|qwen2|qwen3|gpt2 --out DIR [--seed S]
         [--dtype float32|bfloat16|float16] [--shards N] [--tied|--untied] [--hidden 64 --layers 2
@@ -14,13 +15,29 @@ but llama3 and linear. Helpers: hf_checkpoint.py (files), hf_model.py (math), hf
         [--attention-bias] [--mlp-bias] [--sequence-classification [--num-labels 2]]
         [--bos ID] [--eos ID[,ID...]] [--pad ID] [--rms-norm-eps E] [--initializer-range R]
         [--no-prefix]
-    hf_reference.py logprobs --model DIR --input IDS.jsonl   # {"logprobs": [log p(ids[t]|ids[<t]), t=1..n-1]}
-    hf_reference.py generate --model DIR --input IDS.jsonl --max-new-tokens N   # {"ids": [new tokens]}
-    hf_reference.py score    --model DIR --input IDS.jsonl   # {"score": [one per label]}
+    hf_reference.py logprobs --model DIR --input IDS.jsonl [--adapter ADIR]   # {"logprobs": [log p(ids[t]|ids[<t]), t=1..n-1]}
+    hf_reference.py generate --model DIR --input IDS.jsonl --max-new-tokens N [--adapter ADIR]   # {"ids": [new tokens]}
+    hf_reference.py score    --model DIR --input IDS.jsonl [--adapter ADIR]   # {"score": [one per label]}
+    hf_reference.py make-adapter --model DIR --out ADIR --r 4 --alpha 8 --targets q_proj,v_proj|all-linear
+        [--rslora] [--modules-to-save score[,...]] [--seed S]   # a random PEFT LoRA adapter (A, B != 0)
+    hf_reference.py check-adapter --adapter ADIR --model DIR   # one line: modules adapted, r, tensors
+    hf_reference.py merge --model DIR --adapter ADIR --out DIR2   # a full checkpoint with the adapter merged
     hf_reference.py selfcheck                                # exit 1 on any failed check
 
 Each input line is {"ids": [...]}; each output line answers one input line. Exit code 3 when torch
-is missing (the C++ tests then skip), 2 for a bad command line or checkpoint.
+is missing (the C++ tests then skip), 2 for a bad command line, checkpoint or adapter.
+
+--adapter applies a LoRA adapter in PEFT's layout (peft_adapter.py) as an additive path, y = base(x) +
+scale * (x @ A^T) @ B^T, scale = lora_alpha/r (use_rslora: lora_alpha/sqrt(r)); merge computes the
+same model the other way, W + scale * B @ A (GPT-2's Conv1D: + scale * (B @ A)^T). An adapter
+directory holds adapter_config.json (peft_type "LORA", task_type, r, lora_alpha, lora_dropout,
+target_modules, use_rslora, modules_to_save, fan_in_fan_out, bias "none", base_model_name_or_path,
+init_lora_weights, inference_mode) and adapter_model.safetensors with, per adapted module M (its
+Hugging Face module path: GPT-2's always start "transformer.", with or without --no-prefix),
+    base_model.model.M.lora_A.weight (r, in)    base_model.model.M.lora_B.weight (out, r)
+(for Conv1D too: in/out are its features, W is (in, out)), and every parameter P of a module that
+modules_to_save names (a *ForSequenceClassification base always saves score) as base_model.model.P,
+e.g. base_model.model.score.weight.
 
 Tensor names (I = layer, D = head_dim, Hq/Hkv = attention/key-value heads, C = hidden, F =
 intermediate, V = vocab; nn.Linear weights are (out, in)):
@@ -68,6 +85,7 @@ except ImportError:
     sys.exit(3)
 
 import hf_checkpoint as ckpt
+import peft_adapter
 from hf_model import Model
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
@@ -179,9 +197,37 @@ def cmd_per_line(a, compute, key, task):
     model = Model.load(a.model)
     if model.arch.task != task:
         raise UsageError(f"{a.model} is a {model.arch.task} model; this subcommand needs {task}")
+    if a.adapter:
+        peft_adapter.apply(model, peft_adapter.read_adapter(a.adapter, model))
     for ids in read_inputs(a.input):
         check_ids(model, ids, a.input)
         print(json.dumps({key: compute(model, ids)}))
+
+
+def number(text):
+    """lora_alpha as PEFT's int field holds it when it is whole (8, not 8.0)."""
+    x = float(text)
+    return int(x) if x.is_integer() else x
+
+
+def cmd_make_adapter(a):
+    targets = [t for t in a.targets.split(",") if t]
+    if not targets or (peft_adapter.ALL_LINEAR in targets and len(targets) > 1):
+        raise UsageError("--targets is a comma-separated list of module names, or all-linear alone")
+    if a.r < 1:
+        raise UsageError("--r must be at least 1")
+    mts = [m for m in a.modules_to_save.split(",") if m] if a.modules_to_save else None
+    adapter = peft_adapter.make_adapter(a.model, a.out, a.r, a.alpha, targets, a.rslora, mts, a.seed)
+    print(f"wrote {peft_adapter.summary(a.out, adapter)}", file=sys.stderr)
+
+
+def cmd_check_adapter(a):
+    print(peft_adapter.summary(a.adapter, peft_adapter.read_adapter(a.adapter, Model.load(a.model))))
+
+
+def cmd_merge(a):
+    files = peft_adapter.merge(a.model, a.adapter, a.out)
+    print(f"wrote {a.out}: {a.model} + {a.adapter} merged, {', '.join(files)}", file=sys.stderr)
 
 
 def build_parser():
@@ -234,6 +280,23 @@ def build_parser():
         c.add_argument("--input", required=True)
         if extra:
             c.add_argument("--max-new-tokens", type=int, required=True)
+        c.add_argument("--adapter", help="a PEFT LoRA adapter directory to apply (not merged)")
+    m = sub.add_parser("make-adapter", help="write a random PEFT LoRA adapter for a base checkpoint")
+    m.add_argument("--model", required=True)
+    m.add_argument("--out", required=True)
+    m.add_argument("--r", type=int, required=True)
+    m.add_argument("--alpha", type=number, required=True, help="lora_alpha")
+    m.add_argument("--targets", required=True, help="module names (q_proj,v_proj) or all-linear")
+    m.add_argument("--rslora", action="store_true", help="use_rslora: scale lora_alpha/sqrt(r)")
+    m.add_argument("--modules-to-save", help="comma-separated; a classifier base adds classifier,score")
+    m.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("check-adapter", help="check an adapter's layout against its base; one summary line")
+    c.add_argument("--adapter", required=True)
+    c.add_argument("--model", required=True)
+    c = sub.add_parser("merge", help="write base + adapter merged as a full checkpoint")
+    c.add_argument("--model", required=True)
+    c.add_argument("--adapter", required=True)
+    c.add_argument("--out", required=True)
     sub.add_parser("selfcheck", help="the consistency checks; exit 1 on a failure")
     return p
 
@@ -249,6 +312,12 @@ def main(argv):
             cmd_per_line(a, lambda m, ids: m.generate(ids, a.max_new_tokens), "ids", "lm")
         elif a.command == "score":
             cmd_per_line(a, lambda m, ids: m.score(ids), "score", "score")
+        elif a.command == "make-adapter":
+            cmd_make_adapter(a)
+        elif a.command == "check-adapter":
+            cmd_check_adapter(a)
+        elif a.command == "merge":
+            cmd_merge(a)
         else:
             import hf_selfcheck
             return 0 if hf_selfcheck.run() else 1

@@ -2,7 +2,8 @@
 (tests/ckpt/gpt2_numpy.py) and the safetensors reader (tests/ckpt/read_safetensors.py), and
 against itself where two routes must agree (GQA vs the same model with kv heads repeated, a window
 no shorter than the sequence vs none, a window's exact reach, bf16/f16 files vs f32 weights rounded,
-tied vs untied with lm_head = embedding, sharded vs one file, cached greedy vs full forwards, ...).
+tied vs untied with lm_head = embedding, sharded vs one file, cached greedy vs full forwards, LoRA
+adapters applied on the side vs merged into the weights, ...).
 Models are tiny and built in memory where no file is under test, so it runs in a few seconds.
 """
 import contextlib
@@ -18,6 +19,7 @@ import torch
 
 import hf_checkpoint as ckpt
 import hf_reference
+import peft_adapter
 from hf_model import Arch, Cache, Model, rope_inv_freq, rotate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -325,6 +327,183 @@ def check_cli(c, tmp):
     c.check("cli make refuses an option the family lacks", rc == 2 and "does not apply" in err, err.strip())
 
 
+def quiet(*argv):
+    """hf_reference.main(argv) with its output caught: (exit code, stdout lines, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = hf_reference.main([str(x) for x in argv])
+    return rc, out.getvalue().splitlines(), err.getvalue()
+
+
+def edit_adapter(src, dst, config_edit=None, tensors_edit=None):
+    """A copy of the adapter in src, its config dict and {key: tensor} edited in place."""
+    with open(os.path.join(src, peft_adapter.CONFIG_NAME)) as f:
+        cfg = json.load(f)
+    tensors = ckpt.read_safetensors(os.path.join(src, peft_adapter.WEIGHTS_NAME))
+    if config_edit:
+        config_edit(cfg)
+    if tensors_edit:
+        tensors_edit(tensors)
+    peft_adapter.write_adapter(dst, cfg, tensors)
+    return dst
+
+
+def check_adapters(c, tmp):
+    """LoRA in PEFT's layout: the additive path (--adapter) against the merged checkpoint (merge),
+    PEFT's key names and shapes, a zero B, rslora's scale, GPT-2's Conv1D, and what must exit 2."""
+    ids, rows = os.path.join(tmp, "lora_ids.jsonl"), [IDS, [0, 9, 0, 4]]  # 0 is the classifiers' pad
+    with open(ids, "w") as f:
+        f.write("".join(json.dumps({"ids": r}) + "\n" for r in rows))
+
+    def answers(command, model, adapter=None, key=None, extra=()):
+        rc, lines, err = quiet(command, "--model", model, "--input", ids, *extra,
+                               *(["--adapter", adapter] if adapter else []))
+        if rc != 0:
+            raise RuntimeError(f"{command} exited {rc}: {err.strip()}")
+        return [x for line in lines for x in json.loads(line)[key or command]]
+
+    def build(name, make_flags, adapter_flags):
+        base, adapter = os.path.join(tmp, "lora_" + name), os.path.join(tmp, "lora_" + name + "_a")
+        ckpt.write_checkpoint(base, spec(*make_flags))
+        rc, _, err = quiet("make-adapter", "--model", base, "--out", adapter, *adapter_flags)
+        if rc != 0:
+            raise RuntimeError(f"make-adapter exited {rc}: {err.strip()}")
+        return base, adapter
+
+    cases = [("llama", ["--family", "llama", "--untied"], ["--targets", "all-linear"], "logprobs"),
+             ("qwen3", ["--family", "qwen3", "--tied"], ["--targets", "q_proj,v_proj", "--rslora"], "logprobs"),
+             ("gpt2", ["--family", "gpt2"], ["--targets", "all-linear"], "logprobs"),
+             ("gpt2_hub", ["--family", "gpt2", "--no-prefix", "--untied"],
+              ["--targets", "c_fc,c_proj", "--modules-to-save", "lm_head"], "logprobs"),
+             ("llama_cls", ["--family", "llama", "--sequence-classification", "--num-labels", "3"],
+              ["--targets", "all-linear"], "score")]
+    built = {}
+    for name, make_flags, adapter_flags, command in cases:
+        base, adapter = build(name, make_flags, ["--r", "4", "--alpha", "8", "--seed", "7"] + adapter_flags)
+        built[name] = base, adapter
+        rc, lines, err = quiet("check-adapter", "--adapter", adapter, "--model", base)
+        c.check(f"lora {name}: check-adapter accepts make-adapter's output", rc == 0, (lines or [err.strip()])[0])
+        merged = os.path.join(tmp, "lora_" + name + "_merged")
+        rc, _, err = quiet("merge", "--model", base, "--adapter", adapter, "--out", merged)
+        on_side = answers(command, base, adapter)
+        c.close(f"lora {name}: base + adapter == merged checkpoint ({command})", on_side,
+                answers(command, merged) if rc == 0 else [math.inf], 1e-5)
+        c.apart(f"lora {name}: ... and the adapter changes them", on_side, answers(command, base), 1e-3)
+        if command == "logprobs" and rc == 0:
+            def greedy(model, adapter=None):
+                return answers("generate", model, adapter, "ids", ["--max-new-tokens", "8"])
+            c.check(f"lora {name}: greedy generation with the adapter == with the merged checkpoint",
+                    greedy(base, adapter) == greedy(merged))
+
+    def keys(adapter):
+        tensors = ckpt.read_safetensors(os.path.join(adapter, peft_adapter.WEIGHTS_NAME))
+        return {k: list(t.shape) for k, t in tensors.items()}
+    got = keys(built["llama"][1])
+    c.check("lora llama: keys base_model.model.model.layers.I.self_attn.q_proj.lora_A/B.weight, (r, in), (out, r)",
+            got.get("base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight") == [4, 64]
+            and got.get("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight") == [64, 4]
+            and len(got) == 2 * 7 * 2 and not any("lm_head" in k for k in got))
+    for name in ("gpt2", "gpt2_hub"):
+        got = keys(built[name][1])
+        c.check(f"lora {name}: Conv1D keys carry 'transformer.', c_attn A (r, C) and B (3C, r)",
+                got.get("base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight") == [4, 64]
+                and got.get("base_model.model.transformer.h.1.mlp.c_proj.lora_B.weight") == [64, 4]
+                and (name != "gpt2" or got.get("base_model.model.transformer.h.0.attn.c_attn.lora_B.weight")
+                     == [192, 4]))
+    got = keys(built["gpt2_hub"][1])
+    c.check("lora gpt2_hub: modules_to_save lm_head saved as base_model.model.lm_head.weight",
+            got.get("base_model.model.lm_head.weight") == [320, 64])
+    with open(os.path.join(built["llama_cls"][1], peft_adapter.CONFIG_NAME)) as f:
+        cls_cfg = json.load(f)
+    c.check("lora llama_cls: SEQ_CLS, modules_to_save [classifier, score], score.weight saved",
+            cls_cfg["task_type"] == "SEQ_CLS" and cls_cfg["modules_to_save"] == ["classifier", "score"]
+            and keys(built["llama_cls"][1]).get("base_model.model.score.weight") == [3, 64])
+
+    def zero_b(t):
+        for k in t:
+            if k.endswith(".lora_B.weight"):
+                t[k] = torch.zeros_like(t[k])
+    for name in ("llama", "gpt2"):
+        base, adapter = built[name]
+        zero = edit_adapter(adapter, adapter + "_zero", tensors_edit=zero_b)
+        c.close(f"lora {name}: base + adapter with B = 0 == base", answers("logprobs", base, zero),
+                answers("logprobs", base), 0)
+
+    # rslora: scale lora_alpha / sqrt(r) = 8 / 2 at r = 4, which plain LoRA reaches with alpha 16.
+    base, adapter = built["qwen3"]
+    plain16 = edit_adapter(adapter, adapter + "_16", lambda cfg: cfg.update(use_rslora=False, lora_alpha=16))
+    plain8 = edit_adapter(adapter, adapter + "_8", lambda cfg: cfg.update(use_rslora=False))
+    rs = answers("logprobs", base, adapter)
+    c.close("lora rslora r 4 alpha 8 == plain alpha 16 (scale 4)", rs, answers("logprobs", base, plain16), 0)
+    c.apart("lora rslora r 4 alpha 8 != plain alpha 8 (scale 2)", rs, answers("logprobs", base, plain8), 1e-3)
+
+    # Conv1D keeps W as (in, out), so the merge adds (B @ A)^T; on the square attn.c_proj the
+    # untransposed B @ A fits too, and must give other log-probs.
+    base, adapter = build("gpt2_proj", ["--family", "gpt2", "--seed", "2"],
+                          ["--r", "4", "--alpha", "8", "--targets", "attn.c_proj"])
+    s = spec("--family", "gpt2", "--seed", "2")
+    w = dict(ckpt.random_weights(s))
+    tensors = ckpt.read_safetensors(os.path.join(adapter, peft_adapter.WEIGHTS_NAME))
+    wrong = dict(w)
+    for i in range(s["layers"]):
+        k = f"base_model.model.transformer.h.{i}.attn.c_proj."
+        wrong[f"transformer.h.{i}.attn.c_proj.weight"] = w[f"transformer.h.{i}.attn.c_proj.weight"] + 2.0 * (
+            tensors[k + "lora_B.weight"] @ tensors[k + "lora_A.weight"])
+    m = model_of(s, wrong)
+    c.apart("lora gpt2 Conv1D: merging B @ A untransposed gives other log-probs",
+            answers("logprobs", base, adapter), [x for r in rows for x in m.logprobs(r)], 1e-3)
+
+    # From 20 adapted modules on PEFT writes all-linear as the shortest distinguishing suffixes.
+    base, adapter = build("llama3", ["--family", "llama", "--layers", "3"],
+                          ["--r", "2", "--alpha", "4", "--targets", "all-linear"])
+    with open(os.path.join(adapter, peft_adapter.CONFIG_NAME)) as f:
+        tm = json.load(f)["target_modules"]
+    c.check("lora all-linear on 21 modules: target_modules are the 7 names", tm == sorted(
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]), str(tm))
+
+    # What must exit 2, from logprobs --adapter and check-adapter alike, on the qwen3 adapter
+    # (q_proj and v_proj, r 4): (what, config edit, tensors edit, a piece of the message).
+    base, adapter = built["qwen3"]
+    q = "base_model.model.model.layers.0.self_attn.q_proj."
+    A, B = q + "lora_A.weight", q + "lora_B.weight"
+
+    def put(key, value):
+        return lambda t: t.update({key: value(t) if callable(value) else value})
+    bad = [("peft_type LOHA", lambda cfg: cfg.update(peft_type="LOHA"), None, "not 'LORA'"),
+           ("bias all", lambda cfg: cfg.update(bias="all"), None, "only 'none'"),
+           ("use_dora", lambda cfg: cfg.update(use_dora=True), None, "not implemented"),
+           ("a misspelt key", lambda cfg: cfg.update(lora_aplha=8), None, "not a LoraConfig field"),
+           ("r as a string", lambda cfg: cfg.update(r="4"), None, "not of type int"),
+           ("task_type SEQ_CLS on a causal LM", lambda cfg: cfg.update(task_type="SEQ_CLS"), None, "does not fit"),
+           ("a key naming no module", None, put(A.replace("q_proj", "x_proj"), lambda t: t[A]), "names no module"),
+           ("a key without base_model.model.", None, put(A[len("base_model.model."):], lambda t: t.pop(A)),
+            "does not start"),
+           ("lora_A of the wrong r", None, put(A, torch.zeros(5, 64)), "has shape [5, 64]"),
+           ("lora_B of the wrong out", None, put(B, torch.zeros(64, 4)), "has shape [64, 4]"),
+           ("lora_A without lora_B", None, lambda t: t.pop(B), "lora_A without lora_B"),
+           ("a target with neither", None, lambda t: (t.pop(A), t.pop(B)), "has no lora_A/lora_B"),
+           ("a module target_modules leave out", None, put(A.replace("q_proj", "k_proj"), torch.zeros(4, 64)),
+            "would not load"),
+           ("a DoRA magnitude", None, put(q + "lora_magnitude_vector", torch.zeros(128)), "only lora_A.weight"),
+           ("a base tensor outside modules_to_save", None, put("base_model.model.model.norm.weight", torch.ones(64)),
+            "does not cover")]
+    for i, (what, config_edit, tensors_edit, expect) in enumerate(bad):
+        d = edit_adapter(adapter, os.path.join(tmp, f"lora_bad{i}"), config_edit, tensors_edit)
+        rc, _, err = quiet("logprobs", "--model", base, "--input", ids, "--adapter", d)
+        rc2, _, err2 = quiet("check-adapter", "--adapter", d, "--model", base)
+        c.check(f"lora refused with exit 2: {what}", rc == 2 and rc2 == 2 and expect in err
+                and err == err2.replace("check-adapter", "logprobs") and err.count("\n") == 1, err.strip())
+    base, adapter = built["llama_cls"]
+    d = edit_adapter(adapter, os.path.join(tmp, "lora_bad_cls"),
+                     tensors_edit=lambda t: t.pop("base_model.model.score.weight"))
+    rc, _, err = quiet("score", "--model", base, "--input", ids, "--adapter", d)
+    c.check("lora refused with exit 2: modules_to_save score missing",
+            rc == 2 and "score.weight is missing" in err, err.strip())
+    base, adapter = built["qwen3"]
+    rc, _, err = quiet("merge", "--model", base, "--adapter", adapter, "--out", base)
+    c.check("lora merge refuses to write over its base", rc == 2, err.strip())
+
+
 def run():
     c = Checks()
     torch.manual_seed(0)
@@ -332,7 +511,7 @@ def run():
         for group in (lambda: check_gpt2_numpy(c, tmp), lambda: check_safetensors_files(c, tmp),
                       lambda: check_gqa(c), lambda: check_windows(c), lambda: check_tied(c),
                       lambda: check_generation(c), lambda: check_qk_norm_and_rope(c),
-                      lambda: check_score(c), lambda: check_cli(c, tmp)):
+                      lambda: check_score(c), lambda: check_cli(c, tmp), lambda: check_adapters(c, tmp)):
             try:
                 group()
             except Exception as e:  # a check that cannot run is a failed check, and the rest still run

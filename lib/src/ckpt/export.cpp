@@ -160,6 +160,8 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
   if (options.format != ExportFormat::genesis && !manifest.config_toml.empty())
     config = parse_config_toml(manifest.config_toml, source);
 
+  if (config && config->lora.enabled())
+    return export_lora_adapter(checkpoint, options, *config, run_hf_dir(checkpoint.dir()));
   if (config && config->model.kind == "hf")
     return export_hf_model(checkpoint, options, *config, run_hf_dir(checkpoint.dir()));
   GENESIS_CHECK(!options.dtype || *options.dtype == DType::f32, InvalidArgument,

@@ -415,13 +415,45 @@ std::vector<ConfigKey> reward_keys() {
   };
 }
 
+// [lora]
+std::vector<ConfigKey> lora_keys() {
+  return {
+    {"lora.r",
+     "LoRA: the adapters' rank; 0: no adapters (full fine-tuning). With r > 0 only the adapters "
+     "and lora.modules_to_save train, and a run saves and exports them in PEFT's layout",
+     [](Config& c) -> Field { return &c.lora.r; }, Rule::non_negative},
+    {"lora.lora_alpha", "LoRA: the adapters' output is scaled by lora_alpha / r",
+     [](Config& c) -> Field { return &c.lora.lora_alpha; }, Rule::positive},
+    {"lora.lora_dropout", "LoRA: dropout on each adapter's input, in [0, 1)",
+     [](Config& c) -> Field { return &c.lora.lora_dropout; }, Rule::probability},
+    {"lora.target_modules",
+     "LoRA: the linear layers to adapt, by name as PEFT matches them ([\"q_proj\", \"v_proj\"]; "
+     "gpt and GPT-2: c_attn, c_proj, c_fc) or \"all-linear\" (every linear layer but the output "
+     "and value heads); []: PEFT's default for the family",
+     [](Config& c) -> Field { return &c.lora.target_modules; }, Rule::one_or_list},
+    {"lora.modules_to_save",
+     "LoRA: modules trained in full and saved with the adapter (a reward model's \"score\")",
+     [](Config& c) -> Field { return &c.lora.modules_to_save; }},
+    {"lora.use_rslora", "LoRA: scale by lora_alpha / sqrt(r) (rank-stabilised) instead of / r",
+     [](Config& c) -> Field { return &c.lora.use_rslora; }},
+    {"lora.init_lora_weights",
+     "LoRA: true (A Kaiming-uniform, B zero: training starts at the base model) | gaussian "
+     "(A normal with std 1/r, B zero)",
+     [](Config& c) -> Field { return &c.lora.init_lora_weights; }},
+    {"lora.base_dtype", "LoRA: the frozen base's storage: f32 | bf16 (adapters stay f32)",
+     [](Config& c) -> Field { return &c.lora.base_dtype; }},
+    {"lora.init_from", "LoRA: an adapter directory (PEFT's layout) to start from",
+     [](Config& c) -> Field { return &c.lora.init_from; }},
+  };
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& config_schema() {
   static const std::vector<ConfigKey> schema = [] {
     std::vector<ConfigKey> all;
     for (auto section : {top_level_keys, model_keys, data_keys, training_keys, distributed_keys,
-                         loss_scale_keys, dpo_keys, grpo_keys, ppo_keys, reward_keys})
+                         loss_scale_keys, dpo_keys, grpo_keys, ppo_keys, reward_keys, lora_keys})
       for (ConfigKey& key : section()) all.push_back(std::move(key));
     return all;
   }();

@@ -24,7 +24,7 @@ using Field = std::variant<std::string*, std::int64_t*, std::uint64_t*, double*,
                            BackendKind*, OffloadKind*, DeviceKind*, MixedPrecision*,
                            OptimizerKind*, LrSchedulerKind*, WarmupType*, Algorithm*, ModelHead*,
                            DpoLossType*, GrpoLossType*, ScaleRewards*, CriticKind*,
-                           TruncationMode*>;
+                           TruncationMode*, LoraInit*, LoraBaseDtype*>;
 
 // True for the keys whose TOML value is a string: text and Setting keys.
 bool takes_string(const Field& field);
@@ -38,6 +38,7 @@ enum class Rule {
   open_unit,     // in (0, 1)
   run_name,      // non-empty, usable as one directory name
   non_empty,     // non-empty string
+  one_or_list,   // a list of strings, or one string for a list of one (PEFT's target_modules)
 };
 
 struct ConfigKey {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "config_schema.hpp"
+#include "config_value.hpp"
 #include "genesis/core/error.hpp"
 
 namespace genesis::config_detail {
@@ -183,6 +184,29 @@ void validate_profile_steps(const Config& config, const Origins& origins) {
                       "step: training.max_steps = " + std::to_string(config.training.max_steps));
 }
 
+// LoRA adapts the linear layers of a gpt or hf model; its keys mean nothing without a rank.
+void validate_lora(const Config& config, const Origins& origins) {
+  const LoraConfig& lora = config.lora;
+  if (!lora.enabled()) {
+    // A saved config writes every key, so a key counts as set where its value is not the default.
+    const Config defaults;
+    for (const auto& key : config_schema()) {
+      if (!key.name.starts_with("lora.") || key.name == "lora.r") continue;
+      const std::string value = describe_node(*value_node(config, key));
+      if (value == describe_node(*value_node(defaults, key))) continue;
+      throw ConfigError(key_at(origin_of(origins, key.name, "lora.r"), key.name) + " = " + value +
+                        ", but lora.r = 0 means no adapters: set lora.r (e.g. 16) to train LoRA "
+                        "adapters");
+    }
+    return;
+  }
+  const std::string& kind = config.model.kind;
+  if (kind != "gpt" && kind != "hf")
+    throw ConfigError(key_at(origin_of(origins, "lora.r", "model.kind"), "lora.r") +
+                      ": LoRA adapts the linear layers of a gpt or hf model, not model.kind = \"" +
+                      kind + "\"");
+}
+
 }  // namespace
 
 void validate_config(const Config& config, const Origins& origins) {
@@ -221,6 +245,7 @@ void validate_config(const Config& config, const Origins& origins) {
   if (config.training.algorithm == Algorithm::grpo) validate_grpo(config, origins);
   if (config.training.algorithm == Algorithm::ppo) validate_ppo(config, origins);
   validate_report_to(config, origins);
+  validate_lora(config, origins);
   validate_profile_steps(config, origins);
   if (config.training.gradient_checkpointing && !tokens)
     throw ConfigError(key_at(origin_of(origins, "training.gradient_checkpointing", "model.kind"),

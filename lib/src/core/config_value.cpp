@@ -201,6 +201,12 @@ void set_value(Config& config, const ConfigKey& key, const toml::node& node, con
             *field = std::move(values);
           },
           [&](std::vector<std::string>* field) {
+            // One string is a list of one where the peer takes it so (target_modules = "all-linear").
+            const auto* one = node.as_string();
+            if (one != nullptr && key.rule == Rule::one_or_list) {
+              *field = {one->get()};
+              return;
+            }
             const auto* array = node.as_array();
             if (array == nullptr || !std::all_of(array->begin(), array->end(),
                                                  [](const toml::node& e) { return e.is_string(); }))
@@ -210,10 +216,13 @@ void set_value(Config& config, const ConfigKey& key, const toml::node& node, con
             *field = std::move(values);
           },
           [&]<Setting E>(E* field) {
-            const auto* v = node.as_string();
-            if (v == nullptr) fail_type(key, loc, "a string", node);
-            check_choice(key, loc, v->get(), node, setting_names(E{}));
-            *field = *parse_setting<E>(v->get());
+            // A setting spelled "true" (PEFT's init_lora_weights) also takes TOML's true.
+            std::string text;
+            if (const auto* b = node.as_boolean()) text = b->get() ? "true" : "false";
+            else if (const auto* v = node.as_string()) text = v->get();
+            else fail_type(key, loc, "a string", node);
+            check_choice(key, loc, text, node, setting_names(E{}));
+            *field = *parse_setting<E>(text);
           },
       },
       key.field(config));
@@ -252,6 +261,7 @@ std::unique_ptr<toml::node> value_node(const Config& config, const ConfigKey& ke
             return array;
           },
           []<Setting E>(E* v) -> std::unique_ptr<toml::node> {
+            if (to_string(*v) == "true") return std::make_unique<toml::value<bool>>(true);
             return std::make_unique<toml::value<std::string>>(std::string(to_string(*v)));
           },
       },

@@ -29,5 +29,7 @@ void check_numel(const Tensor& t, std::int64_t numel, std::string_view op, std::
 inline std::size_t nbytes(const Tensor& t) {
   return static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
 }
+// Elements, as the backends' counts take them.
+inline std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 
 }  // namespace genesis::dist::detail

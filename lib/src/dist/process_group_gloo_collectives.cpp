@@ -121,7 +121,7 @@ void copy_bytes(const Tensor& dst, const void* src) {
   if (dst.raw_data() != src) std::memcpy(dst.raw_data(), src, detail::nbytes(dst));  // in place
 }
 
-std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+using detail::count;
 
 }  // namespace
 

@@ -7,6 +7,7 @@ namespace genesis::nn {
 namespace {
 thread_local BuildScope* active = nullptr;
 thread_local std::string unit_prefix;
+thread_local BuildListener finisher;
 }  // namespace
 
 BuildScope::BuildScope(BuildListener listener) : listener_(std::move(listener)), outer_(active) {
@@ -17,8 +18,15 @@ BuildScope::BuildScope(BuildListener listener) : listener_(std::move(listener)),
 BuildScope::~BuildScope() { active = outer_; }
 
 void announce_unit(const std::string& path, Module& module) {
+  if (finisher) finisher(unit_prefix + path, module);
   if (active != nullptr) active->listener_(unit_prefix + path, module);
 }
+
+UnitFinish::UnitFinish(BuildListener finish) : outer_(std::move(finisher)) {
+  finisher = std::move(finish);
+}
+
+UnitFinish::~UnitFinish() { finisher = std::move(outer_); }
 
 UnitPrefix::UnitPrefix(const std::string& prefix) : outer_(unit_prefix) { unit_prefix += prefix; }
 

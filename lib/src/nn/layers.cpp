@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "genesis/autograd/grad_mode.hpp"
+#include "genesis/nn/lora.hpp"
 #include "genesis/ops/ops.hpp"
 
 namespace genesis::nn {
@@ -22,7 +23,18 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& g
 }
 
 Tensor Linear::forward(const Tensor& x) {
+  if (adapter_ && adapters_enabled()) {
+    const Tensor y = linear(x, weight, bias) + adapter_->delta(x);
+    return activation == Activation::gelu ? gelu(y) : y;
+  }
   return activation == Activation::gelu ? linear_gelu(x, weight, bias) : linear(x, weight, bias);
+}
+
+void Linear::attach_adapter(std::shared_ptr<LoraAdapter> adapter) {
+  register_module("lora_A", adapter->A);
+  register_module("lora_B", adapter->B);
+  if (adapter->dropout) register_module("lora_dropout", adapter->dropout);
+  adapter_ = std::move(adapter);
 }
 
 Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen) {

@@ -28,10 +28,13 @@ class DDPStrategy : public Strategy {
               std::shared_ptr<dist::ProcessGroup> group, DDPOptions options)
       : model_(model),
         group_(group),
-        ddp_(std::make_shared<DistributedDataParallel>(model, std::move(group), options)),
-        named_params_(model->named_parameters()),
-        params_(model->parameters()),
-        optimizer_(make_optimizer(params_)) {}
+        ddp_(std::make_shared<DistributedDataParallel>(model, std::move(group), options)) {
+    for (auto& [name, p] : model->named_parameters()) {
+      (p.requires_grad() ? named_params_ : frozen_).emplace_back(name, p);
+      if (p.requires_grad()) params_.push_back(p);
+    }
+    optimizer_ = make_optimizer(params_);
+  }
 
   std::string name() const override { return "ddp"; }
   nn::Module& module() override { return *model_; }
@@ -60,9 +63,11 @@ class DDPStrategy : public Strategy {
 
   MemoryReport memory() const override {
     MemoryReport r;
-    r.parameter_bytes = bytes_of(params_);
+    std::vector<Tensor> frozen;
+    for (const auto& [name, p] : frozen_) frozen.push_back(p);
+    r.parameter_bytes = bytes_of(params_) + bytes_of(frozen);
     // The buckets hold a full gradient; .grad is either a view into them or a second copy.
-    r.gradient_bytes = r.parameter_bytes * (ddp_->options().gradient_as_bucket_view ? 1 : 2);
+    r.gradient_bytes = bytes_of(params_) * (ddp_->options().gradient_as_bucket_view ? 1 : 2);
     std::vector<Tensor> state;
     for (auto& [name, t] : optimizer_->state_tensors()) state.push_back(t);
     r.optimizer_bytes = bytes_of(state);
@@ -85,17 +90,21 @@ class DDPStrategy : public Strategy {
         if (static_cast<int>(k++ % static_cast<std::size_t>(world)) == rank)
           out.push_back(std::move(piece));
     }
-    if (rank == 0)
+    if (rank == 0) {
+      for (const auto& [name, p] : frozen_)
+        out.push_back(detail::whole_piece(detail::model_name(name), p));
       for (const auto& [name, b] : model_->named_buffers())
         out.push_back(detail::whole_piece(detail::model_name(name), b));
+    }
     return out;
   }
 
   void load_state(const StateSource& source) override {
     NoGradGuard no_grad;
-    detail::check_model_entries(source, named_params_);
+    detail::check_model_entries(source, model_->named_parameters());
     for (const auto& [name, p] : named_params_)
       detail::load_whole(source, detail::model_name(name), p);
+    for (const auto& [name, p] : frozen_) detail::load_whole(source, detail::model_name(name), p);
     for (const auto& [name, b] : model_->named_buffers())
       detail::load_whole(source, detail::model_name(name), b);
     const detail::OptimizerLayout layout = detail::optimizer_layout(source, named_params_, optimizer_->state_names());
@@ -112,6 +121,7 @@ class DDPStrategy : public Strategy {
   std::shared_ptr<dist::ProcessGroup> group_;
   std::shared_ptr<DistributedDataParallel> ddp_;
   nn::NamedTensors named_params_;  // params_ with their names: optimizer slot i is entry i
+  nn::NamedTensors frozen_;        // no gradient, no optimizer state (a LoRA run's base)
   std::vector<Tensor> params_;
   std::unique_ptr<optim::Optimizer> optimizer_;
 };

@@ -123,6 +123,11 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
     for (Reduction& r : reductions_) r = Reduction{};
     for (const ParamSlot& s : slots_) autograd::withdraw_grad_destination(Tensor(s.param));
   }
+  // A forward without autograd between a forward and its backward (a LoRA run's reference is the
+  // policy without its adapters) leaves gathered what that backward still needs.
+  std::vector<bool> held(units_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u)
+    held[u] = units_[u]->state() != ShardedUnit::State::released;
   // The root and persistent units first (the persistent one is gathered once per step), then
   // the first unit's prefetch, issued before waiting for them.
   for (std::size_t u = 0; u < units_.size(); ++u)
@@ -132,7 +137,9 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
   for (std::size_t u = 0; u < units_.size(); ++u)
     if (whole_pass(u)) units_[u]->wait_gathered();
   Tensor out = model_->forward(input);
-  if (!training) release_all(/*persistent_too=*/false);
+  if (!training)
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      if (!held[u] && !units_[u]->persistent()) units_[u]->release();
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "genesis/core/error.hpp"
 #include "genesis/dist/distributed.hpp"
 #include "genesis/dist/string_collectives.hpp"
+#include "lora_checkpoint.hpp"
 
 namespace genesis::train {
 namespace {
@@ -381,7 +382,17 @@ Resumed load_checkpoint(const fs::path& dir, const Config& config, parallel::Str
                     "resume from NEW_DIR");
   if (job.is_main()) warn_about_config_changes(m, config, world, shown_as);
 
-  strategy.load_state(checkpoint);
+  const json saved_lora = m.info.value("lora", json());
+  if (config.lora.enabled()) {
+    check_lora_base(saved_lora, lora_base_identity(config, model), dir.string());
+    strategy.load_state(WithFrozenBase(checkpoint, model));
+  } else {
+    GENESIS_CHECK(saved_lora.is_null(), ConfigError,
+                  "checkpoint '" + dir.string() + "' holds LoRA adapters without their base: "
+                  "resume it with the run's lora settings (lora.r = " +
+                      std::to_string(parse_config_toml(m.config_toml, dir.string()).lora.r) + ")");
+    strategy.load_state(checkpoint);
+  }
   strategy.optimizer().set_step_count(m.info.value("optimizer", json::object()).value("step_count", m.step));
 
   Resumed r;
@@ -420,10 +431,10 @@ RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Stra
   } else {
     start.resumed_from = choose_resume_checkpoint(t, run_dir, job);
   }
-  if (!start.resumed_from) {
-    if (init != nullptr) load_init_weights(*init, strategy, model);
-    return start;
-  }
+  // A LoRA checkpoint holds no base: the base is loaded first, then the adapters over it.
+  if (init != nullptr && (!start.resumed_from || config.lora.enabled()))
+    load_init_weights(*init, strategy, model);
+  if (!start.resumed_from) return start;
   const fs::path& dir = *start.resumed_from;
   start.elastic = plan_resume(assembled.value_or(dir), t, run_dir, job);
   if (assembled) start.elastic.load_dir = *assembled;  // rank 0 planned on its own node's copy
@@ -465,7 +476,12 @@ void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t
   // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
   if (loss) options.info["loss"] = *loss;
   if (!world_size_changes.empty()) options.info["world_size_changes"] = world_size_changes;
-  const fs::path dir = ckpt::save_checkpoint(options, strategy.state_pieces(), to_json(state), *job.group());
+  std::vector<ckpt::StatePiece> pieces = strategy.state_pieces();
+  if (config.lora.enabled()) {
+    pieces = without_frozen(std::move(pieces), model);
+    options.info["lora"] = lora_base_identity(config, model);
+  }
+  const fs::path dir = ckpt::save_checkpoint(options, std::move(pieces), to_json(state), *job.group());
   if (job.is_main())
     spdlog::info("saved checkpoint {} in {:.2f} s", dir.string(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

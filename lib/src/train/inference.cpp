@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "device_choice.hpp"
@@ -11,6 +13,7 @@
 #include "genesis/chat/chat_template.hpp"
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/export.hpp"
+#include "genesis/ckpt/lora_adapter.hpp"
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/data/text_tokenizer.hpp"
@@ -167,8 +170,23 @@ void add_chat(InferenceModel& out, const std::string& setting, const std::string
 
 Device inference_device(DeviceKind kind) { return training_device(kind); }
 
-InferenceModel load_inference_model(const std::string& name, Device device) {
+// A LoRA run's checkpoint holds its adapters only: the model's tensors it has, by the model's names.
+std::map<std::string, Tensor> checkpoint_model_tensors(const std::string& name) {
+  const ckpt::Checkpoint checkpoint(ckpt::resolve_checkpoint(fs::path(name)));
+  std::map<std::string, Tensor> out;
+  for (const std::string& entry : checkpoint.names("model.")) {
+    const std::string name = entry.substr(6);
+    // A PPO policy's critic is training's, as an export leaves it out.
+    if (!name.starts_with("v_head.") && !name.starts_with("critic."))
+      out.emplace(name, checkpoint.read_full(entry));
+  }
+  return out;
+}
+
+InferenceModel load_inference_model(const std::string& name, Device device,
+                                    const std::string& adapter) {
   ModelConfig m;
+  std::optional<Config> lora_run;  // a run that trained LoRA adapters: its base and settings
   InferenceModel out;
   std::string text_setting, chat_file;  // the tokenizer a run's text went through, its template
   // A Hub id that is not cached goes to resolve_pretrained too, whose error says how to fetch it.
@@ -181,6 +199,7 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
                   "MODEL '" + name + "' is no Hugging Face directory, Hub id, run or checkpoint");
     const Config run = run_config(name);
     m = run.model;
+    if (run.lora.enabled()) lora_run = run;
     // An hf run keeps its model's config in <run>/hf, whatever became of model.init_from.
     const fs::path kept =
         ckpt::run_hf_dir(ckpt::resolve_checkpoint(fs::path(name))) / "config.json";
@@ -206,9 +225,27 @@ InferenceModel load_inference_model(const std::string& name, Device device) {
     }
   }
   const ModelChoice choice(m, "MODEL");
-  Generator unused(0);
-  out.model = choice.build({}, unused);
-  load_weights(*out.model, name);
+  GENESIS_CHECK(!(lora_run && !adapter.empty()), ConfigError,
+                "MODEL '" + name + "' holds LoRA adapters already: give --adapter with its base");
+  // A LoRA run's base is the one it trained over: model.init_from's, or the seed's (the model
+  // built as training built it, the adapters drawn apart).
+  Generator init(lora_run ? lora_run->seed : 0);
+  out.model = choice.build({}, init);
+  if (lora_run) {
+    Generator unused(0);
+    nn::add_lora(*out.model, "", choice.lora_spec(lora_run->lora, Algorithm::sft), unused,
+                 std::make_shared<Generator>(0));
+    if (!lora_run->model.init_from.empty()) load_weights(*out.model, lora_run->model.init_from);
+    ckpt::load_adapter_tensors(*out.model, checkpoint_model_tensors(name), "MODEL '" + name + "'");
+  } else if (!adapter.empty()) {
+    const ckpt::LoraAdapterFiles files = ckpt::read_lora_adapter(adapter, choice.hf());
+    Generator unused(0);
+    nn::add_lora(*out.model, "", files.spec, unused, std::make_shared<Generator>(0));
+    load_weights(*out.model, name);
+    ckpt::load_adapter_tensors(*out.model, files.tensors, "--adapter '" + adapter + "'");
+  } else {
+    load_weights(*out.model, name);
+  }
   out.model->to(device);
   out.model->eval();
   if (choice.hf() && !out.byte_tokenizer && !out.tokenizer) {

@@ -17,6 +17,7 @@
 #include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/nn/hf_models.hpp"
+#include "genesis/nn/lora.hpp"
 
 namespace genesis::train {
 namespace {
@@ -29,6 +30,23 @@ namespace fs = std::filesystem;
 bool is_value_head(const std::string& name) {
   return name == "score.weight" || name == "v_head.weight" || name == "v_head.bias" ||
          name.starts_with("critic.");
+}
+
+// LoRA's A and B: a base model has none; they start from their own initialisation.
+using nn::is_lora_name;
+
+// What a source may lack: the model's own initialisation stands in.
+bool may_start_fresh(const std::string& name) { return is_value_head(name) || is_lora_name(name); }
+
+// "; score.weight initialised fresh", the adapters counted rather than listed.
+std::string describe_fresh(const std::vector<std::string>& fresh) {
+  std::string out;
+  std::size_t adapters = 0;
+  for (const auto& name : fresh)
+    if (is_lora_name(name)) ++adapters;
+    else out += "; " + name + " initialised fresh";
+  if (adapters > 0) out += "; " + std::to_string(adapters) + " LoRA tensors initialised fresh";
+  return out;
 }
 
 // GPT-2's Conv1D weights, (in, out) where genesis's Linear is (out, in).
@@ -129,7 +147,7 @@ std::string InitWeights::read_part(const std::string& path, const std::string& k
     const std::string name = model_name.substr(prefix.size());
     auto it = given.find(name);
     if (it == given.end()) {
-      if (!is_value_head(name))
+      if (!may_start_fresh(name))
         throw ConfigError(where + " has no tensor '" + name + "', which this model needs (a "
                           "model of another kind or size? compare its config with `genesis ckpt "
                           "info`)");
@@ -149,7 +167,7 @@ std::string InitWeights::read_part(const std::string& path, const std::string& k
       throw ConfigError(where + " has tensor '" + name + "', which this model does not (a model "
                         "of another kind?)");
   description += ", " + std::to_string(read) + " tensors";
-  for (const auto& name : fresh) description += "; " + name + " initialised fresh";
+  description += describe_fresh(fresh);
   if (!given.empty()) description += "; its value head left out";
   fresh_.insert(fresh_.end(), fresh.begin(), fresh.end());
   return description;
@@ -181,7 +199,7 @@ std::string InitWeights::read_hf_part(const std::string& path, const std::string
     const std::string name = model_name.substr(prefix.size());
     auto it = given.find(name);
     if (it == given.end()) {
-      if (!is_value_head(name))
+      if (!may_start_fresh(name))
         throw ConfigError(where + " has no tensor '" + nn::hf_tensor_name(config.family, name).name +
                           "', which this " + config.model_type + " model needs");
       fresh.push_back(model_name);
@@ -200,14 +218,15 @@ std::string InitWeights::read_hf_part(const std::string& path, const std::string
     given.erase(it);
     ++read;
   }
+  // A reward model scores with its value head where the source has an LM head to leave out.
   for (const auto& [name, stored] : given)
-    if (!is_value_head(name))
+    if (!is_value_head(name) && name != "lm_head.weight")
       throw ConfigError(where + ": tensor '" + stored + "' in " +
                         weights->file_of(stored).string() + " has no place in this " +
                         config.model_type + " model (a model of another kind or size?)");
   std::string description = dir.string() + " (Hugging Face " + config.model_type + ", " +
                             std::to_string(read) + " tensors)";
-  for (const auto& name : fresh) description += "; " + name + " initialised fresh";
+  description += describe_fresh(fresh);
   fresh_.insert(fresh_.end(), fresh.begin(), fresh.end());
   return description;
 }

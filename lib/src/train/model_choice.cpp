@@ -75,4 +75,24 @@ std::shared_ptr<nn::CausalLM> ModelChoice::build(const nn::ModelHeads& heads,
 
 std::int64_t ModelChoice::vocab_size() const { return hf_ ? hf_->vocab_size : model_.vocab_size; }
 
+nn::LoraSpec ModelChoice::lora_spec(const LoraConfig& lora, Algorithm algorithm) const {
+  nn::LoraSpec spec{.r = lora.r,
+                    .alpha = lora.lora_alpha,
+                    .dropout = lora.lora_dropout,
+                    .use_rslora = lora.use_rslora,
+                    .gaussian_init = lora.init_lora_weights == LoraInit::gaussian,
+                    .target_modules = lora.target_modules,
+                    .modules_to_save = lora.modules_to_save};
+  if (spec.target_modules.empty())
+    spec.target_modules = nn::default_lora_targets(hf_ ? hf_->model_type : "gpt");
+  // Value heads train in full: a reward model's "score", PPO's critic head "v_head" (and its
+  // critic model's "critic.score", which "score" matches).
+  if ((algorithm == Algorithm::rm || algorithm == Algorithm::ppo) &&
+      !nn::matches_module("score", spec.modules_to_save))
+    spec.modules_to_save.push_back("score");
+  if (algorithm == Algorithm::ppo && !nn::matches_module("v_head", spec.modules_to_save))
+    spec.modules_to_save.push_back("v_head");
+  return spec;
+}
+
 }  // namespace genesis::train

@@ -14,6 +14,7 @@
 #include "genesis/nn/causal_lm.hpp"
 #include "genesis/nn/decoder.hpp"
 #include "genesis/nn/hf_config.hpp"
+#include "genesis/nn/lora.hpp"
 
 namespace genesis::train {
 
@@ -26,6 +27,9 @@ class ModelChoice {
 
   // A fresh model with `heads`, weights drawn from `gen` as the family initialises them.
   std::shared_ptr<nn::CausalLM> build(const nn::ModelHeads& heads, Generator& gen) const;
+  // The adapters lora.* asks for on this family: PEFT's default targets when it names none, and
+  // a reward model's "score" trained in full beside them (PEFT's SEQ_CLS task does the same).
+  nn::LoraSpec lora_spec(const LoraConfig& lora, Algorithm algorithm) const;
   std::int64_t vocab_size() const;
   // "gpt n_layer=4 ...", or "qwen3 (Qwen/Qwen3-0.6B): hidden 1024, 28 layers, 16 heads (8 kv)".
   const std::string& description() const { return description_; }

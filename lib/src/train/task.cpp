@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,8 @@
 #include "genesis/data/synthetic.hpp"
 #include "genesis/data/token_cache.hpp"
 #include "genesis/tokenizer/tokenize_jsonl.hpp"
+#include "genesis/nn/build_scope.hpp"
+#include "genesis/nn/lora.hpp"
 #include "genesis/nn/mlp.hpp"
 #include "grpo_objective.hpp"
 #include "language_model_objective.hpp"
@@ -335,10 +338,68 @@ Task make_classifier(const Config& config, Generator& init) {
   return task;
 }
 
-// The run's model with `heads` from `init`, with the run's gradient checkpointing.
+// "c_attn, c_fc, c_proj": the last names of the model's linear layers, for an error.
+std::string linear_names(const nn::Module& model) {
+  std::set<std::string> names;
+  for (const auto& [path, p] : model.named_parameters()) {
+    if (!path.ends_with(".weight") || p.dim() != 2) continue;
+    std::string module = path.substr(0, path.size() - 7);
+    names.insert(module.substr(module.rfind('.') + 1));
+  }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Every lora.target_modules and lora.modules_to_save entry the user gave names a module of the
+// model (the value heads lora_spec adds are there only where the model has them).
+void check_lora_targets(const nn::Module& model, const nn::LoraSpec& spec,
+                        const LoraConfig& lora, const std::vector<std::string>& adapted) {
+  if (!(spec.target_modules.size() == 1 && spec.target_modules[0] == "all-linear"))
+    for (const std::string& target : spec.target_modules)
+      if (std::none_of(adapted.begin(), adapted.end(), [&](const std::string& path) {
+            return nn::matches_module(path, {target});
+          }))
+        throw ConfigError("lora.target_modules: \"" + target + "\" names no linear layer of this "
+                          "model (its linear layers end in: " + linear_names(model) + ")");
+  for (const std::string& name : lora.modules_to_save) {
+    bool found = false;
+    for (const auto& [path, p] : model.named_parameters())
+      found = found || nn::matches_module(path.substr(0, path.rfind('.')), {name});
+    if (!found)
+      throw ConfigError("lora.modules_to_save: \"" + name + "\" names no module with parameters "
+                        "in this model");
+  }
+}
+
+// The run's model with `heads` from `init`, with the run's gradient checkpointing and, with
+// lora.r > 0, its adapters: each unit announced while the model is built gets them before a
+// sharding strategy sees it, the rest of the model once it is built. The adapters draw from
+// their own streams, so the base is the model a run without them builds.
 std::shared_ptr<nn::CausalLM> build_model(const Config& config, const ModelChoice& choice,
                                           const nn::ModelHeads& heads, Generator& init) {
-  auto model = choice.build(heads, init);
+  if (!config.lora.enabled()) {
+    auto model = choice.build(heads, init);
+    model->set_gradient_checkpointing(config.training.gradient_checkpointing);
+    return model;
+  }
+  GENESIS_CHECK(config.lora.base_dtype == LoraBaseDtype::f32, NotSupported,
+                "lora.base_dtype = \"bf16\" is not supported yet: use \"f32\"");
+  GENESIS_CHECK(config.lora.init_from.empty(), NotSupported,
+                "lora.init_from (starting from a saved adapter) is not supported yet");
+  const nn::LoraSpec spec = choice.lora_spec(config.lora, config.training.algorithm);
+  Generator adapters(config.seed + 11);
+  auto dropout = std::make_shared<Generator>(config.seed + 12);
+  std::vector<std::string> adapted;
+  std::shared_ptr<nn::CausalLM> model;
+  {
+    const nn::UnitFinish finish([&](const std::string& path, nn::Module& unit) {
+      for (auto& p : nn::add_lora(unit, path + ".", spec, adapters, dropout)) adapted.push_back(p);
+    });
+    model = choice.build(heads, init);
+  }
+  for (auto& p : nn::add_lora(*model, "", spec, adapters, dropout)) adapted.push_back(p);
+  check_lora_targets(*model, spec, config.lora, adapted);
   model->set_gradient_checkpointing(config.training.gradient_checkpointing);
   return model;
 }
@@ -524,6 +585,12 @@ Task make_task(const Config& config) {
       task = make_reward_model(config, choice, init, tokenizer.get());
     else
       task = make_language_model(config, choice, init, tokenizer.get());
+    if (config.lora.enabled()) {
+      const nn::LoraSummary lora = nn::summarize_lora(*task.model);
+      task.lora = lora.str();
+      task.description += ", LoRA r=" + std::to_string(config.lora.r) + " on " +
+                          std::to_string(lora.adapted) + " modules";
+    }
     task.hf_dir = choice.hf_dir();
     task.tokenizer = tokenizer;
     if (tokenizer) task.stop_ids = generation_stops(*tokenizer, choice);

@@ -38,6 +38,8 @@ struct Task {
   std::int64_t real_tokens(const std::vector<std::int64_t>& rows) const;
   double flops_per_token = 0;           // training FLOPs per token (forward + backward)
   std::string description;              // one line for the start-up banner
+  // With lora.r > 0: PEFT's print_trainable_parameters line; empty otherwise.
+  std::string lora;
   // A Hugging Face model's directory (its config.json, generation_config.json and tokenizer
   // files): the run keeps a copy in <run>/hf, which export and inference read. Empty: none.
   std::filesystem::path hf_dir;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <ostream>
 
+#include "adapters_off_reference.hpp"
 #include "checkpointing.hpp"
 #include "genesis/ckpt/export.hpp"
 #include "device_choice.hpp"
@@ -70,10 +71,15 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
   const double state = t.optimizer == OptimizerKind::sgd ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
   const double device_memory =
       device.is_cuda() ? static_cast<double>(cuda_device_info(device.index).total_memory) : 0.0;
-  return parallel::plan_memory({.num_parameters = model.num_parameters(),
+  // A LoRA run trains its adapters; its base is held frozen, as a reference is.
+  std::int64_t trainable = 0;
+  for (const Tensor& p : model.parameters())
+    if (p.requires_grad()) trainable += p.numel();
+  const std::int64_t frozen = model.num_parameters() - trainable;
+  return parallel::plan_memory({.num_parameters = trainable,
                                 .persistent_parameters = parallel::persistent_elements(
                                     model, d.param_persistence_threshold),
-                                .frozen_parameters = reference ? model.num_parameters() : 0,
+                                .frozen_parameters = frozen + (reference ? model.num_parameters() : 0),
                                 .world_size = world,
                                 .local_world_size = env::local_world_size().value_or(world),
                                 .hsdp_shard_size = static_cast<int>(d.hsdp_shard_size),
@@ -84,6 +90,12 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
                                 .budget_bytes = d.memory_budget_gb * 1024.0 * 1024.0 * 1024.0,
                                 .device_memory_bytes = device_memory,
                                 .device_name = device.str()});
+}
+
+// Whether the task's reference is a second model: a LoRA run's is the policy with its adapters
+// off (AdaptersOffReference).
+bool holds_reference_copy(const Config& c, const Task& task) {
+  return task.make_reference != nullptr && !c.lora.enabled();
 }
 
 parallel::StrategyOptions strategy_options(const DistributedConfig& d, std::string name) {
@@ -158,7 +170,7 @@ TrainResult dry_run(const Config& config, const TrainOptions& options) {
                             ? training_device(kind)
                             : Device::cpu();
   const parallel::MemoryPlan plan =
-      plan_for(config.training, config.distributed, *task.model, task.make_reference != nullptr,
+      plan_for(config.training, config.distributed, *task.model, holds_reference_copy(config, task),
                world, device);
   if (options.out != nullptr) {
     const StrategyKind strategy = config.distributed.strategy;
@@ -257,7 +269,7 @@ Run::Run(const Config& c)
       deferred(deferred_init(c.distributed, job, device)),
       task(task_on(c, device, deferred.get())),
       init(open_init_weights(c.model, task)),
-      plan(plan_for(c.training, c.distributed, *task.model, task.make_reference != nullptr,
+      plan(plan_for(c.training, c.distributed, *task.model, holds_reference_copy(c, task),
                     job.world_size(), device)),
       strategy(make_run_strategy(c.training, c.distributed, plan, task.model, job, deferred.get())),
       dir(std::filesystem::path(c.training.output_dir) / c.name),
@@ -272,7 +284,9 @@ Run::Run(const Config& c)
                .drop_last = task.train.size() >= c.training.per_device_train_batch_size * job.world_size(),
                .num_replicas = job.world_size(),
                .rank = job.rank()}) {
-  if (task.make_reference)
+  if (task.make_reference && c.lora.enabled())
+    task.objective->set_reference(std::make_unique<AdaptersOffReference>(*strategy));
+  else if (task.make_reference)
     task.objective->set_reference(make_reference(c, task, init.get(), plan, job, device));
   if (job.rank() == 0 && !task.hf_dir.empty()) ckpt::keep_hf_files(task.hf_dir, dir / "hf");
   if (init) init->release_tensors();  // loaded; the banner keeps its description
@@ -304,8 +318,11 @@ void print_banner(const Run& run, std::ostream& out) {
       << "  device     " << describe_device(run.device, omp_get_max_threads())
       << (world == 1 || run.device.is_cuda() ? "\n" : " per rank\n")
       << "  output     " << run.dir.string() << "\n";
+  if (!run.task.lora.empty()) out << "  lora       " << run.task.lora << "\n";
   if (run.init && !run.start.resumed) out << "  init from  " << run.init->description() << "\n";
-  if (run.task.make_reference)
+  if (run.task.make_reference && run.config.lora.enabled())
+    out << "  reference  the policy with its adapters off (its base, no second copy)\n";
+  else if (run.task.make_reference)
     out << "  reference  " << (run.init ? run.init->path_description() : std::string("-"))
         << ", frozen, under " << name << "\n";
   if (!run.config.distributed.deepspeed_config.empty())

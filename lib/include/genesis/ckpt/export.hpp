@@ -57,6 +57,13 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
 // tokenizer files found in hf_dir. A PPO critic is left out, as TRL saves the policy.
 ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& options,
                              const Config& config, const std::filesystem::path& hf_dir);
+// The adapter directory of a checkpoint of a LoRA run (lora.r > 0), as PEFT's save_pretrained
+// writes it: adapter_config.json (PEFT's LoraConfig keys) and adapter_model.safetensors, each
+// tensor named "base_model.model." + its Hugging Face name ("...q_proj.lora_A.weight", (r, in);
+// "...lora_B.weight", (out, r); GPT-2's under "transformer."), modules_to_save by their own
+// names. `hf_dir` as for export_hf_model (unused for a gpt run).
+ExportResult export_lora_adapter(const Checkpoint& checkpoint, const ExportOptions& options,
+                                 const Config& config, const std::filesystem::path& hf_dir);
 // Copies a Hugging Face model directory's config.json, generation_config.json and tokenizer files
 // (not its weights) into `to`, made if need be: what a run keeps of the model it started from.
 void keep_hf_files(const std::filesystem::path& from, const std::filesystem::path& to);

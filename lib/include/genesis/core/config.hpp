@@ -35,8 +35,10 @@ enum class ModelHead { lm, value };                              // model.head
 enum class DpoLossType { sigmoid, ipo };                         // dpo.loss_type
 enum class GrpoLossType { grpo, dapo, dr_grpo };                 // grpo.loss_type
 enum class ScaleRewards { group, batch, none };                  // grpo.scale_rewards
-enum class CriticKind { head, model };
-enum class TruncationMode { keep_start, keep_end };               // data.truncation_mode                           // ppo.critic
+enum class CriticKind { head, model };                            // ppo.critic
+enum class TruncationMode { keep_start, keep_end };               // data.truncation_mode
+enum class LoraInit { kaiming, gaussian };                        // lora.init_lora_weights
+enum class LoraBaseDtype { f32, bf16 };                           // lora.base_dtype
 
 // Each setting's spellings, in enum order, which is also the order error messages list them in.
 template <std::size_t N>
@@ -60,6 +62,9 @@ constexpr SettingNames<3> setting_names(GrpoLossType) { return {"grpo", "dapo", 
 constexpr SettingNames<3> setting_names(ScaleRewards) { return {"group", "batch", "none"}; }
 constexpr SettingNames<2> setting_names(TruncationMode) { return {"keep_start", "keep_end"}; }
 constexpr SettingNames<2> setting_names(CriticKind) { return {"head", "model"}; }
+// PEFT's init_lora_weights: true (TOML's boolean reads as "true") or "gaussian".
+constexpr SettingNames<2> setting_names(LoraInit) { return {"true", "gaussian"}; }
+constexpr SettingNames<2> setting_names(LoraBaseDtype) { return {"f32", "bf16"}; }
 
 template <typename E>
 concept Setting = std::is_enum_v<E> && requires(E value) { setting_names(value); };
@@ -319,6 +324,24 @@ struct RewardConfig {
   std::string model;      // a reward model trained by algorithm = "rm": its score is added
 };
 
+// LoRA adapters in PEFT's terms (LoraConfig's names and defaults); r = 0: none, full fine-tuning.
+struct LoraConfig {
+  std::int64_t r = 0;  // the adapters' rank
+  double lora_alpha = 8;
+  double lora_dropout = 0.0;
+  // Module names matched as PEFT matches a list (the name, or its last dotted parts), or
+  // ["all-linear"]: every linear layer but the output head and value heads. Empty: PEFT's
+  // default for the family (q_proj and v_proj; GPT-2's c_attn).
+  std::vector<std::string> target_modules;
+  // Modules trained in full and saved with the adapter (a reward model's "score").
+  std::vector<std::string> modules_to_save;
+  bool use_rslora = false;  // scale lora_alpha / sqrt(r) instead of lora_alpha / r
+  LoraInit init_lora_weights = LoraInit::kaiming;
+  LoraBaseDtype base_dtype = LoraBaseDtype::f32;  // the frozen base's storage
+  std::string init_from;  // an adapter directory (PEFT's layout) to start from
+  bool enabled() const { return r != 0; }
+};
+
 struct Config {
   std::string name = "run";  // run directory: <output_dir>/<name>/
   std::uint64_t seed = 42;
@@ -331,6 +354,7 @@ struct Config {
   GrpoConfig grpo;
   PpoConfig ppo;
   RewardConfig reward;
+  LoraConfig lora;
   // Not a key: the settings a DeepSpeed file made, key -> its JSON path ("distributed.strategy"
   // -> "zero_optimization.stage"), so --print-config can say where each came from.
   std::map<std::string, std::string> from_deepspeed;

@@ -34,6 +34,20 @@ class BuildScope {
 // model is finished. An exception from the listener propagates out of the constructor.
 void announce_unit(const std::string& path, Module& module);
 
+// While it lives, each unit announced on this thread is first passed to `finish` (LoRA adds its
+// adapters and freezes the unit's base), before any listener sees it: a sharding listener then
+// shards the finished unit. An inner one replaces the outer while it lives.
+class UnitFinish {
+ public:
+  explicit UnitFinish(BuildListener finish);
+  ~UnitFinish();
+  UnitFinish(const UnitFinish&) = delete;
+  UnitFinish& operator=(const UnitFinish&) = delete;
+
+ private:
+  BuildListener outer_;
+};
+
 // While it lives, the units announced on this thread are named under `prefix` ("critic." +
 // "h.0"): for a model built as a submodule of another, whose constructor names its units from
 // its own root.

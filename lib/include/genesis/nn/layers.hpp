@@ -15,6 +15,8 @@ namespace genesis::nn {
 // initialisation of their weights.
 void init_normal(Tensor& t, double std, Generator& gen);
 
+struct LoraAdapter;  // lora.hpp
+
 class Linear : public Module {
  public:
   // What forward applies to x W^T + b: nothing, or GELU (tanh approximation), which on CUDA
@@ -25,9 +27,16 @@ class Linear : public Module {
   Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true,
          Activation activation = Activation::none);
   Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
+  // A LoRA adapter added to the output before the activation; its A and B register as the
+  // children "lora_A" and "lora_B" (and its dropout as "lora_dropout").
+  void attach_adapter(std::shared_ptr<LoraAdapter> adapter);
+  const std::shared_ptr<LoraAdapter>& adapter() const { return adapter_; }
   Tensor weight;
   Tensor bias;  // undefined when built without bias
   Activation activation = Activation::none;
+
+ private:
+  std::shared_ptr<LoraAdapter> adapter_;
 };
 
 class Embedding : public Module {

@@ -39,7 +39,11 @@ Device inference_device(DeviceKind kind);
 
 // Loads MODEL's weights (f32) onto `device`. ConfigError naming MODEL when it is none of the
 // kinds above, or its weights do not fit its config.
-InferenceModel load_inference_model(const std::string& model, Device device);
+// A run that trained LoRA adapters loads its base (model.init_from, or the seed's) and its
+// checkpoint's adapters over it; `adapter`, when given, is a PEFT adapter directory applied to
+// MODEL (a base, not such a run).
+InferenceModel load_inference_model(const std::string& model, Device device,
+                                    const std::string& adapter = "");
 
 // Called for each line that failed, with its 1-based number and the reason (the caller logs it).
 using LineErrorSink = std::function<void(std::int64_t line, const std::string& reason)>;

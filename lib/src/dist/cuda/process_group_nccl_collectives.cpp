@@ -20,7 +20,7 @@ void check_same_dtype(const Tensor& output, const Tensor& input, std::string_vie
                     detail::describe(input) + " differ in dtype");
 }
 
-std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+using detail::count;
 
 bool ok(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
 

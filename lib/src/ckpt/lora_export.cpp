@@ -1,0 +1,120 @@
+// A LoRA run's adapter as PEFT's save_pretrained writes it (export.hpp): adapter_config.json and
+// adapter_model.safetensors, each tensor named "base_model.model." + its Hugging Face name.
+#include <algorithm>
+#include <set>
+
+#include "durable_file.hpp"
+#include "genesis/ckpt/export.hpp"
+#include "genesis/ckpt/lora_adapter.hpp"
+#include "genesis/core/error.hpp"
+#include "genesis/nn/hf_models.hpp"
+#include "genesis/nn/lora.hpp"
+
+namespace genesis::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+using nn::is_lora_name;
+
+// The Hugging Face name of a genesis tensor name: an hf family's mapping, or GPT-2's with its
+// "transformer." for genesis's gpt (PEFT's keys follow GPT2LMHeadModel's modules).
+std::string hf_name(const std::optional<nn::HfModelConfig>& hf, const std::string& name) {
+  if (!hf) return name.starts_with("lm_head.") ? name : "transformer." + name;
+  return nn::hf_tensor_name(hf->family, name).name;
+}
+
+// An adapter tensor's name: the base weight's module under its Hugging Face name, then
+// ".lora_A.weight" (A and B are Linears in PEFT, never Conv1D, so never transposed).
+std::string peft_name(const std::optional<nn::HfModelConfig>& hf, const std::string& name) {
+  if (!is_lora_name(name)) return std::string(kPeftPrefix) + hf_name(hf, name);
+  const std::size_t at = name.rfind(".lora_");
+  const std::string base = hf_name(hf, name.substr(0, at) + ".weight");
+  return std::string(kPeftPrefix) + base.substr(0, base.size() - 7) + name.substr(at);
+}
+
+// "q_proj" of "model.layers.0.self_attn.q_proj.lora_A.weight".
+std::string module_leaf(const std::string& name) {
+  const std::string module = name.substr(0, name.rfind(".lora_"));
+  return module.substr(module.rfind('.') + 1);
+}
+
+nlohmann::ordered_json adapter_config(const Config& config, const std::vector<std::string>& names,
+                                      bool gpt2) {
+  const LoraConfig& lora = config.lora;
+  std::set<std::string> targets;
+  for (const auto& name : names)
+    if (is_lora_name(name)) targets.insert(module_leaf(name));
+  const bool classifier = config.training.algorithm == Algorithm::rm;
+  nlohmann::ordered_json j;
+  j["peft_type"] = "LORA";
+  j["task_type"] = classifier ? "SEQ_CLS" : "CAUSAL_LM";
+  j["base_model_name_or_path"] = config.model.init_from.empty() ? nullptr
+                                                                : nlohmann::ordered_json(config.model.init_from);
+  j["r"] = lora.r;
+  j["lora_alpha"] = lora.lora_alpha;
+  j["lora_dropout"] = lora.lora_dropout;
+  j["target_modules"] = std::vector<std::string>(targets.begin(), targets.end());
+  j["modules_to_save"] = lora.modules_to_save.empty() ? nlohmann::ordered_json(nullptr)
+                                                      : nlohmann::ordered_json(lora.modules_to_save);
+  j["use_rslora"] = lora.use_rslora;
+  j["fan_in_fan_out"] = gpt2;
+  j["bias"] = "none";
+  j["init_lora_weights"] = lora.init_lora_weights == LoraInit::gaussian
+                               ? nlohmann::ordered_json("gaussian")
+                               : nlohmann::ordered_json(true);
+  j["inference_mode"] = true;
+  j["use_dora"] = false;
+  return j;
+}
+
+}  // namespace
+
+ExportResult export_lora_adapter(const Checkpoint& checkpoint, const ExportOptions& options,
+                                 const Config& config, const fs::path& hf_dir) {
+  std::optional<nn::HfModelConfig> hf;
+  if (config.model.kind == "hf") {
+    GENESIS_CHECK(fs::exists(hf_dir / "config.json"), IoError,
+                  "the run's Hugging Face config '" + (hf_dir / "config.json").string() +
+                      "' is missing, so the adapter's tensors cannot be named");
+    hf = nn::read_hf_config(hf_dir / "config.json");
+  }
+  const fs::path dir =
+      options.file.extension() == ".safetensors" ? options.file.parent_path() : options.file;
+  GENESIS_CHECK(options.force || !fs::exists(dir / "adapter_config.json"), InvalidArgument,
+                "'" + dir.string() + "' already holds an adapter: pass --force to replace it");
+  GENESIS_CHECK(!options.dtype || *options.dtype == DType::f32, InvalidArgument,
+                "--dtype: a LoRA adapter exports in f32, as it trained");
+  std::vector<std::string> names;
+  for (const std::string& name : checkpoint.names("model."))
+    if (!name.starts_with("model.critic.") && !name.starts_with("model.v_head."))
+      names.push_back(name.substr(6));
+  GENESIS_CHECK(std::any_of(names.begin(), names.end(), is_lora_name), InvalidArgument,
+                "checkpoint '" + checkpoint.dir().string() + "' holds no LoRA adapter tensors");
+  NamedTensors tensors;
+  ExportResult result;
+  for (const std::string& name : names) {
+    Tensor t = checkpoint.read_full("model." + name);
+    if (!is_lora_name(name) && hf && nn::hf_tensor_name(hf->family, name).transposed)
+      t = t.transpose(0, 1).contiguous();
+    result.elements += t.numel();
+    tensors.emplace_back(peft_name(hf, name), std::move(t));
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const bool gpt2 = !hf || hf->is_gpt2();
+  fs::create_directories(dir);
+  result.format = ExportFormat::hf;
+  result.file = dir / "adapter_model.safetensors";
+  result.config_file = dir / "adapter_config.json";
+  result.tensors = tensors.size();
+  const fs::path tmp = dir / ".adapter_model.safetensors.tmp";
+  save_safetensors(tmp, tensors, {{"format", "pt"}});
+  fs::rename(tmp, result.file);
+  detail::write_file_synced(*result.config_file, adapter_config(config, names, gpt2).dump(2) + "\n");
+  detail::fsync_directory(dir);
+  result.bytes = static_cast<std::int64_t>(fs::file_size(result.file));
+  return result;
+}
+
+}  // namespace genesis::ckpt

@@ -1,0 +1,274 @@
+// LoRA as users run it: adapters trained on a Hugging Face checkpoint (written by the independent
+// reference, tests/golden/hf_reference.py), checkpoints that hold the adapters only and resume
+// bit-exactly, zero3 equal to ddp, and an export in PEFT's layout that the reference (its own
+// reader and LoRA math, written from PEFT's documentation) applies to the base to get genesis's
+// log-probs. Bad settings fail before training with one line.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/cli_run.hpp"
+#include "support/environment_skip.hpp"
+
+namespace fs = std::filesystem;
+using genesis::testing::CliResult;
+using genesis::testing::Need;
+using genesis::testing::run_genesis;
+using genesis::testing::run_process;
+using genesis::testing::skip_test;
+using genesis::testing::TempDir;
+using Json = nlohmann::json;
+
+namespace {
+
+const std::string kReference =
+    std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
+const genesis::testing::RunOptions kOneThread{{{"OMP_NUM_THREADS", "1"}}, {}};
+
+CliResult reference(std::vector<std::string> args) {
+  args.insert(args.begin(), {"/usr/bin/python3", kReference});
+  return run_process(args);
+}
+
+// A few steps of LoRA on all linear layers of dir/model, in dir/runs/<name>, on 2 ranks.
+CliResult train_lora(const fs::path& dir, const std::string& name, const std::string& strategy,
+                     int steps, std::vector<std::string> more = {}) {
+  std::vector<std::string> args{
+      "launch", "--nproc", "2", "train", "-o", (dir / "runs").string(), "--name", name,
+      "--set", "model.init_from=" + (dir / "model").string(),
+      "--set", "data.source=\"synthetic:tokens\"", "--set", "data.num_samples=64",
+      "--set", "model.block_size=32", "--set", "lora.r=4", "--set", "lora.lora_alpha=16",
+      "--set", "lora.target_modules=\"all-linear\"", "--set", "training.learning_rate=0.01",
+      "--set", "training.lr_scheduler_type=\"constant\"", "--set", "training.warmup_steps=0",
+      "--set", "training.per_device_train_batch_size=2", "--set", "training.save_steps=2",
+      "--set", "training.eval_batches=1", "--set", "training.max_steps=" + std::to_string(steps),
+      "--set", "distributed.strategy=\"" + strategy + "\""};
+  args.insert(args.end(), more.begin(), more.end());
+  return run_genesis(args, kOneThread);
+}
+
+std::vector<double> logprobs(const std::string& out) {
+  std::istringstream in(out);
+  std::string line;
+  std::getline(in, line);
+  return Json::parse(line).at("logprobs").get<std::vector<double>>();
+}
+
+void check_close(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t t = 0; t < a.size(); ++t) CHECK(std::abs(a[t] - b[t]) < 1e-3);
+}
+
+}  // namespace
+
+TEST_CASE("LoRA adapters train under ddp and zero3 alike and export in PEFT's layout",
+          "[train][hf][lora]") {
+  TempDir dir;
+  const CliResult made = reference({"make", "--out", (dir.path() / "model").string(), "--family",
+                                    "llama", "--untied", "--seed", "5"});
+  if (made.exit_code == 3)
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
+  REQUIRE(made.exit_code == 0);
+
+  const CliResult ddp = train_lora(dir.path(), "ddp", "ddp", 4);
+  INFO(ddp.out << ddp.err);
+  REQUIRE(ddp.exit_code == 0);
+  CHECK(ddp.out.find("trainable params: ") != std::string::npos);
+  const CliResult zero3 = train_lora(dir.path(), "zero3", "zero3", 4);
+  INFO(zero3.out << zero3.err);
+  REQUIRE(zero3.exit_code == 0);
+  const fs::path runs = dir.path() / "runs";
+  const std::string step4 = "checkpoints/step-4";
+
+  // The checkpoint holds the adapters only, and zero3's are ddp's.
+  const CliResult info = run_genesis({"ckpt", "info", (runs / "ddp").string()});
+  REQUIRE(info.exit_code == 0);
+  CHECK(info.out.find("lora_A.weight") != std::string::npos);
+  CHECK(info.out.find("embed_tokens") == std::string::npos);
+  CHECK(info.out.find("q_proj.weight ") == std::string::npos);
+  const CliResult same = run_genesis({"ckpt", "diff", (runs / "ddp" / step4).string(),
+                                      (runs / "zero3" / step4).string()});
+  INFO(same.out << same.err);
+  CHECK(same.out.find("identical") != std::string::npos);
+
+  // Stopped at step 2 and resumed, the run ends on the same bytes.
+  REQUIRE(train_lora(dir.path(), "resumed", "ddp", 2).exit_code == 0);
+  const CliResult resumed = train_lora(dir.path(), "resumed", "ddp", 4, {"--resume", "auto"});
+  INFO(resumed.out << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  const CliResult exact = run_genesis({"ckpt", "diff", (runs / "ddp" / step4).string(),
+                                       (runs / "resumed" / step4).string()});
+  INFO(exact.out);
+  CHECK(exact.out.find("identical") != std::string::npos);
+
+  // The export reads as PEFT's, and the reference applies it to the base to get genesis's
+  // log-probs, which the adapters moved away from the base's.
+  const fs::path adapter = dir.path() / "adapter";
+  const CliResult exported = run_genesis({"ckpt", "export", (runs / "ddp").string(), "-o", adapter.string()});
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.exit_code == 0);
+  const CliResult checked =
+      reference({"check-adapter", "--adapter", adapter.string(), "--model", (dir.path() / "model").string()});
+  INFO(checked.out << checked.err);
+  CHECK(checked.exit_code == 0);
+  const fs::path ids = dir.path() / "ids.jsonl";
+  std::ofstream(ids) << "{\"ids\": [1, 5, 9, 33, 2, 7, 100, 200, 3, 17, 250]}\n";
+  const CliResult ours = run_genesis({"score", (runs / "ddp").string(), "-i", ids.string(), "--device", "cpu"});
+  const CliResult ours_adapter = run_genesis({"score", (dir.path() / "model").string(), "--adapter",
+                                              adapter.string(), "-i", ids.string(), "--device", "cpu"});
+  const CliResult theirs = reference({"logprobs", "--model", (dir.path() / "model").string(),
+                                      "--adapter", adapter.string(), "--input", ids.string()});
+  const CliResult base = reference({"logprobs", "--model", (dir.path() / "model").string(),
+                                    "--input", ids.string()});
+  INFO(ours.err << ours_adapter.err << theirs.err);
+  REQUIRE((ours.exit_code == 0 && ours_adapter.exit_code == 0 && theirs.exit_code == 0 &&
+           base.exit_code == 0));
+  check_close(logprobs(ours.out), logprobs(theirs.out));
+  check_close(logprobs(ours_adapter.out), logprobs(theirs.out));
+  const auto trained = logprobs(theirs.out), untouched = logprobs(base.out);
+  double moved = 0;
+  for (std::size_t t = 0; t < trained.size(); ++t) moved = std::max(moved, std::abs(trained[t] - untouched[t]));
+  CHECK(moved > 1e-2);
+}
+
+TEST_CASE("an adapter the reference made scores the same in genesis, rsLoRA included",
+          "[train][hf][lora]") {
+  TempDir dir;
+  const fs::path model = dir.path() / "model", adapter = dir.path() / "adapter";
+  const CliResult made = reference({"make", "--out", model.string(), "--family", "qwen3", "--tied"});
+  if (made.exit_code == 3)
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to score");
+  REQUIRE(made.exit_code == 0);
+  REQUIRE(reference({"make-adapter", "--model", model.string(), "--out", adapter.string(), "--r",
+                     "4", "--alpha", "8", "--targets", "q_proj,v_proj,down_proj", "--rslora"})
+              .exit_code == 0);
+  const fs::path ids = dir.path() / "ids.jsonl";
+  std::ofstream(ids) << "{\"ids\": [4, 8, 15, 16, 23, 42, 108, 7]}\n";
+  const CliResult ours = run_genesis({"score", model.string(), "--adapter", adapter.string(), "-i",
+                                      ids.string(), "--device", "cpu"});
+  const CliResult theirs = reference({"logprobs", "--model", model.string(), "--adapter",
+                                      adapter.string(), "--input", ids.string()});
+  INFO(ours.err << theirs.err);
+  REQUIRE((ours.exit_code == 0 && theirs.exit_code == 0));
+  check_close(logprobs(ours.out), logprobs(theirs.out));
+}
+
+TEST_CASE("bad LoRA settings fail before training with one line", "[train][lora]") {
+  TempDir dir;
+  const auto run = [&](std::vector<std::string> sets) {
+    std::vector<std::string> args{"train", "--preset", "gpt-tiny", "-o", (dir.path() / "runs").string(),
+                                  "--set", "training.max_steps=1"};
+    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+    return run_genesis(args);
+  };
+  const CliResult no_module = run({"lora.r=4", "lora.target_modules=[\"q_proj\"]"});
+  CHECK(no_module.exit_code != 0);
+  CHECK(no_module.err.find("\"q_proj\" names no linear layer") != std::string::npos);
+  CHECK(no_module.err.find("c_attn") != std::string::npos);  // what the model has instead
+  const CliResult negative = run({"lora.r=-1"});
+  CHECK(negative.exit_code == 2);
+  CHECK(negative.err.find("lora.r") != std::string::npos);
+  const CliResult no_rank = run({"lora.lora_alpha=16"});
+  CHECK(no_rank.exit_code == 2);
+  CHECK(no_rank.err.find("lora.lora_alpha = 16") != std::string::npos);
+  CHECK(no_rank.err.find("lora.r = 0 means no adapters") != std::string::npos);
+  CHECK(!fs::exists(dir.path() / "runs" / "run" / "checkpoints"));
+}
+
+TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapters as reference",
+          "[train][hf][lora]") {
+  TempDir dir;
+  const fs::path model = dir.path() / "model";
+  const CliResult made = reference({"make", "--out", model.string(), "--family", "qwen3", "--tied",
+                                    "--seed", "3"});
+  if (made.exit_code == 3)
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
+  REQUIRE(made.exit_code == 0);
+  const fs::path ids = dir.path() / "ids.jsonl";
+  std::ofstream(ids) << "{\"ids\": [104, 101, 108, 108, 111, 32, 119, 111, 114]}\n";
+  const std::vector<std::vector<std::string>> runs = {
+      {"training.algorithm=rm", "data.source=pairs:reverse,sort"},
+      {"training.algorithm=dpo", "data.source=pairs:reverse,sort"},
+      {"training.algorithm=grpo", "grpo.num_generations=2", "grpo.beta=0.04",
+       "reward.functions=[\"exact:1.0\"]"},
+      {"training.algorithm=ppo", "reward.functions=[\"exact:1.0\"]"},
+  };
+  for (const auto& sets : runs) {
+    const std::string name = sets[0].substr(sets[0].find('=') + 1);
+    std::vector<std::string> args{"train", "--preset", "sft", "-o", (dir.path() / "runs").string(),
+                                  "--name", name};
+    for (const std::string& s :
+         {"model.init_from=" + model.string(), std::string("data.num_samples=200"),
+          std::string("training.max_steps=3"), std::string("training.per_device_train_batch_size=4"),
+          std::string("training.eval_batches=1"), std::string("lora.r=4"),
+          std::string("lora.target_modules=all-linear")})
+      args.insert(args.end(), {"--set", s});
+    for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+    const CliResult r = run_genesis(args, kOneThread);
+    INFO(name << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    if (name != "rm")
+      CHECK(r.out.find("reference  the policy with its adapters off") != std::string::npos);
+    // The checkpoint holds the adapters and the value heads that train in full, nothing else.
+    const CliResult info = run_genesis({"ckpt", "info", (dir.path() / "runs" / name).string()});
+    std::istringstream lines(info.out);
+    int model_tensors = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const auto at = line.find("model.");
+      if (line.rfind("  model.", 0) != 0) continue;
+      ++model_tensors;
+      const std::string tensor = line.substr(at, line.find(' ', at) - at);
+      INFO(tensor);
+      CHECK((tensor.find(".lora_") != std::string::npos || tensor == "model.score.weight" ||
+             tensor.rfind("model.v_head.", 0) == 0));
+    }
+    CHECK(model_tensors > 0);
+    if (name == "rm") continue;
+    // The run scores as the reference applies its exported adapter to the untouched base.
+    const fs::path adapter = dir.path() / ("adapter-" + name);
+    REQUIRE(run_genesis({"ckpt", "export", (dir.path() / "runs" / name).string(), "-o",
+                         adapter.string()}).exit_code == 0);
+    const CliResult ours = run_genesis({"score", (dir.path() / "runs" / name).string(), "-i",
+                                        ids.string(), "--device", "cpu"});
+    const CliResult theirs = reference({"logprobs", "--model", model.string(), "--adapter",
+                                        adapter.string(), "--input", ids.string()});
+    INFO(ours.err << theirs.err);
+    REQUIRE((ours.exit_code == 0 && theirs.exit_code == 0));
+    check_close(logprobs(ours.out), logprobs(theirs.out));
+  }
+}
+
+TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpointing",
+          "[train][hf][lora][multiproc]") {
+  TempDir dir;
+  const CliResult made = reference({"make", "--out", (dir.path() / "model").string(), "--family",
+                                    "llama", "--untied", "--seed", "5"});
+  if (made.exit_code == 3)
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
+  REQUIRE(made.exit_code == 0);
+  const std::vector<std::vector<std::string>> variants = {
+      {"--set", "distributed.strategy=\"ddp\""},
+      {"--set", "distributed.strategy=\"zero1\""},
+      {"--set", "distributed.strategy=\"zero2\"", "--set", "distributed.offload_optimizer=\"cpu\""},
+      {"--set", "distributed.strategy=\"hsdp\"", "--set", "distributed.hsdp_shard_size=1"},
+      {"--set", "distributed.strategy=\"zero3\"", "--set", "distributed.offload_param=\"cpu\"",
+       "--set", "training.gradient_checkpointing=true"},
+  };
+  std::vector<std::string> eval_losses;
+  int i = 0;
+  for (const auto& more : variants) {
+    const std::string name = "v" + std::to_string(i++);
+    const CliResult r = train_lora(dir.path(), name, "ddp", 2, more);
+    INFO(more[1] << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream in(dir.path() / "runs" / name / "summary.json");
+    const Json summary = Json::parse(in);
+    eval_losses.push_back(summary.at("eval_loss").dump());
+  }
+  for (const std::string& loss : eval_losses) CHECK(std::abs(std::stod(loss) - std::stod(eval_losses[0])) < 1e-4);
+}
