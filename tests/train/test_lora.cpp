@@ -130,6 +130,23 @@ TEST_CASE("LoRA adapters train under ddp and zero3 alike and export in PEFT's la
            base.exit_code == 0));
   check_close(logprobs(ours.out), logprobs(theirs.out));
   check_close(logprobs(ours_adapter.out), logprobs(theirs.out));
+  // lora.init_from starts from that adapter: a step that moves nothing keeps its log-probs; an
+  // adapter of another rank is refused before training.
+  const CliResult from = train_lora(dir.path(), "from", "ddp", 1,
+                                    {"--set", "lora.init_from=" + adapter.string(), "--set",
+                                     "training.learning_rate=1e-12"});
+  INFO(from.out << from.err);
+  REQUIRE(from.exit_code == 0);
+  CHECK(from.out.find("adapters from " + adapter.string()) != std::string::npos);
+  const CliResult again = run_genesis({"score", (runs / "from").string(), "-i", ids.string(),
+                                       "--device", "cpu"});
+  REQUIRE(again.exit_code == 0);
+  check_close(logprobs(again.out), logprobs(theirs.out));
+  const CliResult other = train_lora(dir.path(), "other", "ddp", 1,
+                                     {"--set", "lora.init_from=" + adapter.string(), "--set",
+                                      "lora.r=8"});
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("is an adapter of r = 4") != std::string::npos);
   const auto trained = logprobs(theirs.out), untouched = logprobs(base.out);
   double moved = 0;
   for (std::size_t t = 0; t < trained.size(); ++t) moved = std::max(moved, std::abs(trained[t] - untouched[t]));
@@ -241,6 +258,26 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
     REQUIRE((ours.exit_code == 0 && theirs.exit_code == 0));
     check_close(logprobs(ours.out), logprobs(theirs.out));
   }
+}
+
+TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base, its weights rounded",
+          "[train][hf][lora]") {
+  TempDir dir;
+  const CliResult made = reference({"make", "--out", (dir.path() / "model").string(), "--family",
+                                    "llama", "--untied", "--seed", "5"});
+  if (made.exit_code == 3)
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
+  REQUIRE(made.exit_code == 0);
+  std::vector<double> eval_losses;
+  for (const std::string dtype : {"f32", "bf16"}) {
+    const CliResult r = train_lora(dir.path(), dtype, "ddp", 2, {"--set", "lora.base_dtype=" + dtype});
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    std::ifstream in(dir.path() / "runs" / dtype / "summary.json");
+    eval_losses.push_back(Json::parse(in).at("eval_loss").get<double>());
+  }
+  CHECK(eval_losses[0] != eval_losses[1]);  // the stored weights are rounded ...
+  CHECK(std::abs(eval_losses[0] - eval_losses[1]) < 1e-2);  // ... and nothing else changes
 }
 
 TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpointing",

@@ -15,6 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A user's file at fault: one line, without the source location GENESIS_CHECK adds.
+void require(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError(message);
+}
+
 // The model's name of a Hugging Face tensor name ("" when the family has no such tensor).
 std::string model_name(const std::optional<nn::HfModelConfig>& hf, const std::string& name) {
   if (hf) return nn::model_tensor_name(hf->family, name);
@@ -33,7 +38,7 @@ std::string from_peft(const std::optional<nn::HfModelConfig>& hf, const std::str
 
 nn::LoraSpec spec_of(const nlohmann::json& j, const std::string& where) {
   const auto need = [&](bool ok, const std::string& what) {
-    GENESIS_CHECK(ok, ConfigError, where + ": " + what);
+    require(ok, where + ": " + what);
   };
   need(j.is_object(), "not a JSON object");
   need(j.value("peft_type", "") == "LORA",
@@ -60,8 +65,7 @@ LoraAdapterFiles read_lora_adapter(const fs::path& dir,
                                    const std::optional<nn::HfModelConfig>& hf) {
   const fs::path config_file = dir / "adapter_config.json";
   const fs::path weights_file = dir / "adapter_model.safetensors";
-  GENESIS_CHECK(fs::exists(config_file) && fs::exists(weights_file), ConfigError,
-                "adapter '" + dir.string() + "' needs adapter_config.json and "
+  require(fs::exists(config_file) && fs::exists(weights_file), "adapter '" + dir.string() + "' needs adapter_config.json and "
                 "adapter_model.safetensors (PEFT's save_pretrained layout)");
   std::ifstream in(config_file);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -70,12 +74,10 @@ LoraAdapterFiles read_lora_adapter(const fs::path& dir,
   const nlohmann::json& base = j.value("base_model_name_or_path", nlohmann::json());
   if (base.is_string()) out.base = base.get<std::string>();
   for (auto& [key, t] : load_safetensors(weights_file).tensors) {
-    GENESIS_CHECK(key.starts_with(kPeftPrefix), ConfigError,
-                  weights_file.string() + ": tensor '" + key + "' is not named under \"" +
+    require(key.starts_with(kPeftPrefix), weights_file.string() + ": tensor '" + key + "' is not named under \"" +
                       std::string(kPeftPrefix) + "\" as PEFT names them");
     const std::string name = from_peft(hf, key);
-    GENESIS_CHECK(!name.empty(), ConfigError,
-                  weights_file.string() + ": tensor '" + key + "' names no module of this model");
+    require(!name.empty(), weights_file.string() + ": tensor '" + key + "' names no module of this model");
     const bool transposed = hf && name.find(".lora_") == std::string::npos &&
                             nn::hf_tensor_name(hf->family, name).transposed;
     out.tensors.emplace(name, transposed ? t.transpose(0, 1).contiguous() : t);
@@ -83,24 +85,35 @@ LoraAdapterFiles read_lora_adapter(const fs::path& dir,
   return out;
 }
 
+void copy_adapter_tensors(nn::Module& module, const std::string& prefix,
+                          const std::map<std::string, Tensor>& tensors, const std::string& where,
+                          std::set<std::string>& copied) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : module.named_parameters()) {
+    const std::string full = prefix + name;
+    auto it = tensors.find(full);
+    if (it == tensors.end() || copied.contains(full)) continue;
+    require(p.shape() == it->second.shape(), where + ": tensor '" + full + "' is " + shape_str(it->second.shape()) + " and the "
+                  "model's is " + shape_str(p.shape()) + " (an adapter of another base?)");
+    Tensor(p).copy_(it->second.to(p.dtype()));
+    copied.insert(full);
+  }
+}
+
+void check_adapter_loaded(const nn::Module& model, const std::map<std::string, Tensor>& tensors,
+                          const std::set<std::string>& copied, const std::string& where) {
+  for (const auto& [name, t] : tensors)
+    require(copied.contains(name), where + ": tensor '" + name + "' has no place in this model (an adapter of "
+                  "another base, or other target_modules?)");
+  for (const auto& [name, p] : model.named_parameters())
+    require(!nn::is_lora_name(name) || copied.contains(name), where + " has no tensor for '" + name + "' (other target_modules?)");
+}
+
 void load_adapter_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
                           const std::string& where) {
-  std::map<std::string, Tensor> params;
-  for (auto& [name, p] : model.named_parameters()) params.emplace(name, p);
-  for (const auto& [name, t] : tensors) {
-    auto it = params.find(name);
-    GENESIS_CHECK(it != params.end(), ConfigError,
-                  where + ": tensor '" + name + "' has no place in this model (an adapter of "
-                  "another base, or other target_modules?)");
-    GENESIS_CHECK(it->second.shape() == t.shape(), ConfigError,
-                  where + ": tensor '" + name + "' is " + shape_str(t.shape()) + " and the "
-                  "model's is " + shape_str(it->second.shape()) + " (an adapter of another base?)");
-  }
-  for (const auto& [name, p] : params)
-    GENESIS_CHECK(!(name.find(".lora_") != std::string::npos && !tensors.contains(name)),
-                  ConfigError, where + " has no tensor for '" + name + "'");
-  NoGradGuard no_grad;
-  for (const auto& [name, t] : tensors) Tensor(params.at(name)).copy_(t.to(params.at(name).dtype()));
+  std::set<std::string> copied;
+  copy_adapter_tensors(model, "", tensors, where, copied);
+  check_adapter_loaded(model, tensors, copied, where);
 }
 
 }  // namespace genesis::ckpt

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "genesis/autograd/autocast.hpp"
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/nn/lora.hpp"
 #include "genesis/ops/ops.hpp"
@@ -41,7 +42,12 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& g
   weight = register_parameter("weight", Tensor::randn({num_embeddings, dim}, gen));
 }
 
-Tensor Embedding::forward(const Tensor& index) { return embedding(weight, index); }
+// A table stored in bf16 (a LoRA run's frozen base) looks up f32 rows outside autocast, so the
+// activations stay f32 (exact: the rows are the stored values).
+Tensor Embedding::forward(const Tensor& index) {
+  const Tensor rows = embedding(weight, index);
+  return rows.dtype() == DType::f32 || amp::autocast_dtype() ? rows : rows.to(DType::f32);
+}
 
 LayerNorm::LayerNorm(std::int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", Tensor::ones({dim}));

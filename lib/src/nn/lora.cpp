@@ -125,6 +125,22 @@ std::vector<std::string> add_lora(Module& module, const std::string& prefix, con
   return adapted;
 }
 
+void store_frozen_weights(Module& model, DType dtype) {
+  NoGradGuard no_grad;
+  walk(model, "", [&](const std::string&, const Module& m) {
+    Tensor weight;
+    if (const auto* linear = dynamic_cast<const Linear*>(&m)) weight = linear->weight;
+    if (const auto* embedding = dynamic_cast<const Embedding*>(&m)) weight = embedding->weight;
+    if (!weight.defined() || weight.requires_grad() || weight.dtype() == dtype) return;
+    const Tensor stored = weight.to(dtype).contiguous();
+    TensorImpl& impl = *weight.impl();
+    impl.storage = stored.impl()->storage;
+    impl.offset = stored.impl()->offset;
+    impl.strides = stored.impl()->strides;
+    impl.dtype = dtype;
+  });
+}
+
 std::string LoraSummary::str() const {
   const double share = total > 0 ? 100.0 * static_cast<double>(trainable) / static_cast<double>(total) : 0;
   return "trainable params: " + with_commas(trainable) + " || all params: " + with_commas(total) +

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -19,6 +20,7 @@
 #include "genesis/data/synthetic.hpp"
 #include "genesis/data/token_cache.hpp"
 #include "genesis/tokenizer/tokenize_jsonl.hpp"
+#include "genesis/ckpt/lora_adapter.hpp"
 #include "genesis/nn/build_scope.hpp"
 #include "genesis/nn/lora.hpp"
 #include "genesis/nn/mlp.hpp"
@@ -372,6 +374,28 @@ void check_lora_targets(const nn::Module& model, const nn::LoraSpec& spec,
   }
 }
 
+// lora.init_from's adapter, which must be the one lora.* describes (its rank and scale); nullopt
+// without one. The reference of dpo, grpo and ppo would be the base with a frozen copy of it.
+std::optional<ckpt::LoraAdapterFiles> starting_adapter(const Config& config,
+                                                       const ModelChoice& choice,
+                                                       const nn::LoraSpec& spec) {
+  const LoraConfig& lora = config.lora;
+  if (lora.init_from.empty()) return std::nullopt;
+  const Algorithm a = config.training.algorithm;
+  GENESIS_CHECK(a == Algorithm::sft || a == Algorithm::rm, NotSupported,
+                "lora.init_from with training.algorithm = \"" + std::string(to_string(a)) +
+                    "\" is not supported yet (its reference would be the base with a frozen copy "
+                    "of that adapter): merge the adapter into the base, or train sft or rm");
+  ckpt::LoraAdapterFiles files = ckpt::read_lora_adapter(lora.init_from, choice.hf());
+  const std::string where = "lora.init_from = \"" + lora.init_from + "\"";
+  if (files.spec.r != spec.r || files.spec.scale() != spec.scale())
+    throw ConfigError(where + " is an adapter of r = " + std::to_string(files.spec.r) +
+                      ", scale " + std::to_string(files.spec.scale()) + ", and lora.* asks for r = " +
+                      std::to_string(spec.r) + ", scale " + std::to_string(spec.scale()) +
+                      ": set lora.r, lora.lora_alpha and lora.use_rslora as its adapter_config.json");
+  return files;
+}
+
 // The run's model with `heads` from `init`, with the run's gradient checkpointing and, with
 // lora.r > 0, its adapters: each unit announced while the model is built gets them before a
 // sharding strategy sees it, the rest of the model once it is built. The adapters draw from
@@ -383,23 +407,31 @@ std::shared_ptr<nn::CausalLM> build_model(const Config& config, const ModelChoic
     model->set_gradient_checkpointing(config.training.gradient_checkpointing);
     return model;
   }
-  GENESIS_CHECK(config.lora.base_dtype == LoraBaseDtype::f32, NotSupported,
-                "lora.base_dtype = \"bf16\" is not supported yet: use \"f32\"");
-  GENESIS_CHECK(config.lora.init_from.empty(), NotSupported,
-                "lora.init_from (starting from a saved adapter) is not supported yet");
   const nn::LoraSpec spec = choice.lora_spec(config.lora, config.training.algorithm);
+  const std::optional<ckpt::LoraAdapterFiles> start = starting_adapter(config, choice, spec);
+  const std::string where = "lora.init_from = \"" + config.lora.init_from + "\"";
+  std::set<std::string> copied;
   Generator adapters(config.seed + 11);
   auto dropout = std::make_shared<Generator>(config.seed + 12);
   std::vector<std::string> adapted;
   std::shared_ptr<nn::CausalLM> model;
   {
+    // Each unit's base goes to its storage type as it is finished: the whole base never exists
+    // in f32 (a bf16 base's point is the memory it saves).
     const nn::UnitFinish finish([&](const std::string& path, nn::Module& unit) {
       for (auto& p : nn::add_lora(unit, path + ".", spec, adapters, dropout)) adapted.push_back(p);
+      if (start) ckpt::copy_adapter_tensors(unit, path + ".", start->tensors, where, copied);
+      if (config.lora.base_dtype == LoraBaseDtype::bf16) nn::store_frozen_weights(unit, DType::bf16);
     });
     model = choice.build(heads, init);
   }
   for (auto& p : nn::add_lora(*model, "", spec, adapters, dropout)) adapted.push_back(p);
   check_lora_targets(*model, spec, config.lora, adapted);
+  if (start) {
+    ckpt::copy_adapter_tensors(*model, "", start->tensors, where, copied);
+    ckpt::check_adapter_loaded(*model, start->tensors, copied, where);
+  }
+  if (config.lora.base_dtype == LoraBaseDtype::bf16) nn::store_frozen_weights(*model, DType::bf16);
   model->set_gradient_checkpointing(config.training.gradient_checkpointing);
   return model;
 }
@@ -588,6 +620,8 @@ Task make_task(const Config& config) {
     if (config.lora.enabled()) {
       const nn::LoraSummary lora = nn::summarize_lora(*task.model);
       task.lora = lora.str();
+      if (!config.lora.init_from.empty())
+        task.lora += "; adapters from " + config.lora.init_from;
       task.description += ", LoRA r=" + std::to_string(config.lora.r) + " on " +
                           std::to_string(lora.adapted) + " modules";
     }

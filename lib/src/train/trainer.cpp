@@ -71,11 +71,13 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
   const double state = t.optimizer == OptimizerKind::sgd ? (t.momentum > 0 ? 4.0 : 0.0) : 8.0;
   const double device_memory =
       device.is_cuda() ? static_cast<double>(cuda_device_info(device.index).total_memory) : 0.0;
-  // A LoRA run trains its adapters; its base is held frozen, as a reference is.
-  std::int64_t trainable = 0;
+  // A LoRA run trains its adapters; its base is held frozen, as a reference is, counted in f32
+  // parameters' bytes (a bf16 base as half as many).
+  std::int64_t trainable = 0, frozen_bytes = 0;
   for (const Tensor& p : model.parameters())
     if (p.requires_grad()) trainable += p.numel();
-  const std::int64_t frozen = model.num_parameters() - trainable;
+    else frozen_bytes += p.numel() * static_cast<std::int64_t>(dtype_size(p.dtype()));
+  const std::int64_t frozen = frozen_bytes / 4;
   return parallel::plan_memory({.num_parameters = trainable,
                                 .persistent_parameters = parallel::persistent_elements(
                                     model, d.param_persistence_threshold),

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,17 @@ struct LoraAdapterFiles {
 // names under "transformer."). IoError or ConfigError naming the directory.
 LoraAdapterFiles read_lora_adapter(const std::filesystem::path& dir,
                                    const std::optional<nn::HfModelConfig>& hf);
+
+// While a model is built: copies the tensors of `tensors` named `prefix` + a parameter name of
+// `module` into that parameter (shape-checked, ConfigError naming `where`), and adds the full
+// names to `copied`. load_adapter_tensors's check, with `copied`, then follows the build.
+void copy_adapter_tensors(nn::Module& module, const std::string& prefix,
+                          const std::map<std::string, Tensor>& tensors, const std::string& where,
+                          std::set<std::string>& copied);
+// ConfigError naming `where` unless every tensor is among `copied` and every adapter parameter
+// of `model` too.
+void check_adapter_loaded(const nn::Module& model, const std::map<std::string, Tensor>& tensors,
+                          const std::set<std::string>& copied, const std::string& where);
 
 // Copies `tensors` (by the model's names) into `model`'s parameters: every adapter parameter of
 // the model must be among them, and each of them a parameter of the model of the same shape.

@@ -67,6 +67,12 @@ bool matches_module(const std::string& path, const std::vector<std::string>& nam
 std::vector<std::string> add_lora(Module& module, const std::string& prefix, const LoraSpec& spec,
                                   Generator& gen, const std::shared_ptr<Generator>& dropout_gen);
 
+// lora.base_dtype = "bf16": the frozen weights of Linear and Embedding modules stored in `dtype`,
+// each parameter keeping its identity (what holds it sees the new storage). Norms and biases,
+// small, stay f32, and an f32 activation meets a stored weight in an f32 kernel, so the math is
+// the f32 model's with its weights rounded once.
+void store_frozen_weights(Module& model, DType dtype);
+
 // What a model holds after add_lora over all of it, as PEFT's print_trainable_parameters.
 struct LoraSummary {
   std::int64_t adapted = 0;    // Linears with adapters
