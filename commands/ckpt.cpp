@@ -35,6 +35,7 @@ struct CkptFlags {
   std::string dtype;
   std::string max_shard_size = "5GB";
   bool force = false;
+  bool merge = false;
   int world_size = 0;
   std::string strategy;
   std::string a, b;
@@ -98,6 +99,9 @@ void add_ckpt_flags(CLI::App& app, CkptFlags& f) {
       ->type_name("SIZE")
       ->capture_default_str();
   f.export_->add_flag("--force", f.force, "Replace existing output files");
+  f.export_->add_flag("--merge", f.merge,
+                      "A LoRA run: write the full model with its adapters merged in (W + scale x "
+                      "B A, in the base's dtype) instead of the adapter directory");
 
   f.reshard = add_ckpt_subcommand(
       app, "reshard", "Write a copy of a checkpoint laid out for another world size or strategy");
@@ -147,6 +151,7 @@ int run_export(const CkptFlags& f, const RunContext& context) {
   const ckpt::Checkpoint checkpoint(ckpt::resolve_checkpoint(f.path));
   ckpt::require_whole(checkpoint.dir(), checkpoint.manifest(), "cannot export");
   ckpt::ExportOptions options{f.out, ckpt::parse_export_format(f.format), f.force};
+  options.merge = f.merge;
   if (!f.dtype.empty())
     options.dtype = f.dtype == "bf16" ? DType::bf16 : f.dtype == "f16" ? DType::f16 : DType::f32;
   options.max_shard_bytes = ckpt::parse_shard_size(f.max_shard_size);

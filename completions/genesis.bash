@@ -307,7 +307,7 @@ _genesis() {
                 verify)
                     if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --log-level --version" -- "$cur")); fi ;;
                 export)
-                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --dtype --force --format --help -h --log-level --max-shard-size --output -o --version" -- "$cur")); fi ;;
+                    if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --dtype --force --format --help -h --log-level --max-shard-size --merge --output -o --version" -- "$cur")); fi ;;
                 reshard)
                     if [[ $cur != -* ]]; then compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); else COMPREPLY=($(compgen -W "--color --help -h --log-level --output -o --strategy --version --world-size" -- "$cur")); fi ;;
                 diff)

@@ -130,6 +130,15 @@ TEST_CASE("LoRA adapters train under ddp and zero3 alike and export in PEFT's la
            base.exit_code == 0));
   check_close(logprobs(ours.out), logprobs(theirs.out));
   check_close(logprobs(ours_adapter.out), logprobs(theirs.out));
+  // --merge folds the adapters into the base: the reference reads it as a plain model.
+  const fs::path merged = dir.path() / "merged";
+  REQUIRE(run_genesis({"ckpt", "export", (runs / "ddp").string(), "-o", merged.string(), "--merge"})
+              .exit_code == 0);
+  const CliResult merged_theirs =
+      reference({"logprobs", "--model", merged.string(), "--input", ids.string()});
+  REQUIRE(merged_theirs.exit_code == 0);
+  check_close(logprobs(merged_theirs.out), logprobs(theirs.out));
+
   // lora.init_from starts from that adapter: a step that moves nothing keeps its log-probs; an
   // adapter of another rank is refused before training.
   const CliResult from = train_lora(dir.path(), "from", "ddp", 1,
@@ -308,4 +317,40 @@ TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpoint
     eval_losses.push_back(summary.at("eval_loss").dump());
   }
   for (const std::string& loss : eval_losses) CHECK(std::abs(std::stod(loss) - std::stod(eval_losses[0])) < 1e-4);
+}
+
+TEST_CASE("GPT-2's Conv1D layers take LoRA as PEFT's fan_in_fan_out: adapter and merge",
+          "[train][hf][lora]") {
+  TempDir dir;
+  const fs::path model = dir.path() / "model";
+  const CliResult made = reference({"make", "--out", model.string(), "--family", "gpt2", "--tied"});
+  if (made.exit_code == 3)
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
+  REQUIRE(made.exit_code == 0);
+  const CliResult trained = run_genesis(
+      {"train", "-o", (dir.path() / "runs").string(), "--name", "g", "--set",
+       "model.init_from=" + model.string(), "--set", "data.source=synthetic:tokens", "--set",
+       "model.block_size=32", "--set", "data.num_samples=64", "--set", "lora.r=4", "--set",
+       "lora.target_modules=all-linear", "--set", "training.learning_rate=0.02", "--set",
+       "training.max_steps=3", "--set", "training.eval_batches=1"},
+      kOneThread);
+  INFO(trained.out << trained.err);
+  REQUIRE(trained.exit_code == 0);
+  const fs::path run = dir.path() / "runs" / "g", adapter = dir.path() / "adapter",
+                 merged = dir.path() / "merged", ids = dir.path() / "ids.jsonl";
+  REQUIRE(run_genesis({"ckpt", "export", run.string(), "-o", adapter.string()}).exit_code == 0);
+  REQUIRE(run_genesis({"ckpt", "export", run.string(), "-o", merged.string(), "--merge"})
+              .exit_code == 0);
+  std::ifstream config_in(adapter / "adapter_config.json");
+  CHECK(Json::parse(config_in).at("fan_in_fan_out") == true);
+  std::ofstream(ids) << "{\"ids\": [3, 1, 4, 1, 5, 9, 2, 6, 5, 35]}\n";
+  const CliResult ours = run_genesis({"score", run.string(), "-i", ids.string(), "--device", "cpu"});
+  const CliResult theirs = reference({"logprobs", "--model", model.string(), "--adapter",
+                                      adapter.string(), "--input", ids.string()});
+  const CliResult merged_theirs =
+      reference({"logprobs", "--model", merged.string(), "--input", ids.string()});
+  INFO(ours.err << theirs.err << merged_theirs.err);
+  REQUIRE((ours.exit_code == 0 && theirs.exit_code == 0 && merged_theirs.exit_code == 0));
+  check_close(logprobs(ours.out), logprobs(theirs.out));
+  check_close(logprobs(merged_theirs.out), logprobs(theirs.out));
 }

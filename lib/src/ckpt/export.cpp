@@ -161,7 +161,12 @@ ExportResult export_checkpoint(const Checkpoint& checkpoint, const ExportOptions
     config = parse_config_toml(manifest.config_toml, source);
 
   if (config && config->lora.enabled())
-    return export_lora_adapter(checkpoint, options, *config, run_hf_dir(checkpoint.dir()));
+    return options.merge
+               ? export_merged_lora(checkpoint, options, *config, run_hf_dir(checkpoint.dir()))
+               : export_lora_adapter(checkpoint, options, *config, run_hf_dir(checkpoint.dir()));
+  GENESIS_CHECK(!options.merge, InvalidArgument,
+                "--merge folds a LoRA run's adapters into its base, and checkpoint '" +
+                    checkpoint.dir().string() + "' is not of a LoRA run (lora.r = 0)");
   if (config && config->model.kind == "hf")
     return export_hf_model(checkpoint, options, *config, run_hf_dir(checkpoint.dir()));
   GENESIS_CHECK(!options.dtype || *options.dtype == DType::f32, InvalidArgument,

@@ -1,14 +1,18 @@
 // A LoRA run's adapter as PEFT's save_pretrained writes it (export.hpp): adapter_config.json and
 // adapter_model.safetensors, each tensor named "base_model.model." + its Hugging Face name.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "durable_file.hpp"
 #include "genesis/ckpt/export.hpp"
+#include "genesis/ckpt/hf_weights.hpp"
 #include "genesis/ckpt/lora_adapter.hpp"
+#include "genesis/core/config.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/nn/hf_models.hpp"
 #include "genesis/nn/lora.hpp"
+#include "genesis/ops/ops.hpp"
 
 namespace genesis::ckpt {
 namespace {
@@ -114,6 +118,83 @@ ExportResult export_lora_adapter(const Checkpoint& checkpoint, const ExportOptio
   detail::write_file_synced(*result.config_file, adapter_config(config, names, gpt2).dump(2) + "\n");
   detail::fsync_directory(dir);
   result.bytes = static_cast<std::int64_t>(fs::file_size(result.file));
+  return result;
+}
+
+ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOptions& options,
+                                const Config& config, const fs::path& hf_dir) {
+  GENESIS_CHECK(config.model.kind == "hf" && names_hf_model(config.model.init_from), NotSupported,
+                "--merge needs the run's base as a Hugging Face model (model.init_from); this "
+                "run's is \"" + config.model.init_from + "\": export the adapter instead");
+  GENESIS_CHECK(fs::exists(hf_dir / "config.json"), IoError,
+                "the run's Hugging Face config '" + (hf_dir / "config.json").string() + "' is missing");
+  nn::HfModelConfig hf = nn::read_hf_config(hf_dir / "config.json");
+  const HfWeights base(resolve_pretrained(config.model.init_from, "model.init_from"));
+  const fs::path dir =
+      options.file.extension() == ".safetensors" ? options.file.parent_path() : options.file;
+  GENESIS_CHECK(options.force || !fs::exists(dir / "config.json"), InvalidArgument,
+                "'" + dir.string() + "' already holds a model: pass --force to replace it");
+  const LoraConfig& lora = config.lora;
+  const double scale = lora.use_rslora ? lora.lora_alpha / std::sqrt(static_cast<double>(lora.r))
+                                       : lora.lora_alpha / static_cast<double>(lora.r);
+  std::set<std::string> saved;  // model names of trained tensors (adapters, modules_to_save)
+  for (const std::string& name : checkpoint.names("model.")) saved.insert(name.substr(6));
+
+  // The base's tensors by its names, each with the model's name it loads into.
+  std::vector<std::pair<std::string, std::string>> items;  // (Hugging Face name, model name)
+  for (const std::string& name : base.names()) {
+    const std::string model_name = nn::model_tensor_name(hf.family, name);
+    if (!model_name.empty()) items.emplace_back(name, model_name);
+  }
+  for (const std::string& name : saved) {
+    const bool in_base = std::any_of(items.begin(), items.end(),
+                                     [&](const auto& item) { return item.second == name; });
+    GENESIS_CHECK(is_lora_name(name) || in_base || name.starts_with("v_head.") ||
+                      name.starts_with("critic."),
+                  NotSupported,
+                  "--merge: the run trained '" + name + "', which its base does not have (a "
+                  "reward model's score head): export the adapter, which holds it");
+  }
+  std::vector<HfTensorPlan> plan;
+  ExportResult result;
+  result.format = ExportFormat::hf;
+  for (const auto& [name, model_name] : items) {
+    plan.push_back({name, options.dtype.value_or(base.dtype(name)), base.shape(name)});
+    result.elements += shape_numel(base.shape(name));
+  }
+  fs::create_directories(dir);
+  HfWeightsWriter writer(dir, plan, options.max_shard_bytes);
+  std::size_t merged = 0;
+  for (const auto& [name, model_name] : items) {  // one tensor in memory at a time
+    const bool transposed = nn::hf_tensor_name(hf.family, model_name).transposed;
+    Tensor t = base.read(name, DType::f32);
+    const std::string module = model_name.substr(0, model_name.rfind('.'));
+    if (saved.contains(model_name)) {  // modules_to_save: trained in full
+      t = checkpoint.read_full("model." + model_name);
+      if (transposed) t = t.transpose(0, 1).contiguous();
+    } else if (model_name.ends_with(".weight") && saved.contains(module + ".lora_A.weight")) {
+      const Tensor delta = matmul(checkpoint.read_full("model." + module + ".lora_B.weight"),
+                                  checkpoint.read_full("model." + module + ".lora_A.weight")) *
+                           scale;  // (out, in)
+      t = add(t, transposed ? delta.transpose(0, 1).contiguous() : delta);
+      ++merged;
+    }
+    writer.write(name, t);
+  }
+  const std::vector<fs::path> files = writer.finish();
+  result.tensors = items.size();
+  result.file = files.front();
+  for (const fs::path& f : files) result.bytes += static_cast<std::int64_t>(fs::file_size(f));
+  keep_hf_files(hf_dir, dir);  // config, generation config, tokenizer: the run's copy
+  if (options.dtype) {
+    hf.torch_dtype = *options.dtype == DType::bf16 ? "bfloat16"
+                     : *options.dtype == DType::f16 ? "float16" : "float32";
+    detail::write_file_synced(dir / "config.json", nn::hf_config_json(hf).dump(2) + "\n");
+  }
+  result.config_file = dir / "config.json";
+  GENESIS_CHECK(merged > 0, InvalidArgument,
+                "checkpoint '" + checkpoint.dir().string() + "' holds no adapter of this base");
+  detail::fsync_directory(dir);
   return result;
 }
 

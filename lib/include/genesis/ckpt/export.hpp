@@ -32,6 +32,8 @@ struct ExportOptions {
   // export then import is the identity) and the largest shard (transformers' max_shard_size).
   std::optional<DType> dtype;
   std::uint64_t max_shard_bytes = 5'000'000'000;
+  // A LoRA run: the merged full model (W + scale x B A) instead of the adapter directory.
+  bool merge = false;
 };
 
 struct ExportResult {
@@ -64,6 +66,13 @@ ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& 
 // names. `hf_dir` as for export_hf_model (unused for a gpt run).
 ExportResult export_lora_adapter(const Checkpoint& checkpoint, const ExportOptions& options,
                                  const Config& config, const std::filesystem::path& hf_dir);
+// `--merge`: the Hugging Face model directory of a LoRA run's base (model.init_from, a Hugging
+// Face model) with the checkpoint's adapters folded in, W + scale x B A (transposed for GPT-2's
+// Conv1D), and its modules_to_save in place of the base's, each tensor in the base's dtype
+// (`options.dtype` when given), one tensor in memory at a time; config, generation config and
+// tokenizer files as the run kept them.
+ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOptions& options,
+                                const Config& config, const std::filesystem::path& hf_dir);
 // Copies a Hugging Face model directory's config.json, generation_config.json and tokenizer files
 // (not its weights) into `to`, made if need be: what a run keeps of the model it started from.
 void keep_hf_files(const std::filesystem::path& from, const std::filesystem::path& to);
