@@ -91,6 +91,21 @@ TEST_CASE("LoRA adapters train under ddp and zero3 alike and export in PEFT's la
   CHECK(info.out.find("lora_A.weight") != std::string::npos);
   CHECK(info.out.find("embed_tokens") == std::string::npos);
   CHECK(info.out.find("q_proj.weight ") == std::string::npos);
+  CHECK(info.out.find("holds       LoRA adapters over " + (dir.path() / "model").string()) !=
+        std::string::npos);
+  const CliResult listed = run_genesis({"ckpt", "ls", (runs / "ddp").string()});
+  CHECK(listed.out.find("latest; LoRA adapters") != std::string::npos);
+  const CliResult verified = run_genesis({"ckpt", "verify", (runs / "ddp").string()});
+  CHECK(verified.exit_code == 0);
+  CHECK(verified.out.find("; LoRA adapters over ") != std::string::npos);
+  // Resharded to one rank, the adapters are the same and still say what they are.
+  const fs::path one = dir.path() / "one-rank";
+  REQUIRE(run_genesis({"ckpt", "reshard", (runs / "ddp").string(), "--world-size", "1", "-o",
+                       one.string()}).exit_code == 0);
+  CHECK(run_genesis({"ckpt", "info", one.string()}).out.find("LoRA adapters over") !=
+        std::string::npos);
+  CHECK(run_genesis({"ckpt", "diff", (runs / "ddp" / step4).string(), one.string()})
+            .out.find("identical") != std::string::npos);
   const CliResult same = run_genesis({"ckpt", "diff", (runs / "ddp" / step4).string(),
                                       (runs / "zero3" / step4).string()});
   INFO(same.out << same.err);

@@ -83,6 +83,15 @@ std::vector<fs::path> runs_with_checkpoints(const fs::path& dir) {
   return runs;
 }
 
+// A LoRA run's checkpoint holds adapters without their base: "LoRA adapters over BASE (hash H)",
+// or "" for a whole model.
+std::string lora_text(const Manifest& m) {
+  const json lora = m.info.value("lora", json());
+  if (!lora.is_object()) return "";
+  return "LoRA adapters over " + lora.value("base", std::string("?")) + " (base hash " +
+         lora.value("base_hash", std::string("?")) + ")";
+}
+
 }  // namespace
 
 RunListing list_run(const fs::path& path) {
@@ -161,6 +170,7 @@ void write_run_listing(std::ostream& out, const RunListing& listing) {
       const Manifest& m = *r.manifest;
       const Holding holding = holding_of(r.dir, m);
       std::string note = mark;
+      if (!lora_text(m).empty()) note += std::string(note.empty() ? "" : "; ") + "LoRA adapters";
       if (holding.node_local || !holding.whole())
         note += std::string(note.empty() ? "" : "; ") + (holding.node_local ? "node-local, " : "") +
                 holding.describe();
@@ -241,6 +251,7 @@ void write_checkpoint_info(std::ostream& out, const fs::path& dir, const Manifes
       {"run name", name.empty() ? "-" : name},
   };
   if (const auto loss = loss_of(m)) head.push_back({"loss", format_loss(loss)});
+  if (!lora_text(m).empty()) head.push_back({"holds", lora_text(m)});
   head.push_back({"size", size_text(m.total_bytes()) + " in " + std::to_string(m.files.size()) +
                               " files, " + std::to_string(m.tensors.size()) + " tensors"});
   const Holding holding = holding_of(dir, m);
@@ -291,7 +302,8 @@ std::string verify_checkpoint(const Checkpoint& checkpoint) {
     checkpoint.verify();
     return "ok: " + dir.filename().string() + ": " + std::to_string(m.files.size()) +
            " files, " + std::to_string(m.tensors.size()) + " tensors, " +
-           size_text(m.total_bytes()) + ", every checksum matches";
+           size_text(m.total_bytes()) + ", every checksum matches" +
+           (lora_text(m).empty() ? "" : "; " + lora_text(m));
   }
   std::set<std::string> away;
   for (const Holding::Away& a : holding.away) away.insert(a.file);
