@@ -18,6 +18,11 @@ namespace genesis::testing {
 
 inline constexpr std::int64_t kBos = 300, kEot = 301;
 
+// The independent reference implementation the hf tests run (with /usr/bin/python3).
+inline std::string hf_reference_script() {
+  return std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
+}
+
 // The tokenizer above, as tokenizer.json and tokenizer_config.json in `dir`.
 inline void write_tokenizer(const std::filesystem::path& dir) {
   nlohmann::json vocab = nlohmann::json::object();
@@ -50,8 +55,7 @@ inline void write_tokenizer(const std::filesystem::path& dir) {
 // missing.
 inline bool make_llama(const std::filesystem::path& model) {
   const CliResult made = run_process(
-      {"/usr/bin/python3", std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py",
-       "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
+      {"/usr/bin/python3", hf_reference_script(), "make", "--out", model.string(), "--family", "llama", "--seed", "3"});
   if (made.exit_code == 3) return false;
   REQUIRE(made.exit_code == 0);
   write_tokenizer(model);

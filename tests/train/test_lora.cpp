@@ -14,6 +14,7 @@
 
 #include "support/cli_run.hpp"
 #include "support/environment_skip.hpp"
+#include "support/hf_test_model.hpp"
 
 namespace fs = std::filesystem;
 using genesis::testing::CliResult;
@@ -26,13 +27,21 @@ using Json = nlohmann::json;
 
 namespace {
 
-const std::string kReference =
-    std::string(GENESIS_TEST_SOURCE_DIR) + "/tests/golden/hf_reference.py";
 const genesis::testing::RunOptions kOneThread{{{"OMP_NUM_THREADS", "1"}}, {}};
 
 CliResult reference(std::vector<std::string> args) {
-  args.insert(args.begin(), {"/usr/bin/python3", kReference});
+  args.insert(args.begin(), {"/usr/bin/python3", genesis::testing::hf_reference_script()});
   return run_process(args);
+}
+
+// A tiny checkpoint the reference makes in `model`; false where PyTorch is missing.
+bool make_model(const fs::path& model, std::vector<std::string> options) {
+  options.insert(options.begin(), {"make", "--out", model.string()});
+  const CliResult made = reference(options);
+  if (made.exit_code == 3) return false;
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  return true;
 }
 
 // A few steps of LoRA on all linear layers of dir/model, in dir/runs/<name>, on 2 ranks.
@@ -52,6 +61,11 @@ CliResult train_lora(const fs::path& dir, const std::string& name, const std::st
   return run_genesis(args, kOneThread);
 }
 
+double eval_loss(const fs::path& run) {
+  std::ifstream in(run / "summary.json");
+  return Json::parse(in).at("eval_loss").get<double>();
+}
+
 std::vector<double> logprobs(const std::string& out) {
   std::istringstream in(out);
   std::string line;
@@ -69,11 +83,9 @@ void check_close(const std::vector<double>& a, const std::vector<double>& b) {
 TEST_CASE("LoRA adapters train under ddp and zero3 alike and export in PEFT's layout",
           "[train][hf][lora]") {
   TempDir dir;
-  const CliResult made = reference({"make", "--out", (dir.path() / "model").string(), "--family",
-                                    "llama", "--untied", "--seed", "5"});
-  if (made.exit_code == 3)
+  if (!make_model((dir.path() / "model").string(), {"--family",
+                                    "llama", "--untied", "--seed", "5"}))
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
-  REQUIRE(made.exit_code == 0);
 
   const CliResult ddp = train_lora(dir.path(), "ddp", "ddp", 4);
   INFO(ddp.out << ddp.err);
@@ -181,10 +193,8 @@ TEST_CASE("an adapter the reference made scores the same in genesis, rsLoRA incl
           "[train][hf][lora]") {
   TempDir dir;
   const fs::path model = dir.path() / "model", adapter = dir.path() / "adapter";
-  const CliResult made = reference({"make", "--out", model.string(), "--family", "qwen3", "--tied"});
-  if (made.exit_code == 3)
+  if (!make_model(model.string(), {"--family", "qwen3", "--tied"}))
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to score");
-  REQUIRE(made.exit_code == 0);
   REQUIRE(reference({"make-adapter", "--model", model.string(), "--out", adapter.string(), "--r",
                      "4", "--alpha", "8", "--targets", "q_proj,v_proj,down_proj", "--rslora"})
               .exit_code == 0);
@@ -225,11 +235,9 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
           "[train][hf][lora]") {
   TempDir dir;
   const fs::path model = dir.path() / "model";
-  const CliResult made = reference({"make", "--out", model.string(), "--family", "qwen3", "--tied",
-                                    "--seed", "3"});
-  if (made.exit_code == 3)
+  if (!make_model(model.string(), {"--family", "qwen3", "--tied",
+                                    "--seed", "3"}))
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
-  REQUIRE(made.exit_code == 0);
   const fs::path ids = dir.path() / "ids.jsonl";
   std::ofstream(ids) << "{\"ids\": [104, 101, 108, 108, 111, 32, 119, 111, 114]}\n";
   const std::vector<std::vector<std::string>> runs = {
@@ -287,18 +295,15 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
 TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base, its weights rounded",
           "[train][hf][lora]") {
   TempDir dir;
-  const CliResult made = reference({"make", "--out", (dir.path() / "model").string(), "--family",
-                                    "llama", "--untied", "--seed", "5"});
-  if (made.exit_code == 3)
+  if (!make_model((dir.path() / "model").string(), {"--family",
+                                    "llama", "--untied", "--seed", "5"}))
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
-  REQUIRE(made.exit_code == 0);
   std::vector<double> eval_losses;
   for (const std::string dtype : {"f32", "bf16"}) {
     const CliResult r = train_lora(dir.path(), dtype, "ddp", 2, {"--set", "lora.base_dtype=" + dtype});
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    std::ifstream in(dir.path() / "runs" / dtype / "summary.json");
-    eval_losses.push_back(Json::parse(in).at("eval_loss").get<double>());
+    eval_losses.push_back(eval_loss(dir.path() / "runs" / dtype));
   }
   CHECK(eval_losses[0] != eval_losses[1]);  // the stored weights are rounded ...
   CHECK(std::abs(eval_losses[0] - eval_losses[1]) < 1e-2);  // ... and nothing else changes
@@ -307,11 +312,9 @@ TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base, its weig
 TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpointing",
           "[train][hf][lora][multiproc]") {
   TempDir dir;
-  const CliResult made = reference({"make", "--out", (dir.path() / "model").string(), "--family",
-                                    "llama", "--untied", "--seed", "5"});
-  if (made.exit_code == 3)
+  if (!make_model((dir.path() / "model").string(), {"--family",
+                                    "llama", "--untied", "--seed", "5"}))
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
-  REQUIRE(made.exit_code == 0);
   const std::vector<std::vector<std::string>> variants = {
       {"--set", "distributed.strategy=\"ddp\""},
       {"--set", "distributed.strategy=\"zero1\""},
@@ -320,28 +323,24 @@ TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpoint
       {"--set", "distributed.strategy=\"zero3\"", "--set", "distributed.offload_param=\"cpu\"",
        "--set", "training.gradient_checkpointing=true"},
   };
-  std::vector<std::string> eval_losses;
+  std::vector<double> eval_losses;
   int i = 0;
   for (const auto& more : variants) {
     const std::string name = "v" + std::to_string(i++);
     const CliResult r = train_lora(dir.path(), name, "ddp", 2, more);
     INFO(more[1] << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    std::ifstream in(dir.path() / "runs" / name / "summary.json");
-    const Json summary = Json::parse(in);
-    eval_losses.push_back(summary.at("eval_loss").dump());
+    eval_losses.push_back(eval_loss(dir.path() / "runs" / name));
   }
-  for (const std::string& loss : eval_losses) CHECK(std::abs(std::stod(loss) - std::stod(eval_losses[0])) < 1e-4);
+  for (const double loss : eval_losses) CHECK(std::abs(loss - eval_losses[0]) < 1e-4);
 }
 
 TEST_CASE("GPT-2's Conv1D layers take LoRA as PEFT's fan_in_fan_out: adapter and merge",
           "[train][hf][lora]") {
   TempDir dir;
   const fs::path model = dir.path() / "model";
-  const CliResult made = reference({"make", "--out", model.string(), "--family", "gpt2", "--tied"});
-  if (made.exit_code == 3)
+  if (!make_model(model.string(), {"--family", "gpt2", "--tied"}))
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
-  REQUIRE(made.exit_code == 0);
   const CliResult trained = run_genesis(
       {"train", "-o", (dir.path() / "runs").string(), "--name", "g", "--set",
        "model.init_from=" + model.string(), "--set", "data.source=synthetic:tokens", "--set",
