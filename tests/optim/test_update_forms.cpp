@@ -18,8 +18,8 @@ TEST_CASE("host and ops forms of the SGD update agree", "[optim]") {
     Tensor host_buf, ops_buf;
     for (int t = 0; t < 3; ++t) {
       Tensor g = Tensor::randn({3, 7}, gen);
-      detail::sgd_update_host(host, g, host_buf, o);
-      detail::sgd_update_ops(ops, g, ops_buf, o);
+      optim::detail::sgd_update_host(host, g, host_buf, o);
+      optim::detail::sgd_update_ops(ops, g, ops_buf, o);
     }
     std::vector<float> h = host.to_vector(), p = ops.to_vector();
     for (std::size_t i = 0; i < h.size(); ++i) REQUIRE(p[i] == Approx(h[i]).epsilon(1e-5).margin(1e-6));
@@ -31,10 +31,10 @@ TEST_CASE("host and ops forms of the SGD update agree", "[optim]") {
 TEST_CASE("host and ops forms of sum-of-squares and scale agree", "[optim]") {
   Generator gen(12);
   Tensor a = Tensor::randn({50, 40}, gen);
-  REQUIRE(detail::sum_of_squares_ops(a).item<double>() ==
-          Approx(detail::sum_of_squares_host(a)).epsilon(1e-5));
+  REQUIRE(optim::detail::sum_of_squares_ops(a).item<double>() ==
+          Approx(optim::detail::sum_of_squares_host(a)).epsilon(1e-5));
   Tensor b = a.clone();
-  detail::scale_host(a, 0.3);
-  detail::scale_ops(b, 0.3);
+  optim::detail::scale_host(a, 0.3);
+  optim::detail::scale_ops(b, 0.3);
   REQUIRE(a.to_vector() == b.to_vector());
 }
