@@ -72,6 +72,7 @@ TEST_CASE("forward hooks run around a submodule's forward and may replace its ou
   std::vector<std::string> calls;
   const int pre = first->register_forward_pre_hook([&](nn::Module&, const Tensor& input) {
     calls.push_back("pre " + shape_str(input.shape()));
+    return Tensor();  // keep the input
   });
   const int post = first->register_forward_hook(
       [&](nn::Module&, const Tensor&, const Tensor& out) {
@@ -110,7 +111,10 @@ TEST_CASE("GPT blocks are called through their hooks", "[nn]") {
       for (auto& [index, block] : child->named_children()) {
         blocks.push_back(block);
         ids.push_back(block->register_forward_pre_hook(
-            [&order, index = index](nn::Module&, const Tensor&) { order.push_back(index); }));
+            [&order, index = index](nn::Module&, const Tensor&) {
+              order.push_back(index);
+              return Tensor();
+            }));
       }
   gpt(Tensor::from_vector<std::int64_t>({1, 2, 3}, {1, 3}));
   CHECK(order == std::vector<std::string>{"0", "1"});

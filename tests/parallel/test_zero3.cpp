@@ -11,6 +11,8 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
+#include "genesis/nn/build_scope.hpp"
+#include "genesis/nn/lora.hpp"
 #include "parallel/strategy_harness.hpp"
 #include "support/scoped_env.hpp"
 
@@ -306,4 +308,68 @@ TEST_CASE("hsdp shards over LOCAL_WORLD_SIZE ranks by default", "[zero3]") {
   }
   CHECK(hsdp_on_4.memory.parameter_bytes == zero3_on_2.memory.parameter_bytes);
   CHECK(worst_difference(hsdp_on_4, train("ddp", 4, Model::mlp, Opt::sgd, 1, 1)) < 1e-5);
+}
+
+namespace {
+
+// The harness's GPT with LoRA adapters on every Linear (B drawn too, so that A learns from the
+// first step), its base frozen; under `finish` when given, unit by unit as deferred init builds.
+std::shared_ptr<genesis::nn::Module> lora_gpt(bool unit_by_unit) {
+  genesis::Generator adapters(5);
+  const genesis::nn::LoraSpec spec{.r = 2, .alpha = 4, .target_modules = {"all-linear"}};
+  const auto adapt = [&](genesis::nn::Module& module, const std::string& prefix) {
+    const auto added = genesis::nn::add_lora(module, prefix, spec, adapters, nullptr);
+    genesis::NoGradGuard no_grad;
+    for (auto& [name, p] : module.named_parameters())
+      for (const std::string& path : added)
+        if (prefix + name == path + ".lora_B.weight") {
+          // Drawn by path: the same values whichever order the adapters are added in.
+          genesis::Generator by_path(std::hash<std::string>{}(path));
+          p.copy_(genesis::Tensor::randn(p.shape(), by_path, 0.1));
+        }
+  };
+  std::shared_ptr<genesis::nn::Module> model;
+  if (unit_by_unit) {
+    const genesis::nn::UnitFinish finish(
+        [&](const std::string& path, genesis::nn::Module& unit) { adapt(unit, path + "."); });
+    model = build(Model::gpt);
+  } else {
+    model = build(Model::gpt);
+  }
+  adapt(*model, "");
+  return model;
+}
+
+}  // namespace
+
+// A LoRA run's frozen base is sharded with the rest: 1/N of DDP's parameter bytes (the base's
+// included) on each rank, every frozen weight released between uses, and the adapters trained
+// as DDP trains them, built whole or under deferred init.
+TEST_CASE("zero3 shards a frozen base and trains its adapters as ddp does", "[zero3][lora]") {
+  const int world = 2;
+  const Outcome ddp = train_with(world, Model::gpt, Opt::adamw, 2, 3, [&](int rank, const auto& store) {
+    return make_rank_strategy("ddp", rank, world, store, Opt::adamw, lora_gpt(false));
+  });
+  for (const bool deferred : {false, true}) {
+    INFO((deferred ? "deferred init" : "built whole"));
+    std::vector<int> held(world, -1);
+    const Outcome z = train_with(
+        world, Model::gpt, Opt::adamw, 2, 3,
+        [&](int rank, const auto& store) {
+          if (deferred)
+            return make_deferred_strategy("zero3", rank, world, store, Opt::adamw,
+                                          [] { return lora_gpt(true); });
+          return make_rank_strategy("zero3", rank, world, store, Opt::adamw, lora_gpt(false));
+        },
+        [&](int rank, genesis::parallel::Strategy& s) {
+          int n = 0;
+          for (auto& [name, p] : s.module().named_parameters())
+            n += !p.requires_grad() && p.storage()->has_memory();
+          held[static_cast<std::size_t>(rank)] = n;
+        });
+    CHECK(worst_difference(z, ddp) < 1e-5);
+    CHECK(static_cast<double>(z.memory.parameter_bytes) / static_cast<double>(ddp.memory.parameter_bytes) ==
+          Approx(1.0 / world).epsilon(0.05));
+    CHECK(held == std::vector<int>(world, 0));
+  }
 }

@@ -231,6 +231,32 @@ TEST_CASE("bad LoRA settings fail before training with one line", "[train][lora]
   CHECK(!fs::exists(dir.path() / "runs" / "run" / "checkpoints"));
 }
 
+// A few steps of LoRA on all linear layers of `model` by one objective, in dir/runs/<name>.
+CliResult train_objective(const fs::path& dir, const fs::path& model, const std::string& name,
+                          const std::vector<std::string>& sets) {
+  std::vector<std::string> args{"train", "--preset", "sft", "-o", (dir / "runs").string(),
+                                "--name", name};
+  for (const std::string& s :
+       {"model.init_from=" + model.string(), std::string("data.num_samples=200"),
+        std::string("training.max_steps=3"), std::string("training.per_device_train_batch_size=4"),
+        std::string("training.eval_batches=1"), std::string("lora.r=4"),
+        std::string("lora.target_modules=all-linear")})
+    args.insert(args.end(), {"--set", s});
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  return run_genesis(args, kOneThread);
+}
+
+// The first training step's loss in a run's metrics.jsonl.
+double first_loss(const fs::path& run) {
+  std::ifstream in(run / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line);
+    if (j.contains("loss")) return j.at("loss").get<double>();
+  }
+  FAIL("no loss in " << (run / "metrics.jsonl"));
+  return 0;
+}
+
 TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapters as reference",
           "[train][hf][lora]") {
   TempDir dir;
@@ -240,25 +266,18 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
     return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to train");
   const fs::path ids = dir.path() / "ids.jsonl";
   std::ofstream(ids) << "{\"ids\": [104, 101, 108, 108, 111, 32, 119, 111, 114]}\n";
-  const std::vector<std::vector<std::string>> runs = {
-      {"training.algorithm=rm", "data.source=pairs:reverse,sort"},
-      {"training.algorithm=dpo", "data.source=pairs:reverse,sort"},
-      {"training.algorithm=grpo", "grpo.num_generations=2", "grpo.beta=0.04",
-       "reward.functions=[\"exact:1.0\"]"},
-      {"training.algorithm=ppo", "reward.functions=[\"exact:1.0\"]"},
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {"rm", {"training.algorithm=rm", "data.source=pairs:reverse,sort"}},
+      {"dpo", {"training.algorithm=dpo", "data.source=pairs:reverse,sort"}},
+      {"grpo", {"training.algorithm=grpo", "grpo.num_generations=2", "grpo.beta=0.04",
+                "reward.functions=[\"exact:1.0\"]"}},
+      {"ppo", {"training.algorithm=ppo", "reward.functions=[\"exact:1.0\"]"}},
+      // A critic model of its own: adapters on its layers too, its value head in full.
+      {"ppo-critic", {"training.algorithm=ppo", "ppo.critic=model",
+                      "reward.functions=[\"exact:1.0\"]"}},
   };
-  for (const auto& sets : runs) {
-    const std::string name = sets[0].substr(sets[0].find('=') + 1);
-    std::vector<std::string> args{"train", "--preset", "sft", "-o", (dir.path() / "runs").string(),
-                                  "--name", name};
-    for (const std::string& s :
-         {"model.init_from=" + model.string(), std::string("data.num_samples=200"),
-          std::string("training.max_steps=3"), std::string("training.per_device_train_batch_size=4"),
-          std::string("training.eval_batches=1"), std::string("lora.r=4"),
-          std::string("lora.target_modules=all-linear")})
-      args.insert(args.end(), {"--set", s});
-    for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
-    const CliResult r = run_genesis(args, kOneThread);
+  for (const auto& [name, sets] : runs) {
+    const CliResult r = train_objective(dir.path(), model, name, sets);
     INFO(name << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
     if (name != "rm")
@@ -266,7 +285,7 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
     // The checkpoint holds the adapters and the value heads that train in full, nothing else.
     const CliResult info = run_genesis({"ckpt", "info", (dir.path() / "runs" / name).string()});
     std::istringstream lines(info.out);
-    int model_tensors = 0;
+    int model_tensors = 0, critic_adapters = 0;
     for (std::string line; std::getline(lines, line);) {
       const auto at = line.find("model.");
       if (line.rfind("  model.", 0) != 0) continue;
@@ -274,9 +293,12 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
       const std::string tensor = line.substr(at, line.find(' ', at) - at);
       INFO(tensor);
       CHECK((tensor.find(".lora_") != std::string::npos || tensor == "model.score.weight" ||
-             tensor.rfind("model.v_head.", 0) == 0));
+             tensor == "model.critic.score.weight" || tensor.rfind("model.v_head.", 0) == 0));
+      if (tensor.rfind("model.critic.", 0) == 0 && tensor.find(".lora_") != std::string::npos)
+        ++critic_adapters;
     }
     CHECK(model_tensors > 0);
+    CHECK((critic_adapters > 0) == (name == "ppo-critic"));
     if (name == "rm") continue;
     // The run scores as the reference applies its exported adapter to the untouched base.
     const fs::path adapter = dir.path() / ("adapter-" + name);
@@ -290,9 +312,33 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
     REQUIRE((ours.exit_code == 0 && theirs.exit_code == 0));
     check_close(logprobs(ours.out), logprobs(theirs.out));
   }
+
+  // From a starting adapter (A and B random), dpo's reference is the policy with a frozen copy of
+  // it: the first step's policy is its reference, so the loss is ln 2, which the base without
+  // adapters as reference would not give.
+  const fs::path start = dir.path() / "start";
+  REQUIRE(reference({"make-adapter", "--model", model.string(), "--out", start.string(), "--r",
+                     "4", "--alpha", "8", "--targets", "all-linear", "--seed", "7"})
+              .exit_code == 0);
+  const CliResult from = train_objective(
+      dir.path(), model, "dpo-from",
+      {"training.algorithm=dpo", "data.source=pairs:reverse,sort", "training.max_steps=1",
+       "lora.init_from=" + start.string()});
+  INFO(from.out << from.err);
+  REQUIRE(from.exit_code == 0);
+  CHECK(from.out.find("reference  the policy with its starting adapters") != std::string::npos);
+  CHECK(std::abs(first_loss(dir.path() / "runs" / "dpo-from") - std::log(2.0)) < 1e-5);
+  // A module of the logits trained in full would need a starting copy too: refused up front.
+  const CliResult full = train_objective(
+      dir.path(), model, "dpo-embed",
+      {"training.algorithm=dpo", "data.source=pairs:reverse,sort",
+       "lora.modules_to_save=[\"embed_tokens\"]"});
+  CHECK(full.exit_code != 0);
+  CHECK_THAT(full.err, Catch::Contains("lora.modules_to_save = \"embed_tokens\" with "
+                                       "training.algorithm = \"dpo\" is not supported yet"));
 }
 
-TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base, its weights rounded",
+TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base and under bf16 autocast",
           "[train][hf][lora]") {
   TempDir dir;
   if (!make_model((dir.path() / "model").string(), {"--family",
@@ -307,8 +353,18 @@ TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base, its weig
   }
   CHECK(eval_losses[0] != eval_losses[1]);  // the stored weights are rounded ...
   CHECK(std::abs(eval_losses[0] - eval_losses[1]) < 1e-2);  // ... and nothing else changes
+  // bf16 autocast over the bf16 base: the products in bf16 too, the curve the same to a few 1e-3.
+  const CliResult autocast =
+      train_lora(dir.path(), "autocast", "ddp", 2,
+                 {"--set", "lora.base_dtype=bf16", "--set", "training.mixed_precision=\"bf16\""});
+  INFO(autocast.out << autocast.err);
+  REQUIRE(autocast.exit_code == 0);
+  const double bf16 = eval_loss(dir.path() / "runs" / "autocast");
+  CHECK(bf16 != eval_losses[1]);
+  CHECK(std::abs(bf16 - eval_losses[0]) < 2e-2);
 }
 
+// With lora_dropout: checkpointing's recompute draws the forward's masks again.
 TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpointing",
           "[train][hf][lora][multiproc]") {
   TempDir dir;
@@ -327,7 +383,9 @@ TEST_CASE("LoRA trains the same under zero1, zero2, hsdp, offload and checkpoint
   int i = 0;
   for (const auto& more : variants) {
     const std::string name = "v" + std::to_string(i++);
-    const CliResult r = train_lora(dir.path(), name, "ddp", 2, more);
+    std::vector<std::string> sets = more;
+    sets.insert(sets.end(), {"--set", "lora.lora_dropout=0.1"});
+    const CliResult r = train_lora(dir.path(), name, "ddp", 2, sets);
     INFO(more[1] << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
     eval_losses.push_back(eval_loss(dir.path() / "runs" / name));

@@ -23,7 +23,8 @@
 namespace genesis::ckpt {
 namespace fs = std::filesystem;
 
-namespace {
+// Named, not anonymous: HfWeights::Impl holds these, and a unity build includes this file.
+namespace detail {
 
 // One safetensors file mapped read-only for the reader's lifetime, its header checked.
 class MappedShard {
@@ -66,6 +67,10 @@ class MappedShard {
   detail::SafetensorsHeader header_;
 };
 
+}  // namespace detail
+
+namespace {
+
 std::string read_index_text(const fs::path& path) {
   std::error_code ec;
   const std::uintmax_t size = fs::file_size(path, ec);
@@ -105,11 +110,11 @@ void convert_from(const char* src, DType from, void* dst, DType to, std::size_t 
 
 struct HfWeights::Impl {
   struct Ref {
-    const MappedShard* shard;
+    const detail::MappedShard* shard;
     const detail::SafetensorsEntry* entry;
   };
   fs::path dir;
-  std::vector<std::unique_ptr<MappedShard>> shards;
+  std::vector<std::unique_ptr<detail::MappedShard>> shards;
   std::map<std::string, Ref> tensors;
 
   const Ref& find(const std::string& name) const {
@@ -127,8 +132,8 @@ struct HfWeights::Impl {
     return *dtype;
   }
   void add_shard(const fs::path& path) {
-    shards.push_back(std::make_unique<MappedShard>(path));
-    const MappedShard* shard = shards.back().get();
+    shards.push_back(std::make_unique<detail::MappedShard>(path));
+    const detail::MappedShard* shard = shards.back().get();
     for (const detail::SafetensorsEntry& e : shard->header().entries) {
       const auto [it, fresh] = tensors.emplace(e.name, Ref{shard, &e});
       GENESIS_CHECK(fresh, IoError,

@@ -81,7 +81,7 @@ Tensor DecoderLM::forward(const Tensor& idx) {
   for (const auto& layer : layers_) {
     if (gradient_checkpointing_ && is_training())
       x = autograd::checkpoint(
-          [layer, packed](const Tensor& h) { return (*layer)(h, packed); }, x);
+          [layer, packed](const Tensor& h) { return (*layer)(h, packed); }, x, block_generators_);
     else
       x = (*layer)(x, packed);
   }
@@ -110,6 +110,11 @@ Tensor DecoderLM::cached_hidden(const Tensor& idx, KVCache& cache, const CacheSt
 void DecoderLM::set_gradient_checkpointing(bool on) {
   CausalLM::set_gradient_checkpointing(on);
   if (critic_) critic_->set_gradient_checkpointing(on);
+}
+
+void DecoderLM::add_block_generator(std::shared_ptr<Generator> gen) {
+  if (critic_) critic_->add_block_generator(gen);
+  CausalLM::add_block_generator(std::move(gen));
 }
 
 double DecoderLM::flops_per_token(std::int64_t seq_len) const {

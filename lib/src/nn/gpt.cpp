@@ -69,6 +69,7 @@ GPT::GPT(const GPTConfig& c, Generator& gen)
   GENESIS_CHECK(c.n_embd % c.n_head == 0, InvalidArgument,
                 "n_embd " + std::to_string(c.n_embd) + " is not divisible by n_head " +
                     std::to_string(c.n_head));
+  block_generators_.push_back(dropout_gen_);
   wte_ = register_module("wte", std::make_shared<Embedding>(c.vocab_size, c.n_embd, gen));
   wpe_ = register_module("wpe", std::make_shared<Embedding>(c.block_size, c.n_embd, gen));
   init_normal(wte_->weight, 0.02, gen);
@@ -113,7 +114,7 @@ Tensor GPT::forward(const Tensor& idx) {
   for (const auto& block : blocks_) {
     if (gradient_checkpointing_ && is_training())
       x = autograd::checkpoint(
-          [block, packed](const Tensor& h) { return (*block)(h, packed); }, x, {dropout_gen_});
+          [block, packed](const Tensor& h) { return (*block)(h, packed); }, x, block_generators_);
     else
       x = (*block)(x, packed);
   }
@@ -128,6 +129,11 @@ Tensor GPT::forward(const Tensor& idx) {
 void GPT::set_gradient_checkpointing(bool on) {
   CausalLM::set_gradient_checkpointing(on);
   if (critic_) critic_->set_gradient_checkpointing(on);
+}
+
+void GPT::add_block_generator(std::shared_ptr<Generator> gen) {
+  if (critic_) critic_->add_block_generator(gen);
+  CausalLM::add_block_generator(std::move(gen));
 }
 
 double GPT::flops_per_token(std::int64_t seq_len) const {

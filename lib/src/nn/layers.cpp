@@ -24,8 +24,8 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& g
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  if (adapter_ && adapters_enabled()) {
-    const Tensor y = linear(x, weight, bias) + adapter_->delta(x);
+  if (const Tensor delta = adapter_ ? adapter_->active_delta(x) : Tensor(); delta.defined()) {
+    const Tensor y = linear(x, weight, bias) + delta;
     return activation == Activation::gelu ? gelu(y) : y;
   }
   return activation == Activation::gelu ? linear_gelu(x, weight, bias) : linear(x, weight, bias);

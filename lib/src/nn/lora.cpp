@@ -12,7 +12,7 @@
 namespace genesis::nn {
 namespace {
 
-thread_local bool disabled = false;
+thread_local AdapterUse use = AdapterUse::trained;
 
 // Output and value heads: "all-linear" leaves them alone, as PEFT leaves the output embedding and
 // a classifier's head.
@@ -80,14 +80,35 @@ Tensor LoraAdapter::delta(const Tensor& x) const {
   return (*B)((*A)(in)) * scale;
 }
 
-bool adapters_enabled() { return !disabled; }
+Tensor LoraAdapter::active_delta(const Tensor& x) {
+  if (use == AdapterUse::trained) return delta(x);
+  if (use == AdapterUse::none || !start_A.defined()) return {};
+  // The copies follow the model to its device on first use (they are not its parameters).
+  if (start_A.device() != x.device()) {
+    start_A = start_A.to(x.device());
+    start_B = start_B.to(x.device());
+  }
+  return linear(linear(x, start_A, {}), start_B, {}) * scale;
+}
+
+AdapterUse adapter_use() { return use; }
 
 bool is_lora_name(const std::string& name) {
   return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
 }
 
-AdaptersDisabled::AdaptersDisabled() : was_enabled_(!disabled) { disabled = true; }
-AdaptersDisabled::~AdaptersDisabled() { disabled = !was_enabled_; }
+UseAdapters::UseAdapters(AdapterUse next) : was_(use) { use = next; }
+UseAdapters::~UseAdapters() { use = was_; }
+
+void keep_starting_adapters(Module& module) {
+  NoGradGuard no_grad;
+  for (auto& [path, linear] : adapted_linears(module)) {
+    LoraAdapter& adapter = *linear->adapter();
+    if (adapter.start_A.defined()) continue;
+    adapter.start_A = adapter.A->weight.detach().clone();
+    adapter.start_B = adapter.B->weight.detach().clone();
+  }
+}
 
 std::vector<std::string> default_lora_targets(const std::string& model_type) {
   // PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for these families.

@@ -16,11 +16,15 @@ Tensor Module::operator()(const Tensor& x) {
   if (pre_hooks_.empty() && post_hooks_.empty()) return forward(x);
   // Copies, so a hook may register or remove hooks (its own included) while it runs.
   const auto pre = pre_hooks_;
-  for (const auto& [id, hook] : pre) hook(*this, x);
-  Tensor out = forward(x);
+  Tensor in = x;
+  for (const auto& [id, hook] : pre) {
+    Tensor replaced = hook(*this, in);
+    if (replaced.defined()) in = std::move(replaced);
+  }
+  Tensor out = forward(in);
   const auto post = post_hooks_;
   for (const auto& [id, hook] : post) {
-    Tensor replaced = hook(*this, x, out);
+    Tensor replaced = hook(*this, in, out);
     if (replaced.defined()) out = std::move(replaced);
   }
   return out;

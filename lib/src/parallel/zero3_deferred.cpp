@@ -20,17 +20,21 @@ ShardedBuild::ShardedBuild(std::string strategy, ShardGroups groups, Device devi
       persistence_threshold_(persistence_threshold) {}
 
 void ShardedBuild::shard(const std::string& path, nn::Module& module) {
-  UnitSpec spec{path, &module, {}};
+  UnitSpec spec{.name = path, .module = &module, .params = {}, .frozen = {}};
   for (auto& [name, p] : module.named_parameters())
-    if (p.requires_grad() && !is_persistent(p, persistence_threshold_))
-      spec.params.emplace_back(path + "." + name, p);
-  if (spec.params.empty()) return;  // not a unit for the wrap policy either
+    if (!is_persistent(p, persistence_threshold_))
+      (p.requires_grad() ? spec.params : spec.frozen).emplace_back(path + "." + name, p);
+  if (spec.params.empty() && spec.frozen.empty()) return;  // not a unit for the wrap policy either
   NoGradGuard no_grad;
   check_same_parameters(spec.params, *groups_.world);
+  check_same_parameters(spec.frozen, *groups_.world);
   // On the device at once: the full unit reaches it only as a gather would bring it.
   FlatParams flat = flatten_parameters(spec.params, groups_.shard->size(), device_);
-  groups_.world->broadcast(flat.flat, {.root = 0})->wait();
-  units_.push_back(std::make_unique<ShardedUnit>(std::move(spec), std::move(flat), *groups_.shard));
+  std::vector<FlatParams> frozen = flatten_frozen(spec.frozen, groups_.shard->size(), device_);
+  if (flat.padded_numel() > 0) groups_.world->broadcast(flat.flat, {.root = 0})->wait();
+  for (FlatParams& f : frozen) groups_.world->broadcast(f.flat, {.root = 0})->wait();
+  units_.push_back(std::make_unique<ShardedUnit>(std::move(spec), std::move(flat),
+                                                 std::move(frozen), *groups_.shard));
 }
 
 }  // namespace detail

@@ -14,6 +14,8 @@
 // shard. HSDP then averages each slice over the replica group, at the end of backward.
 #include "zero3_strategy.hpp"
 
+#include <set>
+
 #include <spdlog/spdlog.h>
 
 #include "genesis/autograd/engine.hpp"
@@ -41,16 +43,23 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
       shard_group_(std::move(shard_group)),
       replica_group_(std::move(replica_group)),
       options_(options) {
-  nn::NamedTensors params;
-  for (auto& [pname, p] : model_->named_parameters())
-    (p.requires_grad() ? params : frozen_).emplace_back(pname, p);
-  GENESIS_CHECK(!params.empty(), InvalidArgument, name_ + ": the model has no trainable parameter");
+  bool trainable = false;
+  for (auto& [pname, p] : model_->named_parameters()) trainable = trainable || p.requires_grad();
+  GENESIS_CHECK(trainable, InvalidArgument, name_ + ": the model has no trainable parameter");
   units_ = make_units(*model_, std::move(built), *group_, *shard_group_,
                       options_.persistence_threshold);
+  // Frozen parameters under the persistence threshold are in no unit: whole on every rank.
+  std::set<const TensorImpl*> sharded;
+  for (const auto& unit : units_)
+    for (const FrozenPart& part : unit->frozen())
+      for (const auto& [pname, p] : part.flat.params) sharded.insert(p.impl());
+  for (auto& [pname, p] : model_->named_parameters())
+    if (!p.requires_grad() && !sharded.contains(p.impl())) frozen_.emplace_back(pname, p);
+  // A unit of frozen parameters only has nothing to reduce.
   for (std::size_t u = units_.size(); u-- > 0;)
-    if (!whole_pass(u)) reduce_order_.push_back(u);
+    if (!whole_pass(u) && units_[u]->has_trainable()) reduce_order_.push_back(u);
   for (std::size_t u = 0; u < units_.size(); ++u)
-    if (whole_pass(u)) reduce_order_.push_back(u);
+    if (whole_pass(u) && units_[u]->has_trainable()) reduce_order_.push_back(u);
   reductions_.resize(units_.size());
 
   std::vector<std::vector<std::size_t>> slots_of(units_.size());
@@ -62,8 +71,8 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
     }
     if (nn::Module* m = units_[u]->module()) {
       module_hooks_.emplace_back(u, m->register_forward_pre_hook(
-                                        [this, u](nn::Module&, const Tensor&) {
-                                          before_unit_forward(u);
+                                        [this, u](nn::Module&, const Tensor& input) {
+                                          return before_unit_forward(u, input);
                                         }));
       module_hooks_.emplace_back(
           u, m->register_forward_hook([this, u](nn::Module&, const Tensor&, const Tensor& out) {
@@ -145,22 +154,36 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
 
 // Within the limits of ZeroOptions: the unit's elements, and every gathered unit's with it.
 void FullyShardedStrategy::prefetch(std::size_t u) {
-  const std::int64_t next = units_[u]->flat().padded_numel();
+  const std::int64_t next = units_[u]->gathered_elements();
   if (next > options_.prefetch_elements) return;
   std::int64_t live = next;
   for (const auto& unit : units_)
-    if (unit->state() != ShardedUnit::State::released) live += unit->flat().padded_numel();
+    if (unit->state() != ShardedUnit::State::released) live += unit->gathered_elements();
   if (live > options_.max_live_elements) return;
   if (units_[u]->start_gather()) trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), true});
 }
 
-void FullyShardedStrategy::before_unit_forward(std::size_t u) {
-  if (pinned_ && !autograd::grad_enabled()) return;
+Tensor FullyShardedStrategy::before_unit_forward(std::size_t u, const Tensor& input) {
+  if (pinned_ && !autograd::grad_enabled()) return Tensor();
   trace_.push_back({Zero3Event::Kind::forward_begin, units_[u]->name(), false});
   if (units_[u]->start_gather())
     trace_.push_back({Zero3Event::Kind::gather, units_[u]->name(), false});
   units_[u]->wait_gathered();
   if (u + 1 < units_.size() && !whole_pass(u + 1)) prefetch(u + 1);
+  if (!units_[u]->has_frozen() || !autograd::grad_enabled() || !input.defined() ||
+      !input.requires_grad())
+    return Tensor();
+  // Frozen weights produce no gradient that would say when the unit's backward is done with
+  // them (its input's gradient needs them after its own parameters have theirs): the input
+  // passes through a node that runs once that gradient is complete, and releases the unit.
+  Tensor wrapped = input.detach();
+  autograd::record("Zero3UnitInputBackward", {input}, {wrapped},
+                   [this, u](const std::vector<Tensor>& grads,
+                             const autograd::NeedsGrad&) -> std::vector<Tensor> {
+                     if (!units_[u]->persistent()) units_[u]->release();
+                     return {grads[0]};
+                   });
+  return wrapped;
 }
 
 Tensor FullyShardedStrategy::after_unit_forward(std::size_t u, const Tensor& output) {
@@ -195,6 +218,7 @@ void FullyShardedStrategy::before_unit_backward(std::size_t u) {
 // are copied in once the unit is complete), one made earlier in this backward its .grad
 // (AccumulateGrad adds in place).
 void FullyShardedStrategy::view_gradients(std::size_t u) {
+  if (!units_[u]->has_trainable()) return;
   const bool fresh = !reductions_[u].grad.defined();
   const Reduction& r = gradient_buffer(u);
   const FlatParams& flat = units_[u]->flat();
@@ -243,7 +267,8 @@ void FullyShardedStrategy::bucket_complete(std::size_t bucket) {
   const std::size_t u = reduce_order_[bucket];
   for (const auto& [name, param] : units_[u]->flat().params)
     autograd::withdraw_grad_destination(Tensor(param));
-  if (!units_[u]->persistent()) units_[u]->release();
+  // Frozen weights may still be read by the nodes that give the unit's input its gradient.
+  if (!units_[u]->persistent() && !units_[u]->has_frozen()) units_[u]->release();
   units_[u]->flat().take_gradients(gradient_buffer(u).grad);
 }
 
@@ -362,8 +387,11 @@ std::vector<StatePiece> FullyShardedStrategy::state_pieces() {
   if (group_->rank() >= shard_group_->size()) return {};
   const int index = shard_group_->rank();
   std::vector<StatePiece> out;
-  for (const auto& unit : units_)
+  for (const auto& unit : units_) {
     append_shard_pieces(unit->flat(), index, unit->shard(), "model.", "", out);
+    for (const FrozenPart& part : unit->frozen())
+      append_shard_pieces(part.flat, index, part.shard, "model.", "", out);
+  }
   if (group_->rank() == 0) {
     for (const auto& [pname, p] : frozen_) out.push_back(whole_piece(model_name(pname), p));
     for (const auto& [bname, t] : model_->named_buffers())
@@ -388,6 +416,8 @@ void FullyShardedStrategy::load_state(const StateSource& source) {
     Tensor(units_[u]->shard()).copy_(values);
     if (host_copies()) host_shards_[u].copy_(values);
     for (const auto& param : units_[u]->flat().params) trainable.push_back(param);
+    for (FrozenPart& part : units_[u]->frozen())
+      Tensor(part.shard).copy_(read_shard(source, part.flat, index, part.shard));
   }
   for (const auto& [pname, p] : frozen_) load_whole(source, model_name(pname), p);
   for (const auto& [bname, t] : model_->named_buffers()) load_whole(source, model_name(bname), t);
@@ -412,6 +442,8 @@ MemoryReport FullyShardedStrategy::memory() const {
     if (unit->persistent()) r.parameter_bytes += unit->flat().padded_numel() * unit->element_bytes();
     r.gradient_bytes += bytes;
     if (on_device && unit->shard().device().is_cpu()) r.offloaded_bytes += 2 * bytes;
+    r.parameter_bytes += unit->frozen_shard_bytes();
+    if (on_device && unit->offloaded()) r.offloaded_bytes += unit->frozen_shard_bytes();
   }
   for (auto& [sname, t] : optimizer_->state_tensors()) {
     const std::int64_t bytes = t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()));

@@ -90,7 +90,8 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
     std::shared_ptr<dist::Work> work;  // HSDP: the replica all-reduce in flight
   };
 
-  void before_unit_forward(std::size_t u);
+  // Gathers unit u; returns its input wrapped for the release of a unit with frozen weights.
+  Tensor before_unit_forward(std::size_t u, const Tensor& input);
   Tensor after_unit_forward(std::size_t u, const Tensor& output);
   void before_unit_backward(std::size_t u);
   void prefetch(std::size_t u);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct UnitSpec {
   std::string name;
   nn::Module* module = nullptr;   // null for the root and persistent units: no forward of their own
   nn::NamedTensors params;        // trainable parameters, full dotted names, registration order
+  nn::NamedTensors frozen;        // frozen ones (a LoRA run's base), gathered alike, never reduced
   bool persistent = false;        // gathered from the first forward after a step until the next
 };
 
@@ -31,12 +33,26 @@ inline constexpr const char* kPersistentUnit = "(persistent)";
 bool is_persistent(const Tensor& param, std::int64_t threshold);
 
 // The wrap policy. Every causal LM block (nn::CausalLMBlock: GPT's Block, a decoder layer) is a
-// unit, and elsewhere every Linear (MLP's layers.N); the trainable parameters outside those form
-// the root unit, gathered for the whole forward and backward like FSDP's root. Parameters under
-// the persistence threshold, wherever they are, form the persistent unit instead. Units come in
-// registration order, which is the order the models run them in (prefetch relies on it); the
-// persistent unit and the root unit, if they have parameters, come last, in that order.
+// unit, and elsewhere every Linear (MLP's layers.N); the parameters outside those form the root
+// unit, gathered for the whole forward and backward like FSDP's root. Trainable parameters under
+// the persistence threshold, wherever they are, form the persistent unit instead; frozen ones
+// under it stay whole on every rank. Units come in registration order, which is the order the
+// models run them in (prefetch relies on it); the persistent unit and the root unit, if they have
+// parameters, come last, in that order.
 std::vector<UnitSpec> wrap_units(nn::Module& model, std::int64_t persistence_threshold = 0);
+
+// A unit's frozen parameters of one dtype, flattened apart from the trainable ones (a bf16 base
+// beside f32 adapters), with this rank's shard.
+struct FrozenPart {
+  FlatParams flat;
+  Tensor shard;
+  Tensor staging;  // offload_param: the shard's copy on the unit's device while gathering
+  std::shared_ptr<dist::Work> gather;
+};
+
+// `frozen` flattened one buffer per dtype, in the order the dtypes first appear, over `shards`.
+std::vector<FlatParams> flatten_frozen(const nn::NamedTensors& frozen, int shards,
+                                       std::optional<Device> device = std::nullopt);
 
 class ShardedUnit;
 using UnitList = std::vector<std::unique_ptr<ShardedUnit>>;
@@ -56,8 +72,10 @@ class ShardedUnit {
   enum class State { released, gathering, gathered };
 
   // `flat`: spec.params flattened (flatten_parameters) over group.size() shards, their values
-  // final. Copies this rank's shard out and releases the flat buffer's bytes.
-  ShardedUnit(UnitSpec spec, FlatParams flat, dist::ProcessGroup& group);
+  // final, and `frozen` spec.frozen's (flatten_frozen). Copies this rank's shards out and
+  // releases the flat buffers' bytes. spec.params may be empty (a frozen Linear of a LoRA run).
+  ShardedUnit(UnitSpec spec, FlatParams flat, std::vector<FlatParams> frozen,
+              dist::ProcessGroup& group);
   ShardedUnit(const ShardedUnit&) = delete;
   ShardedUnit& operator=(const ShardedUnit&) = delete;
 
@@ -65,6 +83,12 @@ class ShardedUnit {
   nn::Module* module() const { return spec_.module; }
   bool persistent() const { return spec_.persistent; }
   const FlatParams& flat() const { return flat_; }
+  const std::vector<FrozenPart>& frozen() const { return frozen_; }
+  std::vector<FrozenPart>& frozen() { return frozen_; }
+  bool has_frozen() const { return !frozen_.empty(); }
+  bool has_trainable() const { return flat_.padded_numel() > 0; }
+  // Elements a gather brings, trainable and frozen.
+  std::int64_t gathered_elements() const;
   State state() const { return state_; }
   // Takes the wrap policy's spec of this unit (its name, and the parameters' names in the whole
   // model); throws InvalidArgument unless it lists the same parameters in the same order.
@@ -91,6 +115,8 @@ class ShardedUnit {
   // the first reduced gradient of a step until the step is taken (the strategy sets and drops it).
   const Tensor& shard() const { return shard_; }
   std::int64_t element_bytes() const;
+  // Bytes of this rank's shards of the frozen parameters.
+  std::int64_t frozen_shard_bytes() const;
 
  private:
   UnitSpec spec_;
@@ -98,6 +124,7 @@ class ShardedUnit {
   FlatParams flat_;
   Tensor shard_;
   Tensor staging_;  // offload_param: the shard's copy on the unit's device while gathering
+  std::vector<FrozenPart> frozen_;
   bool offloaded_ = false;
   State state_ = State::released;
   std::shared_ptr<dist::Work> gather_;

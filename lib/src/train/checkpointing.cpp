@@ -94,9 +94,10 @@ void clear_earlier_run(const TrainingConfig& training, const fs::path& run_dir) 
   const std::string what = std::to_string(earlier.size()) +
                            (earlier.size() == 1 ? " checkpoint" : " checkpoints") + " (up to " +
                            earlier.back().filename().string() + ")";
-  GENESIS_CHECK(training.overwrite_output_dir, ConfigError,
-                root.string() + " holds " + what + " of an earlier run: continue it with --resume "
-                "auto, start over with --overwrite (deletes them), or pick another --name");
+  if (!training.overwrite_output_dir)
+    throw ConfigError(root.string() + " holds " + what + " of an earlier run: continue it with "
+                      "--resume auto, start over with --overwrite (deletes them), or pick another "
+                      "--name");
   spdlog::warn("--overwrite: deleting {} of an earlier run in {}", what, root.string());
   fs::remove_all(root);
 }

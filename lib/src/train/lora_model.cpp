@@ -49,18 +49,39 @@ void check_lora_targets(const nn::Module& model, const nn::LoraSpec& spec,
   }
 }
 
+bool has_reference(const Config& config) {
+  const Algorithm a = config.training.algorithm;
+  return a == Algorithm::dpo || a == Algorithm::ppo || (a == Algorithm::grpo && config.grpo.beta > 0);
+}
+
+// The reference of dpo, grpo and ppo is the policy as it started, its adapters switched; a module
+// of the policy's logits trained in full would need a starting copy of its own, which is not kept.
+void check_reference_modules(const Config& config, const ckpt::LoraAdapterFiles* start) {
+  if (!has_reference(config)) return;
+  const auto value_head = [](const std::string& name) {
+    return nn::matches_module(name, {"score", "v_head"});
+  };
+  const std::string what = "with training.algorithm = \"" +
+                           std::string(to_string(config.training.algorithm)) +
+                           "\" is not supported yet (its reference, the policy as it started, "
+                           "would need the module's starting copy): train the adapters only";
+  for (const std::string& name : config.lora.modules_to_save)
+    GENESIS_CHECK(value_head(name), NotSupported,
+                  "lora.modules_to_save = \"" + name + "\" " + what);
+  if (start != nullptr)
+    for (const auto& [name, t] : start->tensors)
+      GENESIS_CHECK(nn::is_lora_name(name) || value_head(name.substr(0, name.rfind('.'))),
+                    NotSupported,
+                    "lora.init_from's adapter trains \"" + name + "\" in full, and that " + what);
+}
+
 // lora.init_from's adapter, which must be the one lora.* describes (its rank and scale); nullopt
-// without one. The reference of dpo, grpo and ppo would be the base with a frozen copy of it.
+// without one.
 std::optional<ckpt::LoraAdapterFiles> starting_adapter(const Config& config,
                                                        const ModelChoice& choice,
                                                        const nn::LoraSpec& spec) {
   const LoraConfig& lora = config.lora;
   if (lora.init_from.empty()) return std::nullopt;
-  const Algorithm a = config.training.algorithm;
-  GENESIS_CHECK(a == Algorithm::sft || a == Algorithm::rm, NotSupported,
-                "lora.init_from with training.algorithm = \"" + std::string(to_string(a)) +
-                    "\" is not supported yet (its reference would be the base with a frozen copy "
-                    "of that adapter): merge the adapter into the base, or train sft or rm");
   ckpt::LoraAdapterFiles files = ckpt::read_lora_adapter(lora.init_from, choice.hf());
   const std::string where = "lora.init_from = \"" + lora.init_from + "\"";
   if (files.spec.r != spec.r || files.spec.scale() != spec.scale())
@@ -78,6 +99,8 @@ std::shared_ptr<nn::CausalLM> build_lora_model(const Config& config, const Model
                                                const nn::ModelHeads& heads, Generator& init) {
   const nn::LoraSpec spec = choice.lora_spec(config.lora, config.training.algorithm);
   const std::optional<ckpt::LoraAdapterFiles> start = starting_adapter(config, choice, spec);
+  check_reference_modules(config, start ? &*start : nullptr);
+  const bool keep_start = start && has_reference(config);
   const std::string where = "lora.init_from = \"" + config.lora.init_from + "\"";
   std::set<std::string> copied;
   Generator adapters(config.seed + 11);
@@ -90,15 +113,18 @@ std::shared_ptr<nn::CausalLM> build_lora_model(const Config& config, const Model
     const nn::UnitFinish finish([&](const std::string& path, nn::Module& unit) {
       for (auto& p : nn::add_lora(unit, path + ".", spec, adapters, dropout)) adapted.push_back(p);
       if (start) ckpt::copy_adapter_tensors(unit, path + ".", start->tensors, where, copied);
+      if (keep_start) nn::keep_starting_adapters(unit);
       if (config.lora.base_dtype == LoraBaseDtype::bf16) nn::store_frozen_weights(unit, DType::bf16);
     });
     model = choice.build(heads, init);
   }
   for (auto& p : nn::add_lora(*model, "", spec, adapters, dropout)) adapted.push_back(p);
+  if (spec.dropout > 0) model->add_block_generator(dropout);
   check_lora_targets(*model, spec, config.lora, adapted);
   if (start) {
     ckpt::copy_adapter_tensors(*model, "", start->tensors, where, copied);
     ckpt::check_adapter_loaded(*model, start->tensors, copied, where);
+    if (keep_start) nn::keep_starting_adapters(*model);
   }
   if (config.lora.base_dtype == LoraBaseDtype::bf16) nn::store_frozen_weights(*model, DType::bf16);
   return model;

@@ -15,7 +15,7 @@
 #include <memory>
 #include <ostream>
 
-#include "adapters_off_reference.hpp"
+#include "lora_reference.hpp"
 #include "checkpointing.hpp"
 #include "genesis/ckpt/export.hpp"
 #include "device_choice.hpp"
@@ -94,8 +94,8 @@ parallel::MemoryPlan plan_for(const TrainingConfig& t, const DistributedConfig& 
                                 .device_name = device.str()});
 }
 
-// Whether the task's reference is a second model: a LoRA run's is the policy with its adapters
-// off (AdaptersOffReference).
+// Whether the task's reference is a second model: a LoRA run's is the policy as it started
+// (LoraReference).
 bool holds_reference_copy(const Config& c, const Task& task) {
   return task.make_reference != nullptr && !c.lora.enabled();
 }
@@ -287,7 +287,8 @@ Run::Run(const Config& c)
                .num_replicas = job.world_size(),
                .rank = job.rank()}) {
   if (task.make_reference && c.lora.enabled())
-    task.objective->set_reference(std::make_unique<AdaptersOffReference>(*strategy));
+    task.objective->set_reference(std::make_unique<LoraReference>(
+        *strategy, c.lora.init_from.empty() ? nn::AdapterUse::none : nn::AdapterUse::starting));
   else if (task.make_reference)
     task.objective->set_reference(make_reference(c, task, init.get(), plan, job, device));
   if (job.rank() == 0 && !task.hf_dir.empty()) ckpt::keep_hf_files(task.hf_dir, dir / "hf");
@@ -323,7 +324,9 @@ void print_banner(const Run& run, std::ostream& out) {
   if (!run.task.lora.empty()) out << "  lora       " << run.task.lora << "\n";
   if (run.init && !run.start.resumed) out << "  init from  " << run.init->description() << "\n";
   if (run.task.make_reference && run.config.lora.enabled())
-    out << "  reference  the policy with its adapters off (its base, no second copy)\n";
+    out << (run.config.lora.init_from.empty()
+                ? "  reference  the policy with its adapters off (its base, no second copy)\n"
+                : "  reference  the policy with its starting adapters (lora.init_from), frozen\n");
   else if (run.task.make_reference)
     out << "  reference  " << (run.init ? run.init->path_description() : std::string("-"))
         << ", frozen, under " << name << "\n";

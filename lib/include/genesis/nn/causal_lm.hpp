@@ -89,6 +89,11 @@ class CausalLM : public Module {
   // gradient_checkpointing_enable): same gradients, activation memory of one block.
   virtual void set_gradient_checkpointing(bool on) { gradient_checkpointing_ = on; }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
+  // A generator the blocks draw from while training (dropout masks, a LoRA adapter's too): a
+  // checkpointed block's recompute restores it, so that it draws the forward's masks again.
+  virtual void add_block_generator(std::shared_ptr<Generator> gen) {
+    block_generators_.push_back(std::move(gen));
+  }
   // With a critic (PPO): the last forward's values (B, T), in its graph; undefined otherwise.
   const Tensor& values() const { return values_; }
 
@@ -152,6 +157,7 @@ class CausalLM : public Module {
 
   Tensor values_;
   bool gradient_checkpointing_ = false;
+  std::vector<std::shared_ptr<Generator>> block_generators_;
 
  private:
   Tensor packed_positions_;  // set by PackedRows

@@ -103,6 +103,7 @@ class DecoderLM : public CausalLM {
   std::int64_t vocab_size() const override { return spec_.vocab_size; }
   bool has_value_head() const override { return spec_.heads.value_head; }
   void set_gradient_checkpointing(bool on) override;
+  void add_block_generator(std::shared_ptr<Generator> gen) override;
   double flops_per_token(std::int64_t seq_len) const override;
 
  protected:

@@ -83,6 +83,7 @@ class GPT : public CausalLM {
   std::int64_t vocab_size() const override { return config_.vocab_size; }
   bool has_value_head() const override { return config_.value_head; }
   void set_gradient_checkpointing(bool on) override;
+  void add_block_generator(std::shared_ptr<Generator> gen) override;
   // PaLM's accounting: 6 x non-embedding params (the tied head's flops counted) + 12 * n_layer *
   // n_embd * T.
   double flops_per_token(std::int64_t seq_len) const override;

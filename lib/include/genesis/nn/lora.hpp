@@ -33,22 +33,33 @@ struct LoraAdapter {
   std::shared_ptr<Linear> B;        // r -> out, no bias
   std::shared_ptr<Dropout> dropout;  // null when p = 0
   double scale = 1;
+  // lora.init_from's A and B as training starts, frozen and unsharded (megabytes): the adapter
+  // of dpo, grpo and ppo's reference. Undefined without a starting adapter.
+  Tensor start_A, start_B;
   Tensor delta(const Tensor& x) const;  // scale * B(A(dropout(x)))
+  // What the adapter adds on this thread (see AdapterUse); undefined when nothing.
+  Tensor active_delta(const Tensor& x);
 };
 
-// Whether adapters add their delta on this thread: off inside an AdaptersDisabled scope (PEFT's
-// disable_adapter()), which is how the policy's reference is the base model without a copy.
-bool adapters_enabled();
-class AdaptersDisabled {
+// Which adapter weights Linears add on this thread: the trained ones, none (PEFT's
+// disable_adapter(): the base), or the starting copies (lora.init_from's adapter as loaded). The
+// last two are how the policy is its own reference without a copy of the base.
+enum class AdapterUse { trained, none, starting };
+AdapterUse adapter_use();
+class UseAdapters {
  public:
-  AdaptersDisabled();
-  ~AdaptersDisabled();
-  AdaptersDisabled(const AdaptersDisabled&) = delete;
-  AdaptersDisabled& operator=(const AdaptersDisabled&) = delete;
+  explicit UseAdapters(AdapterUse use);
+  ~UseAdapters();
+  UseAdapters(const UseAdapters&) = delete;
+  UseAdapters& operator=(const UseAdapters&) = delete;
 
  private:
-  bool was_enabled_;
+  AdapterUse was_;
 };
+
+// Keeps a frozen copy of each adapter's A and B under `module` as they are now (start_A, start_B)
+// where it has none yet; run as the starting adapter is loaded, before the model is sharded.
+void keep_starting_adapters(Module& module);
 
 // Whether a parameter name is an adapter's ("...q_proj.lora_A.weight", "...lora_B.weight").
 bool is_lora_name(const std::string& name);

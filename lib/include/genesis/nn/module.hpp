@@ -22,8 +22,9 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module;
 
-// Runs before forward with the module and its input.
-using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+// Runs before forward with the module and its input; a defined return value replaces the input
+// (later hooks and forward see the replacement), an undefined one keeps it.
+using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
 // Runs after forward; a defined return value replaces the output (later hooks see the
 // replacement), an undefined one keeps it.
 using ForwardHook =

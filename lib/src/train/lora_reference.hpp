@@ -1,16 +1,20 @@
-// The frozen reference of a LoRA run's dpo, grpo and ppo: the policy itself with its adapters
-// switched off (PEFT's disable_adapter()), which is the base it started from, so no second copy
-// of the base is built, loaded or held. Its forward runs the policy's strategy in eval mode,
-// without autograd; it trains nothing, so the training half of Strategy refuses.
+// The frozen reference of a LoRA run's dpo, grpo and ppo: the policy itself, its adapters
+// switched off (PEFT's disable_adapter()), which is the base it started from, or, when
+// lora.init_from gave a starting adapter, switched to the frozen copy of that adapter kept as it
+// was loaded (megabytes). No second copy of the base is built, loaded or held. Its forward runs
+// the policy's strategy in eval mode, without autograd; it trains nothing, so the training half
+// of Strategy refuses.
 #pragma once
 
+#include "genesis/nn/lora.hpp"
 #include "genesis/parallel/strategy.hpp"
 
 namespace genesis::train {
 
-class AdaptersOffReference : public parallel::Strategy {
+class LoraReference : public parallel::Strategy {
  public:
-  explicit AdaptersOffReference(parallel::Strategy& policy) : policy_(policy) {}
+  // `use`: nn::AdapterUse::none (the base) or nn::AdapterUse::starting.
+  LoraReference(parallel::Strategy& policy, nn::AdapterUse use) : policy_(policy), use_(use) {}
   std::string name() const override { return policy_.name(); }
   nn::Module& module() override { return policy_.module(); }
   Tensor forward(const Tensor& input, bool sync_gradients) override;
@@ -27,6 +31,7 @@ class AdaptersOffReference : public parallel::Strategy {
  private:
   [[noreturn]] static void refuse();
   parallel::Strategy& policy_;
+  nn::AdapterUse use_;
 };
 
 }  // namespace genesis::train

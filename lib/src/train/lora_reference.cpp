@@ -1,15 +1,14 @@
-// The policy without its adapters as the reference (see adapters_off_reference.hpp).
-#include "adapters_off_reference.hpp"
+// The policy as it started as the reference (see lora_reference.hpp).
+#include "lora_reference.hpp"
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/core/error.hpp"
-#include "genesis/nn/lora.hpp"
 
 namespace genesis::train {
 
-Tensor AdaptersOffReference::forward(const Tensor& input, bool sync_gradients) {
+Tensor LoraReference::forward(const Tensor& input, bool sync_gradients) {
   NoGradGuard no_grad;
-  const nn::AdaptersDisabled off;
+  const nn::UseAdapters as_started(use_);
   nn::Module& model = policy_.module();
   const bool training = model.is_training();
   model.eval();  // a reference draws no dropout masks, and leaves the policy's stream alone
@@ -24,8 +23,8 @@ Tensor AdaptersOffReference::forward(const Tensor& input, bool sync_gradients) {
   return out;
 }
 
-void AdaptersOffReference::refuse() {
-  throw InvalidArgument("the LoRA reference (the policy without its adapters) is never trained");
+void LoraReference::refuse() {
+  throw InvalidArgument("the LoRA reference (the policy as it started) is never trained");
 }
 
 }  // namespace genesis::train
