@@ -1,6 +1,7 @@
 // `genesis score MODEL [--input FILE]`: each token's log-probability under a model, for JSONL
 // lines of {"ids": [...]} or {"text": "..."}: {"logprobs": [log p(ids[t] | ids[<t]), t = 1..n-1]}
-// in f32, one line out per line in. The work is lib/src/train/inference.cpp's.
+// in f32, one line out per line in; a reward model (an rm run, a *ForSequenceClassification
+// directory) gives {"score": [r]} instead. The work is lib/src/train/inference.cpp's.
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -65,7 +66,9 @@ int run_score(const ScoreFlags& f, const RunContext& context) {
 
 Command make_score_command() {
   auto flags = std::make_shared<ScoreFlags>();
-  return {"score", "Write each token's log-probability under a model for JSONL token ids or text",
+  return {"score",
+          "Write each token's log-probability under a model (a reward model: its score) for "
+          "JSONL token ids or text",
           [flags](CLI::App& app) { add_score_flags(app, *flags); },
           [flags](const RunContext& context) { return run_score(*flags, context); }};
 }

@@ -8,7 +8,7 @@ complete -c genesis -n __fish_use_subcommand -a doctor -d 'Check the build, CPUs
 complete -c genesis -n __fish_use_subcommand -a generate -d 'Complete JSONL prompts with a model (greedy or sampled, batched with a KV cache)'
 complete -c genesis -n __fish_use_subcommand -a launch -d 'Start the ranks of a job on this node, supervise them, restart on failure'
 complete -c genesis -n __fish_use_subcommand -a report -d 'Write one HTML page of runs\' curves, summaries and configs, overlaid for comparison'
-complete -c genesis -n __fish_use_subcommand -a score -d 'Write each token\'s log-probability under a model for JSONL token ids or text'
+complete -c genesis -n __fish_use_subcommand -a score -d 'Write each token\'s log-probability under a model (a reward model: its score) for JSONL token ids or text'
 complete -c genesis -n __fish_use_subcommand -a tokenize -d 'Turn JSONL text into token ids with a Hugging Face tokenizer, or back'
 complete -c genesis -n __fish_use_subcommand -a train -d 'Train a model from a preset or a TOML config'
 complete -c genesis -l color -x -a 'auto always never' -d 'When to colour log output; auto: only on a terminal, and never when NO_COLOR is set'

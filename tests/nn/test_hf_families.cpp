@@ -160,6 +160,40 @@ TEST_CASE("a line genesis score cannot process gets an error line in its place, 
   CHECK(r.err.find("line 3") != std::string::npos);
 }
 
+// A reward model as transformers stores one: genesis score reads its score head where
+// *ForSequenceClassification does, at the last token that is not pad_token_id (0 here), and
+// generate refuses it.
+TEST_CASE("genesis score of a ForSequenceClassification model is the reference's reward",
+          "[nn][hf]") {
+  TempDir dir;
+  const fs::path model = dir.path() / "model";
+  CliResult made;
+  if (!reference({"make", "--out", model.string(), "--family", "qwen3", "--sequence-classification",
+                  "--num-labels", "1", "--seed", "4"},
+                 made)) {
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to read");
+  }
+  const fs::path input = dir.path() / "lines.jsonl";
+  std::ofstream(input) << "{\"ids\": [5, 9, 22, 7]}\n{\"ids\": [5, 9, 0, 0]}\n";
+  CliResult expected;
+  REQUIRE(reference({"score", "--model", model.string(), "--input", input.string()}, expected));
+  const CliResult r =
+      run_genesis({"score", model.string(), "-i", input.string(), "--device", "cpu"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<Json> ours = json_lines(r.out), theirs = json_lines(expected.out);
+  REQUIRE(ours.size() == 2);
+  REQUIRE(theirs.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    REQUIRE(ours[i].at("score").size() == 1);
+    CHECK(std::abs(ours[i].at("score")[0].get<double>() - theirs[i].at("score")[0].get<double>()) <
+          1e-4);
+  }
+  const CliResult generate = run_genesis({"generate", model.string(), "-i", input.string()});
+  CHECK(generate.exit_code == 2);
+  CHECK(generate.err.find("is a reward model") != std::string::npos);
+}
+
 namespace {
 
 // One line on stderr, the exit status given, and `words` in it.

@@ -7,6 +7,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
+#include "genesis/tensor/host_memory.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"
 #include "support/gradcheck.hpp"
@@ -194,4 +195,38 @@ TEST_CASE("gradients of linear", "[linalg]") {
   // Only some inputs needing a gradient.
   Tensor frozen = random({4, 3}, 62);
   check_gradients(lin, {leaf({5, 3}, 63), frozen, leaf({4}, 64)});
+}
+
+// A frozen bf16 weight of 16M elements meets an f32 input: the product and the input's gradient
+// are the f32 weight's, and no f32 copy of the whole weight (64 MiB) is ever live: it is
+// converted a block of rows at a time. (ctest runs each test in a process of its own, so the
+// allocator's peak is this test's.)
+TEST_CASE("linear converts a large frozen bf16 weight in blocks, forward and backward",
+          "[ops][linear]") {
+  Generator gen(3);
+  const std::int64_t O = 16384, K = 1024;
+  const Tensor w = Tensor::randn({O, K}, gen, 0.02).to(DType::bf16);
+  const Tensor b = Tensor::randn({O}, gen).to(DType::bf16);
+  const Tensor w32 = w.to(DType::f32), b32 = b.to(DType::f32);
+  Tensor x = leaf({2, 3, K}, 4), x32 = leaf({2, 3, K}, 4);
+  const Tensor probe = Tensor::randn({2, 3, O}, gen);
+
+  const std::size_t before = host_allocator::stats().allocated_bytes;
+  REQUIRE(host_allocator::stats().peak_allocated_bytes - before < static_cast<std::size_t>(O * K));
+  const Tensor y = linear(x, w, b);
+  sum(mul(y, probe)).backward();
+  const std::size_t peak = host_allocator::stats().peak_allocated_bytes - before;
+  CHECK(peak < static_cast<std::size_t>(O * K * 4) / 4);
+
+  const Tensor expected = linear(x32, w32, b32);
+  sum(mul(expected, probe)).backward();
+  const auto worst = [](const Tensor& a, const Tensor& b) {
+    const auto u = a.to_vector(), v = b.to_vector();
+    REQUIRE(u.size() == v.size());
+    double d = 0;
+    for (std::size_t i = 0; i < u.size(); ++i) d = std::max(d, std::abs(double(u[i]) - v[i]));
+    return d;
+  };
+  CHECK(worst(y, expected) < 1e-5);
+  CHECK(worst(x.grad(), x32.grad()) < 1e-5);
 }

@@ -347,9 +347,10 @@ std::shared_ptr<genesis::nn::Module> lora_gpt(bool unit_by_unit) {
 // as DDP trains them, built whole or under deferred init.
 TEST_CASE("zero3 shards a frozen base and trains its adapters as ddp does", "[zero3][lora]") {
   const int world = 2;
-  const Outcome ddp = train_with(world, Model::gpt, Opt::adamw, 2, 3, [&](int rank, const auto& store) {
-    return make_rank_strategy("ddp", rank, world, store, Opt::adamw, lora_gpt(false));
-  });
+  const Outcome ddp =
+      train_with(world, Model::gpt, Opt::adamw, 2, 3, [&](int rank, const auto& store) {
+        return make_rank_strategy("ddp", rank, world, store, Opt::adamw, lora_gpt(false));
+      });
   for (const bool deferred : {false, true}) {
     INFO((deferred ? "deferred init" : "built whole"));
     std::vector<int> held(world, -1);
@@ -368,8 +369,9 @@ TEST_CASE("zero3 shards a frozen base and trains its adapters as ddp does", "[ze
           held[static_cast<std::size_t>(rank)] = n;
         });
     CHECK(worst_difference(z, ddp) < 1e-5);
-    CHECK(static_cast<double>(z.memory.parameter_bytes) / static_cast<double>(ddp.memory.parameter_bytes) ==
-          Approx(1.0 / world).epsilon(0.05));
+    const double share = static_cast<double>(z.memory.parameter_bytes) /
+                         static_cast<double>(ddp.memory.parameter_bytes);
+    CHECK(share == Approx(1.0 / world).epsilon(0.05));
     CHECK(held == std::vector<int>(world, 0));
   }
 }

@@ -299,7 +299,32 @@ TEST_CASE("LoRA trains by rm, dpo, grpo and ppo, with the policy without adapter
     }
     CHECK(model_tensors > 0);
     CHECK((critic_adapters > 0) == (name == "ppo-critic"));
-    if (name == "rm") continue;
+    if (name == "rm") {
+      // Merged, the reward model is the family's *ForSequenceClassification: the reference's
+      // score of it is genesis's score of the run, and genesis reads the merged directory alike.
+      const fs::path merged = dir.path() / "merged-rm";
+      const CliResult merge = run_genesis({"ckpt", "export", (dir.path() / "runs" / name).string(),
+                                           "-o", merged.string(), "--merge"});
+      INFO(merge.out << merge.err);
+      REQUIRE(merge.exit_code == 0);
+      const CliResult ours = run_genesis({"score", (dir.path() / "runs" / name).string(), "-i",
+                                          ids.string(), "--device", "cpu"});
+      const CliResult ours_merged =
+          run_genesis({"score", merged.string(), "-i", ids.string(), "--device", "cpu"});
+      const CliResult theirs =
+          reference({"score", "--model", merged.string(), "--input", ids.string()});
+      INFO(ours.err << ours_merged.err << theirs.err);
+      REQUIRE((ours.exit_code == 0 && ours_merged.exit_code == 0 && theirs.exit_code == 0));
+      const auto score = [](const std::string& out) {
+        return Json::parse(out.substr(0, out.find('\n'))).at("score").get<std::vector<double>>();
+      };
+      REQUIRE(score(theirs.out).size() == 1);
+      CHECK(std::abs(score(ours.out).at(0) - score(theirs.out)[0]) < 1e-3);
+      CHECK(std::abs(score(ours_merged.out).at(0) - score(theirs.out)[0]) < 1e-3);
+      CHECK(run_genesis({"generate", merged.string(), "-i", ids.string()}).err.find(
+                "is a reward model") != std::string::npos);
+      continue;
+    }
     // The run scores as the reference applies its exported adapter to the untouched base.
     const fs::path adapter = dir.path() / ("adapter-" + name);
     REQUIRE(run_genesis({"ckpt", "export", (dir.path() / "runs" / name).string(), "-o",
@@ -362,6 +387,30 @@ TEST_CASE("LoRA over a base stored in bf16 trains as over the f32 base and under
   const double bf16 = eval_loss(dir.path() / "runs" / "autocast");
   CHECK(bf16 != eval_losses[1]);
   CHECK(std::abs(bf16 - eval_losses[0]) < 2e-2);
+
+  // MFU's FLOPs: 6 a token for each trained parameter, 4 for each frozen one (no weight gradient),
+  // against full fine-tuning's 6 for all; the attention term is the same.
+  const CliResult full = run_genesis(
+      {"train", "-o", (dir.path() / "runs").string(), "--name", "full", "--set",
+       "model.init_from=" + (dir.path() / "model").string(), "--set",
+       "data.source=\"synthetic:tokens\"", "--set", "data.num_samples=64", "--set",
+       "model.block_size=32", "--set", "training.max_steps=3", "--set",
+       "training.per_device_train_batch_size=2"},
+      kOneThread);
+  REQUIRE(full.exit_code == 0);
+  const auto summary = [&](const std::string& name) {
+    std::ifstream in(dir.path() / "runs" / name / "summary.json");
+    return Json::parse(in);
+  };
+  const auto flops_per_token = [](const Json& s) {
+    return s.at("flops_per_s").get<double>() / s.at("tokens_per_s").get<double>();
+  };
+  const Json lora = summary("f32"), whole = summary("full");
+  const double frozen = whole.at("num_parameters").get<double>();
+  const double trained = lora.at("num_parameters").get<double>() - frozen;
+  CHECK(trained > 0);
+  CHECK(flops_per_token(lora) - flops_per_token(whole) ==
+        Approx(6 * trained - 2 * frozen).epsilon(1e-6));
 }
 
 // With lora_dropout: checkpointing's recompute draws the forward's masks again.

@@ -42,23 +42,6 @@ bool is_critic(const std::string& name) {
   return name.starts_with("v_head.") || name.starts_with("critic.");
 }
 
-// transformers' class for the family: LlamaForCausalLM, Qwen3ForSequenceClassification, ...
-std::string architecture(const nn::HfModelConfig& hf, bool classifier) {
-  std::string base = hf.architectures.empty() ? std::string() : hf.architectures.front();
-  for (const char* suffix : {"ForCausalLM", "ForSequenceClassification", "LMHeadModel"})
-    if (base.ends_with(suffix)) base.resize(base.size() - std::string(suffix).size());
-  if (base.empty()) {
-    static const std::map<std::string, std::string> kNames = {{"llama", "Llama"},
-                                                              {"mistral", "Mistral"},
-                                                              {"qwen2", "Qwen2"},
-                                                              {"qwen3", "Qwen3"},
-                                                              {"gpt2", "GPT2"}};
-    base = kNames.at(hf.model_type);
-  }
-  if (classifier) return base + "ForSequenceClassification";
-  return base + (hf.is_gpt2() ? "LMHeadModel" : "ForCausalLM");
-}
-
 void write_json(const fs::path& path, const nlohmann::ordered_json& json) {
   detail::write_file_synced(path, json.dump(2) + "\n");
 }
@@ -73,6 +56,22 @@ void keep_hf_files(const fs::path& from, const fs::path& to) {
   for (const char* name : kTokenizerFiles)
     if (fs::exists(from / name))
       fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+}
+
+std::string hf_architecture(const nn::HfModelConfig& hf, bool classifier) {
+  std::string base = hf.architectures.empty() ? std::string() : hf.architectures.front();
+  for (const char* suffix : {"ForCausalLM", "ForSequenceClassification", "LMHeadModel"})
+    if (base.ends_with(suffix)) base.resize(base.size() - std::string(suffix).size());
+  if (base.empty()) {
+    static const std::map<std::string, std::string> kNames = {{"llama", "Llama"},
+                                                              {"mistral", "Mistral"},
+                                                              {"qwen2", "Qwen2"},
+                                                              {"qwen3", "Qwen3"},
+                                                              {"gpt2", "GPT2"}};
+    base = kNames.at(hf.model_type);
+  }
+  if (classifier) return base + "ForSequenceClassification";
+  return base + (hf.is_gpt2() ? "LMHeadModel" : "ForCausalLM");
 }
 
 fs::path run_hf_dir(const fs::path& checkpoint_dir) {
@@ -130,7 +129,7 @@ ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& 
   for (const fs::path& f : files) result.bytes += static_cast<std::int64_t>(fs::file_size(f));
 
   hf.torch_dtype = torch_dtype_name(dtype);
-  hf.architectures = {architecture(hf, classifier)};
+  hf.architectures = {hf_architecture(hf, classifier)};
   nlohmann::ordered_json json = nn::hf_config_json(hf);
   if (classifier) json["num_labels"] = 1;
   write_json(dir / "config.json", json);

@@ -139,35 +139,47 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
                                        : lora.lora_alpha / static_cast<double>(lora.r);
   std::set<std::string> saved;  // model names of trained tensors (adapters, modules_to_save)
   for (const std::string& name : checkpoint.names("model.")) saved.insert(name.substr(6));
+  // A reward model is the family's *ForSequenceClassification: no LM head, a score head.
+  const bool classifier = config.training.algorithm == Algorithm::rm;
 
   // The base's tensors by its names, each with the model's name it loads into.
   std::vector<std::pair<std::string, std::string>> items;  // (Hugging Face name, model name)
   for (const std::string& name : base.names()) {
     const std::string model_name = nn::model_tensor_name(hf.family, name);
-    if (!model_name.empty()) items.emplace_back(name, model_name);
+    if (!model_name.empty() && !(classifier && model_name.starts_with("lm_head.")))
+      items.emplace_back(name, model_name);
   }
+  const std::size_t in_base = items.size();
   for (const std::string& name : saved) {
-    const bool in_base = std::any_of(items.begin(), items.end(),
-                                     [&](const auto& item) { return item.second == name; });
-    GENESIS_CHECK(is_lora_name(name) || in_base || name.starts_with("v_head.") ||
+    const bool known = std::any_of(items.begin(), items.end(),
+                                   [&](const auto& item) { return item.second == name; });
+    if (classifier && name.starts_with("score.") && !known) {
+      items.emplace_back(nn::hf_tensor_name(hf.family, name).name, name);
+      continue;
+    }
+    GENESIS_CHECK(is_lora_name(name) || known || name.starts_with("v_head.") ||
                       name.starts_with("critic."),
                   NotSupported,
-                  "--merge: the run trained '" + name + "', which its base does not have (a "
-                  "reward model's score head): export the adapter, which holds it");
+                  "--merge: the run trained '" + name + "', which its base does not have: "
+                  "export the adapter, which holds it");
   }
   std::vector<HfTensorPlan> plan;
   ExportResult result;
   result.format = ExportFormat::hf;
-  for (const auto& [name, model_name] : items) {
-    plan.push_back({name, options.dtype.value_or(base.dtype(name)), base.shape(name)});
-    result.elements += shape_numel(base.shape(name));
+  const DType base_dtype = base.dtype(items.front().first);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& [name, model_name] = items[i];
+    const Shape shape = i < in_base ? base.shape(name) : checkpoint.shape("model." + model_name);
+    plan.push_back({name, options.dtype.value_or(i < in_base ? base.dtype(name) : base_dtype), shape});
+    result.elements += shape_numel(shape);
   }
   fs::create_directories(dir);
   HfWeightsWriter writer(dir, plan, options.max_shard_bytes);
   std::size_t merged = 0;
-  for (const auto& [name, model_name] : items) {  // one tensor in memory at a time
+  for (std::size_t i = 0; i < items.size(); ++i) {  // one tensor in memory at a time
+    const auto& [name, model_name] = items[i];
     const bool transposed = nn::hf_tensor_name(hf.family, model_name).transposed;
-    Tensor t = base.read(name, DType::f32);
+    Tensor t = i < in_base ? base.read(name, DType::f32) : Tensor();
     const std::string module = model_name.substr(0, model_name.rfind('.'));
     if (saved.contains(model_name)) {  // modules_to_save: trained in full
       t = checkpoint.read_full("model." + model_name);
@@ -186,10 +198,14 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
   result.file = files.front();
   for (const fs::path& f : files) result.bytes += static_cast<std::int64_t>(fs::file_size(f));
   keep_hf_files(hf_dir, dir);  // config, generation config, tokenizer: the run's copy
-  if (options.dtype) {
-    hf.torch_dtype = *options.dtype == DType::bf16 ? "bfloat16"
-                     : *options.dtype == DType::f16 ? "float16" : "float32";
-    detail::write_file_synced(dir / "config.json", nn::hf_config_json(hf).dump(2) + "\n");
+  if (options.dtype || classifier) {
+    if (options.dtype)
+      hf.torch_dtype = *options.dtype == DType::bf16 ? "bfloat16"
+                       : *options.dtype == DType::f16 ? "float16" : "float32";
+    if (classifier) hf.architectures = {hf_architecture(hf, true)};
+    nlohmann::ordered_json json = nn::hf_config_json(hf);
+    if (classifier) json["num_labels"] = 1;
+    detail::write_file_synced(dir / "config.json", json.dump(2) + "\n");
   }
   result.config_file = dir / "config.json";
   GENESIS_CHECK(merged > 0, InvalidArgument,

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autocast_inputs.hpp"
+#include "blocked_linear.hpp"
 #include "elementwise_promote.hpp"
 #include "genesis/autograd/grad_destination.hpp"
 #include "genesis/autograd/node.hpp"
@@ -224,6 +225,8 @@ LinearOperands kept_for_backward(const LinearOperands& l) {
 }  // namespace
 
 Tensor linear(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in) {
+  if (detail::takes_blocked_linear(input_in, weight_in, bias_in))
+    return detail::blocked_linear(input_in, weight_in, bias_in);
   const LinearOperands l = linear_operands("linear", input_in, weight_in, bias_in);
   Tensor out2 = Tensor::empty({l.N, l.O}, l.kt, l.x.device());
   dispatch(OpId::linear, {l.x2, l.w.detach(), l.bias.defined() ? l.bias.detach() : Tensor()},

@@ -187,6 +187,7 @@ InferenceModel load_inference_model(const std::string& name, Device device,
                                     const std::string& adapter) {
   ModelConfig m;
   std::optional<Config> lora_run;  // a run that trained LoRA adapters: its base and settings
+  bool reward = false;             // a reward model: an rm run, a *ForSequenceClassification
   InferenceModel out;
   std::string text_setting, chat_file;  // the tokenizer a run's text went through, its template
   // A Hub id that is not cached goes to resolve_pretrained too, whose error says how to fetch it.
@@ -199,6 +200,7 @@ InferenceModel load_inference_model(const std::string& name, Device device,
                   "MODEL '" + name + "' is no Hugging Face directory, Hub id, run or checkpoint");
     const Config run = run_config(name);
     m = run.model;
+    reward = run.training.algorithm == Algorithm::rm;
     if (run.lora.enabled()) lora_run = run;
     // An hf run keeps its model's config in <run>/hf, whatever became of model.init_from.
     const fs::path kept =
@@ -229,11 +231,17 @@ InferenceModel load_inference_model(const std::string& name, Device device,
                 "MODEL '" + name + "' holds LoRA adapters already: give --adapter with its base");
   // A LoRA run's base is the one it trained over: model.init_from's, or the seed's (the model
   // built as training built it, the adapters drawn apart).
+  if (choice.hf() && !choice.hf()->architectures.empty() &&
+      choice.hf()->architectures.front().ends_with("ForSequenceClassification")) {
+    reward = true;
+    if (!lora_run && m.init_from == name) out.score_skips = choice.hf()->pad_token_id;
+  }
   Generator init(lora_run ? lora_run->seed : 0);
-  out.model = choice.build({}, init);
+  out.model = choice.build({.value_head = reward}, init);
   if (lora_run) {
     Generator unused(0);
-    nn::add_lora(*out.model, "", choice.lora_spec(lora_run->lora, Algorithm::sft), unused,
+    const Algorithm trained = reward ? Algorithm::rm : Algorithm::sft;  // a ppo run's critic stays out
+    nn::add_lora(*out.model, "", choice.lora_spec(lora_run->lora, trained), unused,
                  std::make_shared<Generator>(0));
     if (!lora_run->model.init_from.empty()) load_weights(*out.model, lora_run->model.init_from);
     ckpt::load_adapter_tensors(*out.model, checkpoint_model_tensors(name), "MODEL '" + name + "'");
@@ -262,6 +270,9 @@ InferenceModel load_inference_model(const std::string& name, Device device,
 
 std::int64_t generate_jsonl(InferenceModel& m, std::istream& in, std::ostream& out,
                             const GenerateOptions& options, const LineErrorSink& on_error) {
+  if (m.model->has_value_head())
+    throw ConfigError("the model is a reward model, which generates nothing: genesis score gives "
+                      "its rewards");
   Lines lines = read_lines(in, [&](const Json& j) {
     Tokens ids = line_tokens(j, m, "ids", "prompt");
     GENESIS_CHECK(!ids.empty(), InvalidArgument, "the prompt is empty");
@@ -314,6 +325,21 @@ std::int64_t score_jsonl(InferenceModel& m, std::istream& in, std::ostream& out,
       std::copy(lines.valid[i].second.begin(), lines.valid[i].second.end(),
                 ids.begin() + static_cast<std::ptrdiff_t>((i - first) * T));
     const Tensor input = Tensor::from_vector(ids, {rows, static_cast<std::int64_t>(T)}).to(device);
+    if (m.model->has_value_head()) {
+      // A reward model's score of a line is its value at the line's last token, as transformers'
+      // *ForSequenceClassification reads it at the last token that is not padding.
+      const std::vector<float> values = (*m.model)(input).to(Device::cpu()).contiguous().to_vector();
+      for (std::size_t i = first; i < end; ++i) {
+        const Tokens& row = lines.valid[i].second;
+        std::size_t last = row.empty() ? 0 : row.size() - 1;
+        if (m.score_skips >= 0) {
+          while (last > 0 && row[last] == m.score_skips) --last;
+        }
+        outputs[lines.valid[i].first] =
+            Json{{"score", std::vector<double>{values[(i - first) * T + last]}}};
+      }
+      continue;
+    }
     const Tensor logits = (*m.model)(input);  // (rows, T, V)
     const auto Ti = static_cast<std::int64_t>(T);
     Tensor logp;

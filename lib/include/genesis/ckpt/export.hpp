@@ -14,6 +14,7 @@
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/safetensors.hpp"
 #include "genesis/core/config.hpp"
+#include "genesis/nn/hf_config.hpp"
 
 namespace genesis::ckpt {
 
@@ -70,7 +71,8 @@ ExportResult export_lora_adapter(const Checkpoint& checkpoint, const ExportOptio
 // Face model) with the checkpoint's adapters folded in, W + scale x B A (transposed for GPT-2's
 // Conv1D), and its modules_to_save in place of the base's, each tensor in the base's dtype
 // (`options.dtype` when given), one tensor in memory at a time; config, generation config and
-// tokenizer files as the run kept them.
+// tokenizer files as the run kept them. A reward model's (rm) is the family's
+// *ForSequenceClassification: the base without its LM head, with the trained score head.
 ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOptions& options,
                                 const Config& config, const std::filesystem::path& hf_dir);
 // Copies a Hugging Face model directory's config.json, generation_config.json and tokenizer files
@@ -78,6 +80,9 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
 void keep_hf_files(const std::filesystem::path& from, const std::filesystem::path& to);
 // The directory of the Hugging Face files an hf run keeps (<run>/hf) for a checkpoint of it.
 std::filesystem::path run_hf_dir(const std::filesystem::path& checkpoint_dir);
+// transformers' class for the family: LlamaForCausalLM, GPT2LMHeadModel, or with `classifier`
+// Qwen3ForSequenceClassification, ...
+std::string hf_architecture(const nn::HfModelConfig& hf, bool classifier);
 
 // The building blocks, separately testable.
 // Every "model.*" tensor in full, without the prefix, in name order; floating ones as f32.

@@ -32,6 +32,9 @@ struct InferenceModel {
   // {"messages"} lines; its end-of-turn token is among eos_token_ids.
   std::shared_ptr<const data::TextTokenizer> chat;
   std::string description;                  // one line for the log
+  // A *ForSequenceClassification directory's pad_token_id: its score is read at the rightmost
+  // token that is not this one, as transformers reads it; -1: at the last token (a run's rm).
+  std::int64_t score_skips = -1;
 };
 
 // auto, cpu or cuda resolved against this machine as training.device is.

@@ -46,7 +46,7 @@ struct PairView {
   }
 };
 
-struct Geometry {
+struct AttentionGeometry {
   std::int64_t pairs, heads, group, T, Tk, D;  // pairs = B * H; group = H / Hkv
   bool causal;
   std::int64_t window;  // 0: none
@@ -94,7 +94,7 @@ struct Geometry {
 };
 
 // positions: undefined, or (B, T) i64 contiguous with causal attention and T == Tk.
-Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args,
+AttentionGeometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args,
                      const Tensor& positions) {
   const std::int64_t H = q.size(1), Hkv = k.size(1);
   GENESIS_CHECK((Hkv > 0 ? H % Hkv == 0 : H == 0) && k.size(0) == q.size(0), InvalidArgument,
@@ -102,7 +102,7 @@ Geometry geometry_of(const Tensor& q, const Tensor& k, const OpArgs& args,
                     " (the query heads must be a multiple of the kv heads)");
   GENESIS_CHECK(args.i[1] >= 0, InvalidArgument,
                 "attention: window must be >= 0, got " + std::to_string(args.i[1]));
-  Geometry g;
+  AttentionGeometry g;
   g.pairs = q.size(0) * H;
   g.heads = H;
   g.group = Hkv > 0 ? H / Hkv : 1;
@@ -150,7 +150,7 @@ inline float softmax_visible(float* s, std::int64_t keys, std::int64_t a, std::i
 // q (B, H, T, D), k and v (B, Hkv, Tk, D) -> out (B, H, T, D), lse (B, H, T). Work items are
 // (pair, block), handed out dynamically because causal blocks further down cost more.
 void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
-  const Geometry g = geometry_of(in[0], in[1], args, positions_input(in, 3));
+  const AttentionGeometry g = geometry_of(in[0], in[1], args, positions_input(in, 3));
   const float* q = in[0].data<float>();
   const float* k = in[1].data<float>();
   const float* v = in[2].data<float>();
@@ -191,7 +191,7 @@ void attention_kernel(std::span<const Tensor> in, std::span<Tensor> out, const O
 // pair is one work item and its heads' blocks run in order, accumulating with beta = 1.
 void attention_backward_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                const OpArgs& args) {
-  const Geometry g = geometry_of(in[1], in[2], args, positions_input(in, 6));
+  const AttentionGeometry g = geometry_of(in[1], in[2], args, positions_input(in, 6));
   const float* dout = in[0].data<float>();
   const float* q = in[1].data<float>();
   const float* k = in[2].data<float>();
