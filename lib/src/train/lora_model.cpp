@@ -66,13 +66,13 @@ void check_reference_modules(const Config& config, const ckpt::LoraAdapterFiles*
                            "\" is not supported yet (its reference, the policy as it started, "
                            "would need the module's starting copy): train the adapters only";
   for (const std::string& name : config.lora.modules_to_save)
-    GENESIS_CHECK(value_head(name), NotSupported,
-                  "lora.modules_to_save = \"" + name + "\" " + what);
+    if (!value_head(name))
+      throw NotSupported("lora.modules_to_save = \"" + name + "\" " + what);
   if (start != nullptr)
     for (const auto& [name, t] : start->tensors)
-      GENESIS_CHECK(nn::is_lora_name(name) || value_head(name.substr(0, name.rfind('.'))),
-                    NotSupported,
-                    "lora.init_from's adapter trains \"" + name + "\" in full, and that " + what);
+      if (!nn::is_lora_name(name) && !value_head(name.substr(0, name.rfind('.'))))
+        throw NotSupported("lora.init_from's adapter trains \"" + name + "\" in full, and "
+                           "that " + what);
 }
 
 // lora.init_from's adapter, which must be the one lora.* describes (its rank and scale); nullopt
