@@ -231,6 +231,82 @@ TEST_CASE("bad LoRA settings fail before training with one line", "[train][lora]
   CHECK(!fs::exists(dir.path() / "runs" / "run" / "checkpoints"));
 }
 
+// Adapters that do not fit are refused in one line before anything is scored or trained, by
+// genesis as by the reference's reader (peft_adapter.py, from PEFT's source): one made for a base
+// of another width, one for a base of more layers, another PEFT method, a tensor outside PEFT's
+// names, a truncated weights file; and, to start training from, one of other target_modules.
+TEST_CASE("adapters that do not fit the model are refused by genesis as by the reference",
+          "[train][hf][lora]") {
+  TempDir dir;
+  const fs::path model = dir.path() / "model", wide = dir.path() / "wide",
+                 deep = dir.path() / "deep";
+  if (!make_model(model, {"--family", "llama", "--untied", "--seed", "5"}))
+    return skip_test(Need::pytorch, "Debian's python3-torch is missing: no checkpoint to read");
+  make_model(wide, {"--family", "llama", "--untied", "--hidden", "32"});
+  make_model(deep, {"--family", "llama", "--untied", "--layers", "3"});
+  const auto adapter_of = [&](const fs::path& base, const std::string& name) {
+    const fs::path out = dir.path() / name;
+    REQUIRE(reference({"make-adapter", "--model", base.string(), "--out", out.string(), "--r", "4",
+                       "--alpha", "8", "--targets", "q_proj,v_proj"})
+                .exit_code == 0);
+    return out;
+  };
+  const fs::path good = adapter_of(model, "good");
+  // A copy of the good adapter with one change made by `change` (a Python statement over `d`,
+  // its directory, with the reference's safetensors reader and writer at hand).
+  const auto mutated = [&](const std::string& name, const std::string& change) {
+    const fs::path out = dir.path() / name;
+    fs::copy(good, out);
+    const std::string golden = fs::path(genesis::testing::hf_reference_script()).parent_path();
+    REQUIRE(run_process({"/usr/bin/python3", "-c",
+                         "import json, sys; sys.path.insert(0, '" + golden + "'); "
+                         "from hf_checkpoint import read_safetensors, write_safetensors; "
+                         "d = '" + out.string() + "'; " + change})
+                .exit_code == 0);
+    return out;
+  };
+  const fs::path ids = dir.path() / "ids.jsonl";
+  std::ofstream(ids) << "{\"ids\": [5, 6, 7]}\n";
+  // Exit 2 for an adapter that does not fit, 1 for a damaged file (an I/O error, as for a
+  // damaged checkpoint); the reference reads the damaged file no better.
+  const auto refused = [&](const fs::path& adapter, const std::string& words, int exit_code = 2) {
+    const CliResult ours = run_genesis(
+        {"score", model.string(), "--adapter", adapter.string(), "-i", ids.string()});
+    const CliResult theirs = reference({"check-adapter", "--adapter", adapter.string(), "--model",
+                                        model.string()});
+    INFO(adapter.filename() << "\n" << ours.out << ours.err << theirs.out << theirs.err);
+    CHECK(ours.exit_code == exit_code);
+    CHECK(ours.out.empty());
+    CHECK(std::count(ours.err.begin(), ours.err.end(), '\n') == 1);
+    CHECK(ours.err.find(words) != std::string::npos);
+    CHECK(theirs.exit_code == (exit_code == 2 ? 2 : 1));
+  };
+  REQUIRE(reference({"check-adapter", "--adapter", good.string(), "--model", model.string()})
+              .exit_code == 0);
+  refused(adapter_of(wide, "wide-adapter"), "(an adapter of another base?)");
+  refused(adapter_of(deep, "deep-adapter"), "has no place in this model");
+  refused(mutated("ia3", "c = json.load(open(d + '/adapter_config.json')); "
+                         "c['peft_type'] = 'IA3'; json.dump(c, open(d + '/adapter_config.json', 'w'))"),
+          "peft_type is \"IA3\"");
+  refused(mutated("unprefixed",
+                  "t = read_safetensors(d + '/adapter_model.safetensors'); "
+                  "k = sorted(t)[0]; t[k[len('base_model.model.'):]] = t.pop(k); "
+                  "write_safetensors(d + '/adapter_model.safetensors', t)"),
+          "is not named under \"base_model.model.\"");
+  refused(mutated("truncated", "f = d + '/adapter_model.safetensors'; "
+                               "b = open(f, 'rb').read(); open(f, 'wb').write(b[:len(b) // 2])"),
+          "out of bounds", 1);
+  // Training from an adapter of q_proj and v_proj with lora.target_modules = all-linear.
+  const CliResult other_targets = run_genesis(
+      {"train", "-o", (dir.path() / "runs").string(), "--set",
+       "model.init_from=" + model.string(), "--set", "data.source=\"synthetic:tokens\"",
+       "--set", "lora.r=4", "--set", "lora.target_modules=all-linear", "--set",
+       "lora.init_from=" + good.string()});
+  CHECK(other_targets.exit_code == 2);
+  CHECK(other_targets.err.find("(other target_modules?)") != std::string::npos);
+  CHECK(!fs::exists(dir.path() / "runs" / "run" / "metrics.jsonl"));
+}
+
 // A few steps of LoRA on all linear layers of `model` by one objective, in dir/runs/<name>.
 CliResult train_objective(const fs::path& dir, const fs::path& model, const std::string& name,
                           const std::vector<std::string>& sets) {

@@ -46,19 +46,8 @@ void write_json(const fs::path& path, const nlohmann::ordered_json& json) {
   detail::write_file_synced(path, json.dump(2) + "\n");
 }
 
-}  // namespace
-
-void keep_hf_files(const fs::path& from, const fs::path& to) {
-  fs::create_directories(to);
-  for (const char* name : {"config.json", "generation_config.json"})
-    if (fs::exists(from / name))
-      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
-  for (const char* name : kTokenizerFiles)
-    if (fs::exists(from / name))
-      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
-}
-
-std::string hf_architecture(const nn::HfModelConfig& hf, bool classifier) {
+// transformers' class for the family: LlamaForCausalLM, Qwen3ForSequenceClassification, ...
+std::string architecture(const nn::HfModelConfig& hf, bool classifier) {
   std::string base = hf.architectures.empty() ? std::string() : hf.architectures.front();
   for (const char* suffix : {"ForCausalLM", "ForSequenceClassification", "LMHeadModel"})
     if (base.ends_with(suffix)) base.resize(base.size() - std::string(suffix).size());
@@ -72,6 +61,28 @@ std::string hf_architecture(const nn::HfModelConfig& hf, bool classifier) {
   }
   if (classifier) return base + "ForSequenceClassification";
   return base + (hf.is_gpt2() ? "LMHeadModel" : "ForCausalLM");
+}
+
+}  // namespace
+
+void keep_hf_files(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const char* name : {"config.json", "generation_config.json"})
+    if (fs::exists(from / name))
+      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+  for (const char* name : kTokenizerFiles)
+    if (fs::exists(from / name))
+      fs::copy_file(from / name, to / name, fs::copy_options::overwrite_existing);
+}
+
+
+void write_hf_export_config(const fs::path& dir, nn::HfModelConfig hf, std::optional<DType> dtype,
+                            bool classifier) {
+  if (dtype) hf.torch_dtype = torch_dtype_name(*dtype);
+  hf.architectures = {architecture(hf, classifier)};
+  nlohmann::ordered_json json = nn::hf_config_json(hf);
+  if (classifier) json["num_labels"] = 1;
+  write_json(dir / "config.json", json);
 }
 
 fs::path run_hf_dir(const fs::path& checkpoint_dir) {
@@ -128,11 +139,7 @@ ExportResult export_hf_model(const Checkpoint& checkpoint, const ExportOptions& 
   result.file = files.front();
   for (const fs::path& f : files) result.bytes += static_cast<std::int64_t>(fs::file_size(f));
 
-  hf.torch_dtype = torch_dtype_name(dtype);
-  hf.architectures = {hf_architecture(hf, classifier)};
-  nlohmann::ordered_json json = nn::hf_config_json(hf);
-  if (classifier) json["num_labels"] = 1;
-  write_json(dir / "config.json", json);
+  write_hf_export_config(dir, hf, dtype, classifier);
   result.config_file = dir / "config.json";
   if (fs::exists(hf_dir / "generation_config.json")) {
     fs::copy_file(hf_dir / "generation_config.json", dir / "generation_config.json",

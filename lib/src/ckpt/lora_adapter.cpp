@@ -41,9 +41,11 @@ nn::LoraSpec spec_of(const nlohmann::json& j, const std::string& where) {
     require(ok, where + ": " + what);
   };
   need(j.is_object(), "not a JSON object");
-  need(j.value("peft_type", "") == "LORA",
-       "peft_type is " + j.value("peft_type", nlohmann::json("missing")).dump() + ", and genesis reads LORA");
-  need(j.value("bias", "none") == "none", "bias = " + j["bias"].dump() + ": only \"none\" is read");
+  need(j.value("peft_type", "") == "LORA", "peft_type is " +
+                                               j.value("peft_type", nlohmann::json("missing")).dump() +
+                                               ", and genesis reads LORA");
+  need(j.value("bias", "none") == "none",
+       "bias = " + j["bias"].dump() + ": only \"none\" is read");
   need(!j.value("use_dora", false), "use_dora = true (DoRA) is not LoRA");
   need(j.contains("r") && j["r"].is_number_integer() && j["r"].get<std::int64_t>() > 0,
        "r must be a positive integer");
@@ -65,8 +67,9 @@ LoraAdapterFiles read_lora_adapter(const fs::path& dir,
                                    const std::optional<nn::HfModelConfig>& hf) {
   const fs::path config_file = dir / "adapter_config.json";
   const fs::path weights_file = dir / "adapter_model.safetensors";
-  require(fs::exists(config_file) && fs::exists(weights_file), "adapter '" + dir.string() + "' needs adapter_config.json and "
-                "adapter_model.safetensors (PEFT's save_pretrained layout)");
+  require(fs::exists(config_file) && fs::exists(weights_file),
+          "adapter '" + dir.string() + "' needs adapter_config.json and "
+          "adapter_model.safetensors (PEFT's save_pretrained layout)");
   std::ifstream in(config_file);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   LoraAdapterFiles out;
@@ -74,10 +77,12 @@ LoraAdapterFiles read_lora_adapter(const fs::path& dir,
   const nlohmann::json& base = j.value("base_model_name_or_path", nlohmann::json());
   if (base.is_string()) out.base = base.get<std::string>();
   for (auto& [key, t] : load_safetensors(weights_file).tensors) {
-    require(key.starts_with(kPeftPrefix), weights_file.string() + ": tensor '" + key + "' is not named under \"" +
-                      std::string(kPeftPrefix) + "\" as PEFT names them");
+    require(key.starts_with(kPeftPrefix), weights_file.string() + ": tensor '" + key +
+                                              "' is not named under \"" +
+                                              std::string(kPeftPrefix) + "\" as PEFT names them");
     const std::string name = from_peft(hf, key);
-    require(!name.empty(), weights_file.string() + ": tensor '" + key + "' names no module of this model");
+    require(!name.empty(),
+            weights_file.string() + ": tensor '" + key + "' names no module of this model");
     const bool transposed = hf && name.find(".lora_") == std::string::npos &&
                             nn::hf_tensor_name(hf->family, name).transposed;
     out.tensors.emplace(name, transposed ? t.transpose(0, 1).contiguous() : t);
@@ -93,8 +98,9 @@ void copy_adapter_tensors(nn::Module& module, const std::string& prefix,
     const std::string full = prefix + name;
     auto it = tensors.find(full);
     if (it == tensors.end() || copied.contains(full)) continue;
-    require(p.shape() == it->second.shape(), where + ": tensor '" + full + "' is " + shape_str(it->second.shape()) + " and the "
-                  "model's is " + shape_str(p.shape()) + " (an adapter of another base?)");
+    require(p.shape() == it->second.shape(),
+            where + ": tensor '" + full + "' is " + shape_str(it->second.shape()) +
+                " and the model's is " + shape_str(p.shape()) + " (an adapter of another base?)");
     Tensor(p).copy_(it->second.to(p.dtype()));
     copied.insert(full);
   }
@@ -103,10 +109,12 @@ void copy_adapter_tensors(nn::Module& module, const std::string& prefix,
 void check_adapter_loaded(const nn::Module& model, const std::map<std::string, Tensor>& tensors,
                           const std::set<std::string>& copied, const std::string& where) {
   for (const auto& [name, t] : tensors)
-    require(copied.contains(name), where + ": tensor '" + name + "' has no place in this model (an adapter of "
-                  "another base, or other target_modules?)");
+    require(copied.contains(name), where + ": tensor '" + name +
+                                       "' has no place in this model (an adapter of another "
+                                       "base, or other target_modules?)");
   for (const auto& [name, p] : model.named_parameters())
-    require(!nn::is_lora_name(name) || copied.contains(name), where + " has no tensor for '" + name + "' (other target_modules?)");
+    require(!nn::is_lora_name(name) || copied.contains(name),
+            where + " has no tensor for '" + name + "' (other target_modules?)");
 }
 
 void load_adapter_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,

@@ -1,7 +1,6 @@
 // A LoRA run's adapter as PEFT's save_pretrained writes it (export.hpp): adapter_config.json and
 // adapter_model.safetensors, each tensor named "base_model.model." + its Hugging Face name.
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 #include "durable_file.hpp"
@@ -135,8 +134,11 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
   GENESIS_CHECK(options.force || !fs::exists(dir / "config.json"), InvalidArgument,
                 "'" + dir.string() + "' already holds a model: pass --force to replace it");
   const LoraConfig& lora = config.lora;
-  const double scale = lora.use_rslora ? lora.lora_alpha / std::sqrt(static_cast<double>(lora.r))
-                                       : lora.lora_alpha / static_cast<double>(lora.r);
+  nn::LoraSpec spec;  // its scale: alpha / r, or alpha / sqrt(r) with rsLoRA
+  spec.r = lora.r;
+  spec.alpha = lora.lora_alpha;
+  spec.use_rslora = lora.use_rslora;
+  const double scale = spec.scale();
   std::set<std::string> saved;  // model names of trained tensors (adapters, modules_to_save)
   for (const std::string& name : checkpoint.names("model.")) saved.insert(name.substr(6));
   // A reward model is the family's *ForSequenceClassification: no LM head, a score head.
@@ -170,7 +172,8 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
   for (std::size_t i = 0; i < items.size(); ++i) {
     const auto& [name, model_name] = items[i];
     const Shape shape = i < in_base ? base.shape(name) : checkpoint.shape("model." + model_name);
-    plan.push_back({name, options.dtype.value_or(i < in_base ? base.dtype(name) : base_dtype), shape});
+    const DType dtype = i < in_base ? base.dtype(name) : base_dtype;
+    plan.push_back({name, options.dtype.value_or(dtype), shape});
     result.elements += shape_numel(shape);
   }
   fs::create_directories(dir);
@@ -198,15 +201,8 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
   result.file = files.front();
   for (const fs::path& f : files) result.bytes += static_cast<std::int64_t>(fs::file_size(f));
   keep_hf_files(hf_dir, dir);  // config, generation config, tokenizer: the run's copy
-  if (options.dtype || classifier) {
-    if (options.dtype)
-      hf.torch_dtype = *options.dtype == DType::bf16 ? "bfloat16"
-                       : *options.dtype == DType::f16 ? "float16" : "float32";
-    if (classifier) hf.architectures = {hf_architecture(hf, true)};
-    nlohmann::ordered_json json = nn::hf_config_json(hf);
-    if (classifier) json["num_labels"] = 1;
-    detail::write_file_synced(dir / "config.json", json.dump(2) + "\n");
-  }
+  // The kept config.json is the base's as written; a new dtype or class rewrites it.
+  if (options.dtype || classifier) write_hf_export_config(dir, hf, options.dtype, classifier);
   result.config_file = dir / "config.json";
   GENESIS_CHECK(merged > 0, InvalidArgument,
                 "checkpoint '" + checkpoint.dir().string() + "' holds no adapter of this base");

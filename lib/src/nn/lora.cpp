@@ -91,8 +91,6 @@ Tensor LoraAdapter::active_delta(const Tensor& x) {
   return linear(linear(x, start_A, {}), start_B, {}) * scale;
 }
 
-AdapterUse adapter_use() { return use; }
-
 bool is_lora_name(const std::string& name) {
   return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
 }

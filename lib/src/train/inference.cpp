@@ -229,18 +229,19 @@ InferenceModel load_inference_model(const std::string& name, Device device,
   const ModelChoice choice(m, "MODEL");
   GENESIS_CHECK(!(lora_run && !adapter.empty()), ConfigError,
                 "MODEL '" + name + "' holds LoRA adapters already: give --adapter with its base");
-  // A LoRA run's base is the one it trained over: model.init_from's, or the seed's (the model
-  // built as training built it, the adapters drawn apart).
   if (choice.hf() && !choice.hf()->architectures.empty() &&
       choice.hf()->architectures.front().ends_with("ForSequenceClassification")) {
     reward = true;
     if (!lora_run && m.init_from == name) out.score_skips = choice.hf()->pad_token_id;
   }
+  // A LoRA run's base is the one it trained over: model.init_from's, or the seed's (the model
+  // built as training built it, the adapters drawn apart).
   Generator init(lora_run ? lora_run->seed : 0);
   out.model = choice.build({.value_head = reward}, init);
   if (lora_run) {
     Generator unused(0);
-    const Algorithm trained = reward ? Algorithm::rm : Algorithm::sft;  // a ppo run's critic stays out
+    // A reward model's score head is among its trained modules; a ppo run's critic stays out.
+    const Algorithm trained = reward ? Algorithm::rm : Algorithm::sft;
     nn::add_lora(*out.model, "", choice.lora_spec(lora_run->lora, trained), unused,
                  std::make_shared<Generator>(0));
     if (!lora_run->model.init_from.empty()) load_weights(*out.model, lora_run->model.init_from);
@@ -332,9 +333,7 @@ std::int64_t score_jsonl(InferenceModel& m, std::istream& in, std::ostream& out,
       for (std::size_t i = first; i < end; ++i) {
         const Tokens& row = lines.valid[i].second;
         std::size_t last = row.empty() ? 0 : row.size() - 1;
-        if (m.score_skips >= 0) {
-          while (last > 0 && row[last] == m.score_skips) --last;
-        }
+        while (m.score_skips >= 0 && last > 0 && row[last] == m.score_skips) --last;
         outputs[lines.valid[i].first] =
             Json{{"score", std::vector<double>{values[(i - first) * T + last]}}};
       }

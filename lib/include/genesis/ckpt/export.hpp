@@ -80,9 +80,11 @@ ExportResult export_merged_lora(const Checkpoint& checkpoint, const ExportOption
 void keep_hf_files(const std::filesystem::path& from, const std::filesystem::path& to);
 // The directory of the Hugging Face files an hf run keeps (<run>/hf) for a checkpoint of it.
 std::filesystem::path run_hf_dir(const std::filesystem::path& checkpoint_dir);
-// transformers' class for the family: LlamaForCausalLM, GPT2LMHeadModel, or with `classifier`
-// Qwen3ForSequenceClassification, ...
-std::string hf_architecture(const nn::HfModelConfig& hf, bool classifier);
+// Writes dir/config.json for an export of `hf`'s family: transformers' class (LlamaForCausalLM,
+// GPT2LMHeadModel, or with `classifier` Qwen3ForSequenceClassification and num_labels 1) and,
+// when given, the tensors' dtype as torch_dtype.
+void write_hf_export_config(const std::filesystem::path& dir, nn::HfModelConfig hf,
+                            std::optional<DType> dtype, bool classifier);
 
 // The building blocks, separately testable.
 // Every "model.*" tensor in full, without the prefix, in name order; floating ones as f32.

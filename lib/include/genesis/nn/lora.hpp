@@ -45,7 +45,6 @@ struct LoraAdapter {
 // disable_adapter(): the base), or the starting copies (lora.init_from's adapter as loaded). The
 // last two are how the policy is its own reference without a copy of the base.
 enum class AdapterUse { trained, none, starting };
-AdapterUse adapter_use();
 class UseAdapters {
  public:
   explicit UseAdapters(AdapterUse use);
