@@ -57,6 +57,13 @@ struct Fixture {
   Task task;
   std::unique_ptr<parallel::Strategy> strategy;
   std::vector<std::pair<std::int64_t, json>> saved;  // step, rank state
+  struct Recording : Checkpoints {
+    explicit Recording(std::vector<std::pair<std::int64_t, json>>& to) : saved(to) {}
+    void save(std::int64_t step, const RankState& state, std::optional<double>, bool) override {
+      saved.emplace_back(step, to_json(state));
+    }
+    std::vector<std::pair<std::int64_t, json>>& saved;
+  } recording{saved};
 
   Fixture() {
     config.per_device_train_batch_size = 16;
@@ -83,8 +90,7 @@ struct Fixture {
     TrainingLoop loop({.config = config, .accumulation = 1, .task = task, .strategy = *strategy,
                        .job = job, .device = Device::cpu(), .sampler = sampler,
                        .recorder = recorder,
-                       .save = [this](std::int64_t step, const RankState& state,
-                                      std::optional<double>) { saved.emplace_back(step, to_json(state)); },
+                       .checkpoints = recording,
                        .started = std::chrono::steady_clock::now()},
                       Precision{}, resumed);
     return loop.run();

@@ -1,6 +1,7 @@
 // `genesis train` resumes bit for bit: a run stopped after step k and resumed finishes with the
 // same step-N rank files, logged metrics and summary as the run that never stopped, for DDP and
-// every ZeRO stage on 2 ranks and for one process resuming "auto" in place. Damaged and wrong
+// every ZeRO stage on 2 ranks and for one process resuming "auto" in place; saves written in the
+// background hold the bytes synchronous ones do. Damaged and wrong
 // checkpoints are refused with one line and leave every file as it was, "auto" included when
 // every checkpoint is damaged; leftovers of an interrupted delete are never resumed from. Crash
 // and restart tests are in test_resume_crash.cpp.
@@ -118,6 +119,49 @@ TEST_CASE("resume: 2 ranks resumed from step k finish exactly as the run that ne
     CHECK(b.err.find("different config") == std::string::npos);
     require_same_finish(run_a, run_b, c.k, c.n);
     CHECK(snapshot(copy) == before);
+  }
+}
+
+TEST_CASE("resume: saves written in the background hold the bytes synchronous saves hold",
+          "[resume]") {
+  TempDir dir;
+  const std::vector<std::string> sets =
+      tiny_gpt({"training.per_device_train_batch_size=4", "training.max_steps=6",
+                "training.logging_steps=1", "training.save_steps=2"});
+  std::map<std::string, CliResult> runs;
+  for (const std::string mode : {"true", "false"}) {
+    std::vector<std::string> with = sets;
+    with.push_back("training.save_async=" + mode);
+    runs[mode] = genesis_ok(launched(2, train_args(dir.path() / mode, "run", "gpt-tiny", with)));
+  }
+  for (std::int64_t step : {2, 4, 6}) {
+    INFO("step " << step);
+    const auto sync = rank_files(checkpoint_of(dir.path() / "false" / "run", step));
+    const auto async = rank_files(checkpoint_of(dir.path() / "true" / "run", step));
+    REQUIRE(sync.size() == 2);
+    CHECK(async == sync);
+  }
+  // The saves of steps 2 and 4 went to the background; the last one is written at once.
+  CHECK(runs["true"].err.find("saved checkpoint " + (dir.path() / "true" / "run" / "checkpoints" /
+                                                    "step-2").string() + " in ") != std::string::npos);
+  CHECK(runs["true"].err.find("training blocked") != std::string::npos);
+  CHECK(runs["false"].err.find("training blocked") == std::string::npos);
+  for (const std::string mode : {"true", "false"}) {
+    INFO(mode);
+    const json summary = read_summary(dir.path() / mode / "run");
+    CHECK(summary.at("checkpoint_saves") == 3);
+    CHECK(summary.at("checkpoint_blocked_s").get<double>() > 0);
+    // Each logged step after the first save says what saves blocked so far, never less.
+    double before = 0;
+    std::int64_t logged = 0;
+    for (const json& line : read_metrics(dir.path() / mode / "run")) {
+      if (!line.contains("loss") || line.at("step").get<std::int64_t>() <= 2) continue;
+      const double blocked = line.at("checkpoint_blocked_s").get<double>();
+      CHECK(blocked >= before);
+      before = blocked;
+      ++logged;
+    }
+    CHECK(logged == 4);
   }
 }
 

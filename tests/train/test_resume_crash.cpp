@@ -1,6 +1,8 @@
 // Crashes around checkpoints: `genesis train` SIGKILLed at random moments while it saves and
 // prunes a checkpoint every step never leaves a `latest` that fails to verify or load, nor a
-// half-deleted step-N/; a rank killed under `genesis launch --max-restarts 1` is restarted with
+// half-deleted step-N/; killed inside each phase of an asynchronous save (the snapshot, the
+// background write, the commit before and after its rename), it resumes from the last committed
+// checkpoint and ends on the bytes of a run that was never killed; a rank killed under `genesis launch --max-restarts 1` is restarted with
 // its group and resumes to the same final weights, byte for byte, as a run that never crashed.
 #include <catch2/catch.hpp>
 
@@ -22,8 +24,9 @@ namespace {
 // after 30 s), SIGKILLs it `delay` later unless it has exited by then. Returns the exit code
 // (128 + 9 when killed) like run_process.
 int run_then_kill(const std::vector<std::string>& argv, const std::string& armed_by,
-                  std::chrono::microseconds delay, const fs::path& out, const fs::path& err) {
-  std::vector<std::string> env_strings = child_environment(quiet_env().env);
+                  std::chrono::microseconds delay, const fs::path& out, const fs::path& err,
+                  const RunOptions& options = quiet_env()) {
+  std::vector<std::string> env_strings = child_environment(options.env);
   std::vector<char*> envp, args;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -164,6 +167,51 @@ TEST_CASE("resume: SIGKILL at random moments of checkpoint saves never breaks `l
   INFO(verify.out << verify.err);
   CHECK(verify.exit_code == 0);
   CHECK(ckpt::list_leftovers(checkpoints).empty());
+}
+
+TEST_CASE("resume: a kill in each phase of an asynchronous save resumes bit for bit", "[resume]") {
+  TempDir dir;
+  // A GPT with dropout (its generator's state is in the checkpoint), one process, saving every
+  // 2 steps: the saves of steps 2 and 4 are written in the background, the last one at once.
+  const std::vector<std::string> sets =
+      tiny_gpt({"training.per_device_train_batch_size=4", "training.max_steps=6",
+                "training.logging_steps=1", "training.save_steps=2",
+                "training.resume_from_checkpoint=auto"});
+  const CliResult reference =
+      run_genesis(train_args(dir.path() / "reference", "run", "gpt-tiny", sets), quiet_env());
+  INFO(reference.out << reference.err);
+  REQUIRE(reference.exit_code == 0);
+  const auto expected = rank_files(checkpoint_of(dir.path() / "reference" / "run", 6));
+  REQUIRE(!expected.empty());
+
+  for (const std::string phase : {"snapshot", "write", "commit", "renamed"}) {
+    const fs::path output = dir.path() / phase;
+    const fs::path checkpoints = output / "run" / "checkpoints";
+    std::vector<std::string> argv = train_args(output, "run", "gpt-tiny", sets);
+    argv.insert(argv.begin(), GENESIS_TEST_BIN);
+    RunOptions paused = quiet_env();
+    paused.env.emplace_back("GENESIS_TEST_PAUSE_SAVE", phase + ":4");
+    const int code = run_then_kill(argv, "in its " + phase + " phase", std::chrono::microseconds(0),
+                                   dir.path() / "stdout", dir.path() / "stderr", paused);
+    const std::string killed_err = read_bytes(dir.path() / "stderr");
+    INFO(phase << ": exit " << code << "\n" << killed_err);
+    REQUIRE(code == 128 + SIGKILL);
+    REQUIRE(killed_err.find("pausing the save of step 4 in its " + phase) != std::string::npos);
+    // The save of step 4 never moved `latest`: step 2 is what a crash keeps.
+    const std::optional<fs::path> latest = ckpt::read_latest(checkpoints);
+    REQUIRE(latest == checkpoints / "step-2");
+    REQUIRE_NOTHROW(ckpt::Checkpoint(*latest).verify());
+    CHECK(fs::exists(checkpoints / "step-4" / "manifest.json") == (phase == "renamed"));
+
+    const CliResult resumed = run_genesis(train_args(output, "run", "gpt-tiny", sets), quiet_env());
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed_step(resumed.out) == 2);  // `latest`, even beside a renamed step-4
+    const auto files = rank_files(checkpoint_of(output / "run", 6));
+    REQUIRE(files.size() == expected.size());
+    for (const auto& [name, bytes] : expected) CHECK(files.at(name) == bytes);
+    CHECK(ckpt::list_leftovers(checkpoints).empty());
+  }
 }
 
 TEST_CASE("resume: a rank killed under launch --max-restarts resumes to the same weights",

@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <thread>
 
 #include "checkpoint_writer_steps.hpp"
 #include "durable_file.hpp"
 #include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/checksum.hpp"
+#include "genesis/core/env.hpp"
 #include "genesis/core/error.hpp"
 #include "genesis/dist/string_collectives.hpp"
 
@@ -27,8 +29,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 json write_rank_file(const fs::path& dir, int rank, std::int64_t step,
-                     const std::vector<ckpt::StatePiece>& pieces) {
-  NamedTensors named;
+                     const std::vector<ckpt::StatePiece>& pieces, PieceSource* source) {
+  std::vector<TensorLayout> layouts;
   json index = json::array();
   for (const ckpt::StatePiece& p : pieces) {
     const std::int64_t full = shape_numel(p.shape);
@@ -38,18 +40,28 @@ json write_rank_file(const fs::path& dir, int rank, std::int64_t step,
                       std::to_string(p.offset + numel) + ") is outside its " +
                       std::to_string(full) + " elements");
     const bool whole = p.offset == 0 && numel == full;
-    Tensor data = p.data.to(Device::cpu()).contiguous().reshape(whole ? p.shape : Shape{numel});
     const std::string key = whole ? p.name : p.name + "@" + std::to_string(p.offset);
+    layouts.push_back({key, p.data.dtype(), whole ? p.shape : Shape{numel}});
     index.push_back({{"name", p.name}, {"shape", p.shape},
-                     {"dtype", safetensors_dtype_name(data.dtype())}, {"key", key},
-                     {"offset", p.offset}, {"numel", numel},
-                     {"xxh64", xxhash64_hex(data.raw_data(), static_cast<std::size_t>(numel) *
-                                                                 dtype_size(data.dtype()))}});
-    named.emplace_back(key, std::move(data));
+                     {"dtype", safetensors_dtype_name(p.data.dtype())}, {"key", key},
+                     {"offset", p.offset}, {"numel", numel}});
   }
   const std::string file = detail::rank_file_name(static_cast<std::size_t>(rank));
-  save_safetensors(dir / file, named, {{"format", "pt"}, {"genesis_step", std::to_string(step)},
-                                       {"genesis_rank", std::to_string(rank)}});
+  pause_for_test("write", step);
+  SafetensorsWriter out(dir / file, std::move(layouts),
+                        {{"format", "pt"}, {"genesis_step", std::to_string(step)},
+                         {"genesis_rank", std::to_string(rank)}});
+  // Each piece's checksum is of the very bytes written, read once from where the source says.
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    Tensor data = source != nullptr ? source->acquire(i) : pieces[i].data;
+    data = data.to(Device::cpu()).contiguous();
+    const std::size_t nbytes = static_cast<std::size_t>(data.numel()) * dtype_size(data.dtype());
+    index[i]["xxh64"] = xxhash64_hex(data.raw_data(), nbytes);
+    out.write_next(data);
+    data = Tensor();
+    if (source != nullptr) source->release(i);
+  }
+  out.finish();
   return {{"file", file}, {"bytes", static_cast<std::int64_t>(fs::file_size(dir / file))},
           {"pieces", index}};
 }
@@ -143,13 +155,24 @@ void agree_or_discard(dist::ProcessGroup& group, const std::string& error,
   }
 }
 
+void pause_for_test(const char* phase, std::int64_t step) {
+  const std::optional<std::string> wanted = env::read_text("GENESIS_TEST_PAUSE_SAVE");
+  const std::string prefix = std::string(phase) + ":" + std::to_string(step);
+  if (!wanted || wanted->rfind(prefix, 0) != 0) return;
+  const std::string rest = wanted->substr(prefix.size());
+  if (!rest.empty() && rest[0] != ':') return;
+  const long long ms = rest.empty() ? 60000 : std::stoll(rest.substr(1));
+  std::fprintf(stderr, "test: pausing the save of step %lld in its %s phase\n",
+               static_cast<long long>(step), phase);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 std::string this_host() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
   return name;
 }
-
-}  // namespace detail
 
 namespace {
 
@@ -158,94 +181,128 @@ using nlohmann::json;
 
 std::string error_of(const std::exception& e) { return e.what(); }
 
-// Collective, after a save failed on every rank at the same agreement: each rank writes its
-// shard and its index (with its rank state, what a manifest would hold of it) into
-// <checkpoints_dir>/rescued-step-N/, creating what is missing, so a run whose final save cannot
-// commit (a directory one host does not see, a full disk on one) still keeps its weights. No
-// listing takes rescued-* for a checkpoint and no save removes it. Returns the error's tail:
-// where every rank's shard went, or why it could not be kept.
-std::string rescue_shards(const SaveOptions& options, const std::vector<ckpt::StatePiece>& pieces,
-                          const json& rank_state, dist::ProcessGroup& group) {
-  const fs::path dir = options.checkpoints_dir / ("rescued-" + checkpoint_dir_name(options.step));
-  std::string where;
+SaveTarget target_of(const SaveOptions& options, const std::string& what_prefix) {
+  const std::string name = checkpoint_dir_name(options.step);
+  SaveTarget target{.tmp = options.checkpoints_dir / (kSavingPrefix + name),
+                    .final_dir = options.checkpoints_dir / name,
+                    .what = "",
+                    .discards = false};
+  target.what = what_prefix + " '" + target.final_dir.string() + "'";
+  return target;
+}
+
+// The save into one run directory that every rank sees: rank 0 makes the directory and commits.
+SaveTarget prepare_shared(const SaveOptions& options, dist::ProcessGroup& group) {
+  SaveTarget target = target_of(options, "saving checkpoint");
+  target.discards = group.rank() == 0;
+  std::string error;
+  if (group.rank() == 0) {
+    try {
+      fs::create_directories(options.checkpoints_dir);
+      fs::remove_all(target.tmp);
+      fs::create_directory(target.tmp);
+    } catch (const std::exception& e) {
+      error = error_of(e);
+    }
+  }
+  dist::agree_or_throw(group, error, target.what);
+  return target;
+}
+
+fs::path commit_shared(const SaveOptions& options, const SaveTarget& target,
+                       const RankWrite& written, dist::ProcessGroup& group) {
+  pause_for_test("commit", options.step);
+  agree_or_discard(group, written.error, target.what, target.tmp, target.discards);
+  const std::vector<std::string> indexes = dist::all_gather_strings(group, written.index.dump());
+  const fs::path& root = options.checkpoints_dir;
+  std::string error;
+  if (group.rank() == 0) {
+    try {
+      write_manifest(target.tmp, build_manifest(options, indexes));
+      fsync_directory(target.tmp);
+      commit_directory(target.tmp, target.final_dir);
+      fsync_directory(root);
+      pause_for_test("renamed", options.step);
+      replace_file_atomically(root / "latest", target.final_dir.filename().string() + "\n");
+      prune(root, target.final_dir, options.keep_last);
+    } catch (const std::exception& e) {
+      error = error_of(e) + discard(target.tmp);  // rank 0's own work: no other rank writes here
+    }
+  }
+  dist::agree_or_throw(group, error, target.what);
+  return target.final_dir;
+}
+
+}  // namespace
+
+SaveTarget prepare_save(const SaveOptions& options, dist::ProcessGroup& group) {
+  return options.nodes != nullptr ? prepare_node_local(options, group, *options.nodes)
+                                  : prepare_shared(options, group);
+}
+
+RankWrite write_rank(const SaveOptions& options, const SaveTarget& target,
+                     const std::vector<ckpt::StatePiece>& pieces, const json& rank_state,
+                     int rank, PieceSource* source) {
+  RankWrite out;
   try {
-    fs::create_directories(dir);
-    json index = detail::write_rank_file(dir, group.rank(), options.step, pieces);
-    index["state"] = rank_state;
-    index["step"] = options.step;
-    const std::string file = index["file"].get<std::string>();
-    detail::write_file_synced(dir / (file.substr(0, file.find('.')) + ".json"), index.dump(1));
-    detail::fsync_directory(dir);
-    where = fs::absolute(dir / file).lexically_normal().string();
+    out.index = write_rank_file(target.tmp, rank, options.step, pieces, source);
+    out.index["state"] = rank_state;
   } catch (const std::exception& e) {
-    where = "not kept (" + error_of(e) + ")";
+    out.error = options.nodes != nullptr ? node_local_failure(*options.nodes, e) : error_of(e);
+  }
+  return out;
+}
+
+fs::path commit_save(const SaveOptions& options, const SaveTarget& target,
+                     const RankWrite& written, dist::ProcessGroup& group) {
+  return options.nodes != nullptr
+             ? commit_node_local(options, target, written, group, *options.nodes)
+             : commit_shared(options, target, written, group);
+}
+
+// Each rank writes its shard and its index (with its rank state, what a manifest would hold of
+// it) into <checkpoints_dir>/rescued-step-N/, creating what is missing, so a run whose final save
+// cannot commit (a directory one host does not see, a full disk on one) still keeps its weights.
+// No listing takes rescued-* for a checkpoint and no save removes it.
+std::string rescue_shards(const SaveOptions& options, const std::vector<ckpt::StatePiece>& pieces,
+                          const json& rank_state, dist::ProcessGroup& group,
+                          const std::string& cannot) {
+  const fs::path dir = options.checkpoints_dir / ("rescued-" + checkpoint_dir_name(options.step));
+  std::string where = "not kept (" + cannot + ")";
+  if (cannot.empty()) {
+    try {
+      fs::create_directories(dir);
+      json index = write_rank_file(dir, group.rank(), options.step, pieces);
+      index["state"] = rank_state;
+      index["step"] = options.step;
+      const std::string file = index["file"].get<std::string>();
+      write_file_synced(dir / (file.substr(0, file.find('.')) + ".json"), index.dump(1));
+      fsync_directory(dir);
+      where = fs::absolute(dir / file).lexically_normal().string();
+    } catch (const std::exception& e) {
+      where = "not kept (" + error_of(e) + ")";
+    }
   }
   const std::vector<std::string> all = dist::all_gather_strings(
-      group, "rank " + std::to_string(group.rank()) + " on " + detail::this_host() + ": " + where);
+      group, "rank " + std::to_string(group.rank()) + " on " + this_host() + ": " + where);
   std::string text = "; every rank's shard was written again where that rank could: ";
   for (std::size_t r = 0; r < all.size(); ++r) text += (r == 0 ? "" : ", ") + all[r];
   return text;
 }
 
-// The save into one run directory that every rank sees.
-fs::path save_shared(const SaveOptions& options, const std::vector<ckpt::StatePiece>& pieces,
-                     const json& rank_state, dist::ProcessGroup& group) {
-  const std::string name = checkpoint_dir_name(options.step);
-  const fs::path& root = options.checkpoints_dir;
-  const fs::path tmp = root / (kSavingPrefix + name);
-  const fs::path final_dir = root / name;
-  const std::string what = "saving checkpoint '" + final_dir.string() + "'";
-
-  std::string error;
-  if (group.rank() == 0) {
-    try {
-      fs::create_directories(root);
-      fs::remove_all(tmp);
-      fs::create_directory(tmp);
-    } catch (const std::exception& e) {
-      error = error_of(e);
-    }
-  }
-  dist::agree_or_throw(group, error, what);
-
-  json index;
-  try {
-    index = detail::write_rank_file(tmp, group.rank(), options.step, pieces);
-    index["state"] = rank_state;
-  } catch (const std::exception& e) {
-    error = error_of(e);
-  }
-  detail::agree_or_discard(group, error, what, tmp, group.rank() == 0);
-  const std::vector<std::string> indexes = dist::all_gather_strings(group, index.dump());
-
-  if (group.rank() == 0) {
-    try {
-      write_manifest(tmp, detail::build_manifest(options, indexes));
-      detail::fsync_directory(tmp);
-      detail::commit_directory(tmp, final_dir);
-      detail::fsync_directory(root);
-      detail::replace_file_atomically(root / "latest", name + "\n");
-      detail::prune(root, final_dir, options.keep_last);
-    } catch (const std::exception& e) {
-      error = error_of(e) + detail::discard(tmp);  // rank 0's own work: no other rank writes here
-    }
-  }
-  dist::agree_or_throw(group, error, what);
-  return final_dir;
-}
-
-}  // namespace
+}  // namespace detail
 
 std::filesystem::path save_checkpoint(const SaveOptions& options,
                                       const std::vector<ckpt::StatePiece>& pieces,
                                       const nlohmann::json& rank_state, dist::ProcessGroup& group) {
   try {
-    return options.nodes != nullptr
-               ? detail::save_node_local(options, pieces, rank_state, group, *options.nodes)
-               : save_shared(options, pieces, rank_state, group);
+    const detail::SaveTarget target = detail::prepare_save(options, group);
+    const detail::RankWrite written =
+        detail::write_rank(options, target, pieces, rank_state, group.rank());
+    return detail::commit_save(options, target, written, group);
   } catch (const IoError& e) {
     // Thrown by an agreement, so on every rank at the same point: the rescue can be collective.
-    throw IoError(std::string(e.what()) + rescue_shards(options, pieces, rank_state, group));
+    throw IoError(std::string(e.what()) + detail::rescue_shards(options, pieces, rank_state, group));
   }
 }
 

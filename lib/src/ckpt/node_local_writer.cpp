@@ -70,37 +70,43 @@ std::string failed(const Nodes& nodes, const std::exception& e) {
 
 namespace detail {
 
-fs::path save_node_local(const SaveOptions& options, const std::vector<ckpt::StatePiece>& pieces,
-                         const json& rank_state, dist::ProcessGroup& group, const Nodes& nodes) {
+std::string node_local_failure(const Nodes& nodes, const std::exception& e) {
+  return failed(nodes, e);
+}
+
+SaveTarget prepare_node_local(const SaveOptions& options, dist::ProcessGroup& group,
+                              const Nodes& nodes) {
   const std::string name = checkpoint_dir_name(options.step);
   const fs::path& root = options.checkpoints_dir;
-  const fs::path tmp = root / (kSavingPrefix + name);
-  const fs::path final_dir = root / name;
-  const std::string what = "saving node-local checkpoint '" + final_dir.string() + "'";
-  const bool leader = nodes.leader();
-
+  SaveTarget target{.tmp = root / (kSavingPrefix + name),
+                    .final_dir = root / name,
+                    .what = "saving node-local checkpoint '" + (root / name).string() + "'",
+                    .discards = nodes.leader()};
   std::string error;
-  if (leader) {
+  if (target.discards) {
     try {
       fs::create_directories(root);
-      fs::remove_all(tmp);
-      fs::create_directory(tmp);
+      fs::remove_all(target.tmp);
+      fs::create_directory(target.tmp);
     } catch (const std::exception& e) {
       error = failed(nodes, e);
     }
   }
-  dist::agree_or_throw(group, error, what);
+  dist::agree_or_throw(group, error, target.what);
+  return target;
+}
 
-  json index;
-  try {
-    index = write_rank_file(tmp, group.rank(), options.step, pieces);
-    index["state"] = rank_state;
-  } catch (const std::exception& e) {
-    error = failed(nodes, e);
-  }
-  agree_or_discard(group, error, what, tmp, leader);
-  const std::vector<std::string> indexes = dist::all_gather_strings(group, index.dump());
-
+fs::path commit_node_local(const SaveOptions& options, const SaveTarget& target,
+                           const RankWrite& written, dist::ProcessGroup& group,
+                           const Nodes& nodes) {
+  const fs::path& root = options.checkpoints_dir;
+  const fs::path& tmp = target.tmp;
+  const fs::path& final_dir = target.final_dir;
+  const std::string& what = target.what;
+  const bool leader = nodes.leader();
+  agree_or_discard(group, written.error, what, tmp, leader);
+  const std::vector<std::string> indexes = dist::all_gather_strings(group, written.index.dump());
+  std::string error;
   // The node's part: committed for the node, not for the run.
   if (leader) {
     try {
@@ -139,7 +145,7 @@ fs::path save_node_local(const SaveOptions& options, const std::vector<ckpt::Sta
     try {
       write_manifest(final_dir, manifest_from_json(json::parse(manifest_text), what));
       fsync_directory(final_dir);
-      replace_file_atomically(root / "latest", name + "\n");
+      replace_file_atomically(root / "latest", final_dir.filename().string() + "\n");
       prune(root, final_dir, options.keep_last);
     } catch (const std::exception& e) {
       error = failed(nodes, e);

@@ -4,8 +4,6 @@
 // Host byte order must be little-endian, like the format; big-endian hosts are not supported.
 #include "genesis/ckpt/safetensors.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -17,7 +15,7 @@
 #include <system_error>
 
 #include "genesis/core/error.hpp"
-#include "genesis/core/unique_fd.hpp"
+#include "direct_writer.hpp"
 #include "safetensors_header.hpp"
 
 namespace genesis::ckpt {
@@ -30,59 +28,72 @@ using Json = nlohmann::ordered_json;
 // Prefix of every error: the file and the format, so a user knows which shard is broken.
 std::string where(const std::filesystem::path& path) { return detail::safetensors_where(path); }
 
-void write_all(int fd, const void* data, std::size_t size, const std::filesystem::path& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    GENESIS_CHECK(n > 0, IoError, where(path) + "write failed: " + std::strerror(errno));
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-}
-
 }  // namespace
 
-void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(std::filesystem::path path, std::vector<TensorLayout> layouts,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(std::move(path)), layouts_(std::move(layouts)) {
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> seen;
   std::uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    GENESIS_CHECK(tensor.defined(), InvalidArgument, where(path) + "tensor '" + name + "' is undefined");
-    GENESIS_CHECK(name != "__metadata__", InvalidArgument,
-                  where(path) + "\"__metadata__\" is reserved and cannot name a tensor");
-    GENESIS_CHECK(seen.insert(name).second, InvalidArgument,
-                  where(path) + "duplicate tensor name '" + name + "'");
-    std::uint64_t nbytes = static_cast<std::uint64_t>(tensor.numel()) * dtype_size(tensor.dtype());
-    header[name] = {{"dtype", safetensors_dtype_name(tensor.dtype())},
-                    {"shape", tensor.shape()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+  for (const TensorLayout& t : layouts_) {
+    GENESIS_CHECK(t.name != "__metadata__", InvalidArgument,
+                  where(path_) + "\"__metadata__\" is reserved and cannot name a tensor");
+    GENESIS_CHECK(seen.insert(t.name).second, InvalidArgument,
+                  where(path_) + "duplicate tensor name '" + t.name + "'");
+    const std::uint64_t nbytes = static_cast<std::uint64_t>(shape_numel(t.shape)) * dtype_size(t.dtype);
+    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text = header.dump();
   // The spec pads the header with spaces so the data section starts 8-byte aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
   unsigned char length[8];
-  std::uint64_t n = text.size();
+  const std::uint64_t n = text.size();
   std::memcpy(length, &n, 8);
+  out_ = std::make_unique<detail::DirectWriter>(path_);
+  out_->append(length, 8);
+  out_->append(text.data(), text.size());
+}
 
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  GENESIS_CHECK(fd, IoError, where(path) + "cannot open for writing: " + std::strerror(errno));
-  write_all(fd.get(), length, 8, path);
-  write_all(fd.get(), text.data(), text.size(), path);
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+void SafetensorsWriter::write_next(const Tensor& tensor) {
+  GENESIS_CHECK(next_ < layouts_.size(), InvalidArgument,
+                where(path_) + "more tensors than the header names");
+  const TensorLayout& layout = layouts_[next_++];
+  GENESIS_CHECK(tensor.dtype() == layout.dtype && tensor.numel() == shape_numel(layout.shape),
+                InvalidArgument,
+                where(path_) + "tensor '" + layout.name + "' does not match its header entry");
   // One host copy at a time (only for device or strided tensors), so saving a GPU model does not
   // need a second copy of it in host memory.
+  Tensor t = tensor.detach();
+  if (!t.device().is_cpu()) t = t.to(Device::cpu());
+  t = t.contiguous();
+  const std::size_t nbytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
+  if (nbytes > 0) out_->append(t.raw_data(), nbytes);
+}
+
+void SafetensorsWriter::finish() {
+  GENESIS_CHECK(next_ == layouts_.size(), InvalidArgument,
+                where(path_) + "finished with " + std::to_string(layouts_.size() - next_) +
+                    " tensors of the header unwritten");
+  out_->finish();
+}
+
+void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorLayout> layouts;
   for (const auto& [name, tensor] : tensors) {
-    Tensor t = tensor.detach();
-    if (!t.device().is_cpu()) t = t.to(Device::cpu());
-    t = t.contiguous();
-    std::size_t nbytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
-    if (nbytes > 0) write_all(fd.get(), t.raw_data(), nbytes, path);
+    GENESIS_CHECK(tensor.defined(), InvalidArgument, where(path) + "tensor '" + name + "' is undefined");
+    layouts.push_back({name, tensor.dtype(), tensor.shape()});
   }
-  GENESIS_CHECK(::fsync(fd.get()) == 0, IoError, where(path) + "fsync failed: " + std::strerror(errno));
-  GENESIS_CHECK(fd.close() == 0, IoError, where(path) + "close failed: " + std::strerror(errno));
+  SafetensorsWriter out(path, std::move(layouts), metadata);
+  for (const auto& [name, tensor] : tensors) out.write_next(tensor);
+  out.finish();
 }
 
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {

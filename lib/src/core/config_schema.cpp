@@ -202,6 +202,10 @@ std::vector<ConfigKey> training_keys() {
      [](Config& c) -> Field { return &c.training.save_steps; }, Rule::non_negative},
     {"training.save_total_limit", "checkpoints kept (the oldest go first); 0: keep all",
      [](Config& c) -> Field { return &c.training.save_total_limit; }, Rule::non_negative},
+    {"training.save_async",
+     "a save on the way blocks training only while the state is copied into host memory, and "
+     "is written while the next steps train (the last step's save is written at once)",
+     [](Config& c) -> Field { return &c.training.save_async; }},
     {"training.resume_from_checkpoint",
      "\"\": start fresh; \"auto\": resume from the run's latest checkpoint if any; or a "
      "checkpoint path",

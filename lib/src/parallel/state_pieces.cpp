@@ -78,6 +78,28 @@ StatePiece whole_piece(const std::string& name, const Tensor& t) {
   return StatePiece{name, t.shape(), 0, t.detach()};
 }
 
+std::vector<StatePiece> balanced_pieces(std::vector<StatePiece> whole, int world, int rank) {
+  constexpr std::int64_t kSplitBytes = std::int64_t{16} << 20;
+  std::vector<std::int64_t> load(static_cast<std::size_t>(world), 0);
+  std::vector<StatePiece> mine;
+  for (StatePiece& piece : whole) {
+    const std::int64_t numel = piece.data.numel();
+    const std::int64_t bytes = numel * static_cast<std::int64_t>(dtype_size(piece.data.dtype()));
+    if (bytes >= kSplitBytes && numel >= world) {
+      const std::int64_t begin = numel * rank / world, end = numel * (rank + 1) / world;
+      for (int r = 0; r < world; ++r)
+        load[static_cast<std::size_t>(r)] += bytes * (r + 1) / world - bytes * r / world;
+      mine.push_back({piece.name, piece.shape, begin,
+                      piece.data.contiguous().reshape({numel}).slice(0, begin, end)});
+      continue;
+    }
+    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+    load[static_cast<std::size_t>(least)] += bytes;
+    if (least == rank) mine.push_back(std::move(piece));
+  }
+  return mine;
+}
+
 void append_slot_pieces(const std::string& param, const SlotState& state,
                         std::vector<StatePiece>& out) {
   out.push_back(StatePiece{optimizer_name(param, "step"), {}, 0, step_tensor(state.step)});

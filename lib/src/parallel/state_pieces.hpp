@@ -36,6 +36,12 @@ StatePiece whole_piece(const std::string& name, const Tensor& t);
 void append_slot_pieces(const std::string& param, const SlotState& state,
                         std::vector<StatePiece>& out);
 
+// This rank's share of whole pieces that every rank holds alike (replicated state), about
+// 1/world of the bytes each: a piece of 16 MiB or more is cut into one element range per rank,
+// a smaller one goes whole to the rank with the fewest bytes so far. Every rank computes the same
+// assignment.
+std::vector<StatePiece> balanced_pieces(std::vector<StatePiece> whole, int world, int rank);
+
 // Throws InvalidArgument naming `name` unless `source` holds it with shape `shape`.
 void check_entry(const StateSource& source, const std::string& name, const Shape& shape);
 // check_entry for "model.<name>" of each tensor, so that a bad source fails before any load.

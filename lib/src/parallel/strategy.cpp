@@ -74,22 +74,18 @@ class DDPStrategy : public Strategy {
     return r;
   }
 
-  // Whole tensors, the k-th (parameters, then optimizer entries) by rank k % world, so that the
-  // ranks write in parallel; buffers by rank 0.
+  // Every rank writes about as many bytes, so that the ranks' writes end together: a tensor of
+  // kSplitBytes or more is cut into one element range per rank, a smaller one goes whole to the
+  // rank with the fewest bytes so far (every rank computes the same assignment). Buffers and
+  // frozen tensors go to rank 0.
   std::vector<StatePiece> state_pieces() override {
     const int world = group_->size(), rank = group_->rank();
-    std::vector<StatePiece> out;
-    std::size_t k = 0;
+    std::vector<StatePiece> all;
     for (const auto& [name, p] : named_params_)
-      if (static_cast<int>(k++ % static_cast<std::size_t>(world)) == rank)
-        out.push_back(detail::whole_piece(detail::model_name(name), p));
-    for (const auto& [slot, state] : detail::state_by_slot(optimizer_->state_tensors())) {
-      std::vector<StatePiece> entries;
-      detail::append_slot_pieces(named_params_.at(slot).first, state, entries);
-      for (StatePiece& piece : entries)
-        if (static_cast<int>(k++ % static_cast<std::size_t>(world)) == rank)
-          out.push_back(std::move(piece));
-    }
+      all.push_back(detail::whole_piece(detail::model_name(name), p));
+    for (const auto& [slot, state] : detail::state_by_slot(optimizer_->state_tensors()))
+      detail::append_slot_pieces(named_params_.at(slot).first, state, all);
+    std::vector<StatePiece> out = detail::balanced_pieces(std::move(all), world, rank);
     if (rank == 0) {
       for (const auto& [name, p] : frozen_)
         out.push_back(detail::whole_piece(detail::model_name(name), p));

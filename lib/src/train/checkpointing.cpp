@@ -458,13 +458,14 @@ RunStart start_run(const Config& config, const fs::path& run_dir, parallel::Stra
   return start;
 }
 
-void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t step,
-                     parallel::Strategy& strategy, nn::Module& model, RankState state, std::optional<double> loss,
-                     const json& world_size_changes, const Job& job, const ckpt::Nodes* nodes) {
-  const auto start = std::chrono::steady_clock::now();
+SaveRequest save_request(const Config& config, const fs::path& run_dir, std::int64_t step,
+                         parallel::Strategy& strategy, nn::Module& model, RankState state,
+                         std::optional<double> loss, const json& world_size_changes,
+                         const ckpt::Nodes* nodes) {
   for (const auto& [name, generator] : model.named_generators()) state.rng[name] = generator->state();
   const TrainingConfig& t = config.training;
-  ckpt::SaveOptions options{
+  SaveRequest request;
+  request.options = {
       .checkpoints_dir = ckpt::checkpoints_dir_of(run_dir),
       .step = step,
       .strategy = strategy.name(),
@@ -475,17 +476,15 @@ void save_checkpoint(const Config& config, const fs::path& run_dir, std::int64_t
       .keep_last = static_cast<int>(t.save_total_limit),
       .nodes = nodes};
   // A checkpoint saved before the first logged step has no loss to report (`ckpt ls` shows "-").
-  if (loss) options.info["loss"] = *loss;
-  if (!world_size_changes.empty()) options.info["world_size_changes"] = world_size_changes;
-  std::vector<ckpt::StatePiece> pieces = strategy.state_pieces();
+  if (loss) request.options.info["loss"] = *loss;
+  if (!world_size_changes.empty()) request.options.info["world_size_changes"] = world_size_changes;
+  request.pieces = strategy.state_pieces();
   if (config.lora.enabled()) {
-    pieces = without_frozen(std::move(pieces), model);
-    options.info["lora"] = lora_base_identity(config, model);
+    request.pieces = without_frozen(std::move(request.pieces), model);
+    request.options.info["lora"] = lora_base_identity(config, model);
   }
-  const fs::path dir = ckpt::save_checkpoint(options, std::move(pieces), to_json(state), *job.group());
-  if (job.is_main())
-    spdlog::info("saved checkpoint {} in {:.2f} s", dir.string(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  request.rank_state = to_json(state);
+  return request;
 }
 
 }  // namespace genesis::train

@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "genesis/ckpt/checkpoint.hpp"
 #include "genesis/ckpt/node_local.hpp"
 #include "genesis/core/config.hpp"
 #include "genesis/nn/module.hpp"
@@ -91,13 +93,20 @@ RunStart start_run(const Config& config, const std::filesystem::path& run_dir,
 // value head) keep the model's own initialisation.
 void load_init_weights(InitWeights& init, parallel::Strategy& strategy, nn::Module& model);
 
-// Collective: writes step-<step> under <run_dir>/checkpoints and prunes to save_total_limit.
-// world_size_changes (ResumePlan's) is kept in the manifest's info when not empty, so a later
-// resume on the same smaller world still keeps the original global batch. With `nodes`, each
-// node keeps its own ranks' shards (node_local.hpp).
-void save_checkpoint(const Config& config, const std::filesystem::path& run_dir, std::int64_t step,
-                     parallel::Strategy& strategy, nn::Module& model, RankState state,
-                     std::optional<double> loss, const nlohmann::json& world_size_changes,
-                     const Job& job, const ckpt::Nodes* nodes = nullptr);
+// What a save of `step` under <run_dir>/checkpoints holds: the manifest's options (pruning to
+// save_total_limit), this rank's pieces of the training state and its RankState with the random
+// streams' positions. world_size_changes (ResumePlan's) is kept in the manifest's info when not
+// empty, so a later resume on the same smaller world still keeps the original global batch.
+// With `nodes`, each node keeps its own ranks' shards (node_local.hpp). The pieces view live
+// state: write them before training goes on, or copy them (ckpt::AsyncSave).
+struct SaveRequest {
+  ckpt::SaveOptions options;
+  std::vector<ckpt::StatePiece> pieces;
+  nlohmann::json rank_state;
+};
+SaveRequest save_request(const Config& config, const std::filesystem::path& run_dir,
+                         std::int64_t step, parallel::Strategy& strategy, nn::Module& model,
+                         RankState state, std::optional<double> loss,
+                         const nlohmann::json& world_size_changes, const ckpt::Nodes* nodes);
 
 }  // namespace genesis::train

@@ -44,6 +44,8 @@ void write_summary(const TrainResult& result, const RunFacts& facts) {
       {"timed_steps", facts.timed_steps},
       {"flops_per_s", result.tokens_per_s * facts.flops_per_token},
       {"train_s", facts.train_s},
+      {"checkpoint_saves", facts.checkpoint_saves},
+      {"checkpoint_blocked_s", facts.checkpoint_blocked_s},
       {"wall_s", result.wall_s},
       {"peak_rss_mb", max(facts.peak_rss_mb)},
       {"peak_rss_mb_per_rank", facts.peak_rss_mb},

@@ -27,6 +27,9 @@ struct RunFacts {
   int threads = 1;
   double flops_per_token = 0;
   double train_s = 0;
+  // Seconds checkpoint saves held training up (the slowest rank's), over this many saves.
+  double checkpoint_blocked_s = 0;
+  std::int64_t checkpoint_saves = 0;
   std::vector<double> peak_rss_mb;  // per rank
   std::vector<double> peak_host_tensor_mb;  // per rank: host memory in tensors at its peak
   double estimate_mb = 0;  // the memory plan's model state per rank for the strategy that ran

@@ -186,6 +186,13 @@ TrainResult dry_run(const Config& config, const TrainOptions& options) {
                  << "  strategy   " << used
                  << (strategy == StrategyKind::automatic ? " (auto)" : "") << "\n";
     parallel::print_memory_plan(plan, used, *options.out);
+    if (saves_in_background(config.training))
+      *options.out << "  snapshot   "
+                   << format_bytes(snapshot_bytes_per_rank(plan.inputs.num_parameters,
+                                                           plan.inputs.optimizer_bytes_per_parameter,
+                                                           world))
+                   << " per rank at most in host memory, for saves on the way when a step "
+                      "outruns the disk (training.save_async)\n";
     const auto last = last_run_memory(std::filesystem::path(config.training.output_dir) / config.name);
     if (last) *options.out << "  last run   " << *last << "\n";
   }
@@ -388,6 +395,9 @@ void finish_run(Run& run, const LoopResult& done, TrainResult& result, std::ostr
   facts.threads = omp_get_max_threads();
   facts.flops_per_token = run.task.flops_per_token;
   facts.train_s = done.state.train_s;
+  const std::vector<double> blocked = run.job.gather(done.checkpoint_blocked_s);
+  facts.checkpoint_blocked_s = *std::max_element(blocked.begin(), blocked.end());
+  facts.checkpoint_saves = done.checkpoint_saves;
   facts.peak_rss_mb = run.job.gather(peak_rss_mb());
   facts.peak_host_tensor_mb = run.job.gather(
       static_cast<double>(host_allocator::stats().peak_allocated_bytes) / (1 << 20));
@@ -433,16 +443,14 @@ TrainResult run_training(const Config& config, const TrainOptions& options) {
   std::ostream* out = run.job.is_main() ? options.out : nullptr;
   if (out != nullptr) print_banner(run, *out);
 
-  const SaveCheckpoint save = [&run](std::int64_t step, const RankState& state,
-                                     std::optional<double> loss) {
-    save_checkpoint(run.start.config, run.dir, step, *run.strategy, *run.task.model, state, loss,
-                    run.start.elastic.world_size_changes, run.job,
-                    run.nodes ? &*run.nodes : nullptr);
-  };
+  CheckpointSaves checkpoints({.config = run.start.config, .run_dir = run.dir,
+                               .strategy = *run.strategy, .model = *run.task.model,
+                               .job = run.job, .nodes = run.nodes ? &*run.nodes : nullptr,
+                               .world_size_changes = run.start.elastic.world_size_changes});
   TrainingLoop loop({.config = config.training, .accumulation = run.accumulation(),
                      .task = run.task, .strategy = *run.strategy, .job = run.job,
                      .device = run.device, .sampler = run.sampler, .recorder = recorder,
-                     .save = save, .started = started, .run_dir = run.dir},
+                     .checkpoints = checkpoints, .started = started, .run_dir = run.dir},
                     make_precision(config.training.mixed_precision, config.loss_scale), resumed);
   const LoopResult done = loop.run();
   TrainResult result = result_of(run, done, started);

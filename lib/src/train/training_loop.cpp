@@ -127,9 +127,13 @@ LoopResult TrainingLoop::run() {
       }
       // A scheduler's signal: save here (the run may be killed before the next step) and stop.
       signal = step < c.max_steps ? preemption.agreed_signal(p_.job, step) : 0;
-      if ((c.save_steps > 0 && step % c.save_steps == 0) || step == c.max_steps || signal != 0) {
+      const bool at_once = step == c.max_steps || signal != 0;
+      if ((c.save_steps > 0 && step % c.save_steps == 0) || at_once) {
         const StepTimer::Scope timed(timer_, Phase::checkpoint);
-        save(step);
+        save(step, at_once);
+      } else if (p_.checkpoints.in_flight()) {
+        const StepTimer::Scope timed(timer_, Phase::checkpoint);
+        p_.checkpoints.poll();
       }
     }
     profiler_.end_step(step);
@@ -161,7 +165,9 @@ LoopResult TrainingLoop::result(std::int64_t steps, int signal) const {
                             ? nlohmann::json{{"final", precision_.scaler->scale()},
                                              {"skipped_steps", precision_.scaler->skipped_steps()}}
                             : nlohmann::json(),
-          .time_breakdown = p_.config.wall_clock_breakdown ? time_breakdown() : nlohmann::json()};
+          .time_breakdown = p_.config.wall_clock_breakdown ? time_breakdown() : nlohmann::json(),
+          .checkpoint_blocked_s = p_.checkpoints.blocked_s(),
+          .checkpoint_saves = p_.checkpoints.saves()};
 }
 
 TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
@@ -208,8 +214,22 @@ TrainingLoop::StepFigures TrainingLoop::train_step(std::int64_t step) {
   const GradientCheck check =
       finish_gradients(precision_, p_.strategy, c.max_grad_norm, c.stop_on_nan);
   const double lr = optim::lr_at(schedule_, step - 1);
-  if (!scaled) stop_if_diverged(c, step, check, lr);
+  if (!scaled) {
+    try {
+      stop_if_diverged(c, step, check, lr);
+    } catch (const Error&) {
+      // Every rank stops here together, so the save in flight can still commit: the last
+      // checkpoint is then the step before, as the error says.
+      try {
+        p_.checkpoints.finish();
+      } catch (const std::exception& e) {
+        spdlog::warn("{}", e.what());  // the divergence is what stops the run
+      }
+      throw;
+    }
+  }
   if (!check.overflow) {
+    p_.checkpoints.before_update();  // a save in the background may still read the state
     p_.strategy.step(lr);
   } else if (p_.job.is_main()) {
     p_.recorder.clear_bar();
@@ -334,7 +354,7 @@ bool TrainingLoop::host_waits(std::int64_t step) const {
          p_.recorder.progress_due(step);
 }
 
-void TrainingLoop::save(std::int64_t step) {
+void TrainingLoop::save(std::int64_t step, bool at_once) {
   pending_.fold_into(state_);
   state_.train_s += throughput_.close();  // a signal may stop the run between two readings
   p_.recorder.clear_bar();
@@ -342,7 +362,7 @@ void TrainingLoop::save(std::int64_t step) {
   state_.consumed = p_.sampler.position() * p_.job.world_size();
   state_.loss_scale = precision_.scaler ? precision_.scaler->state() : nlohmann::json();
   state_.objective = p_.task.objective->state();
-  p_.save(step, state_, logged_loss_);
+  p_.checkpoints.save(step, state_, logged_loss_, at_once);
 }
 
 ObjectiveContext TrainingLoop::context() const {

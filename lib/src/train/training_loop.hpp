@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "checkpoint_saves.hpp"
 #include "checkpointing.hpp"
 #include "genesis/data/sampler.hpp"
 #include "genesis/optim/lr_scheduler.hpp"
@@ -31,10 +32,6 @@
 
 namespace genesis::train {
 
-// Writes a checkpoint of `step` holding this rank's state and the last logged loss.
-using SaveCheckpoint =
-    std::function<void(std::int64_t step, const RankState& state, std::optional<double> loss)>;
-
 // What the loop runs with; each outlives it.
 struct LoopParts {
   const TrainingConfig& config;
@@ -45,7 +42,7 @@ struct LoopParts {
   Device device;
   data::BatchSampler& sampler;  // this rank's shard of each global batch
   MetricsRecorder& recorder;
-  SaveCheckpoint save;
+  Checkpoints& checkpoints;
   std::chrono::steady_clock::time_point started;  // the run's start, for elapsed_s
   std::filesystem::path run_dir;                  // for what the objective keeps with the run
 };
@@ -63,6 +60,8 @@ struct LoopResult {
   std::int64_t timed_steps = 0;
   nlohmann::json loss_scale;          // fp16: {final, skipped_steps}; null otherwise
   nlohmann::json time_breakdown;      // wall_clock_breakdown: TimeBreakdown::totals_s; else null
+  double checkpoint_blocked_s = 0;    // what saving checkpoints held this rank's training up
+  std::int64_t checkpoint_saves = 0;
 };
 
 // Steps of linear warmup: warmup_steps, or warmup_ratio of max_steps.
@@ -89,7 +88,7 @@ class TrainingLoop {
   void slow_down_for_test() const;
   void evaluate(std::int64_t step);
   bool host_waits(std::int64_t step) const;
-  void save(std::int64_t step);
+  void save(std::int64_t step, bool at_once);
   ObjectiveContext context() const;
   LoopResult result(std::int64_t steps, int signal) const;
 

@@ -28,6 +28,9 @@ std::string breakdown_text(const nlohmann::json& ms) {
 std::vector<Metric> TrainingLoop::timing_metrics() {
   const TimeBreakdown window = timer_.take_window();
   std::vector<Metric> m;
+  // This rank's, since the run started: what checkpoint saves have held its training up.
+  if (p_.checkpoints.saves() > 0)
+    m.push_back({"checkpoint_blocked_s", p_.checkpoints.blocked_s(), ""});
   if (p_.config.wall_clock_breakdown) {
     const nlohmann::json ms = window.per_step_ms();
     for (const auto& [key, value] : ms.items())

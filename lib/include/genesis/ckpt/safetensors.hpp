@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,40 @@ struct SafetensorsFile {
 // a failed open/write/fsync throws IoError naming the path.
 void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// A tensor of a file to be written, before its bytes are at hand.
+struct TensorLayout {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+};
+
+namespace detail {
+class DirectWriter;
+}
+
+// Writes a safetensors file one tensor at a time, in the order of `layouts`, so that a writer
+// can produce (or wait for) each tensor's bytes as it goes; O_DIRECT where the filesystem allows
+// it. The checks and errors are save_safetensors's; finish() fsyncs, and a file not finished is
+// incomplete.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(std::filesystem::path path, std::vector<TensorLayout> layouts,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // The next layout's bytes: a tensor of its dtype and element count, on any device.
+  void write_next(const Tensor& tensor);
+  void finish();
+
+ private:
+  std::filesystem::path path_;
+  std::vector<TensorLayout> layouts_;
+  std::size_t next_ = 0;
+  std::unique_ptr<detail::DirectWriter> out_;
+};
 
 // Reads a whole file. The header is checked as the safetensors library checks it (length at most
 // 100,000,000 bytes and inside the file, UTF-8 JSON object, known dtypes, shape x dtype size ==
