@@ -203,8 +203,9 @@ std::vector<ConfigKey> training_keys() {
     {"training.save_total_limit", "checkpoints kept (the oldest go first); 0: keep all",
      [](Config& c) -> Field { return &c.training.save_total_limit; }, Rule::non_negative},
     {"training.save_async",
-     "a save on the way blocks training only while the state is copied into host memory, and "
-     "is written while the next steps train (the last step's save is written at once)",
+     "saves on the way are written while the next steps train, the optimizer step waiting only "
+     "for a copy of what the disk has not taken yet; false: each save is written before "
+     "training goes on (the last step's save always is)",
      [](Config& c) -> Field { return &c.training.save_async; }},
     {"training.resume_from_checkpoint",
      "\"\": start fresh; \"auto\": resume from the run's latest checkpoint if any; or a "

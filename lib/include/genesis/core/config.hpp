@@ -204,9 +204,9 @@ struct TrainingConfig {
   // way) and always after the last step.
   std::int64_t save_steps = 0;
   std::int64_t save_total_limit = 0;       // committed checkpoints kept; 0: all
-  // A save on the way blocks training only while the state is copied into host memory; a thread
-  // writes it while the next steps train (torch.distributed.checkpoint's async_save). The save
-  // after the last step and one on a signal are written before the run goes on.
+  // A save on the way is written by a thread while the next steps train; the next optimizer step
+  // waits only for a copy of what the disk has not taken yet (torch.distributed.checkpoint's
+  // async_save). The save after the last step and one on a signal are written at once.
   bool save_async = true;
   // "": start fresh | "auto": latest loadable if any | a path. A `genesis launch --max-restarts`
   // restart resumes from the run's own newest loadable checkpoint whatever this says.
