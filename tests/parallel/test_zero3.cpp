@@ -135,6 +135,11 @@ TEST_CASE("zero3 issues the next unit's all-gather while the current unit comput
         regather_h0 = static_cast<std::ptrdiff_t>(i);
     REQUIRE(regather_h0 >= 0);
     CHECK((regather_h0 < back_h0) == prefetch);
+    // The root (embedding, final norm, tied head) goes once the head and the norm have run their
+    // backward, before the blocks' backward, not at its reduction at the very end.
+    const auto root_gone = index_of(trace, Kind::early_release, "");
+    REQUIRE(root_gone >= 0);
+    CHECK(root_gone < back_h1);
     // Every unit's gradient is reduce-scattered once, in reverse forward order, the root last.
     std::vector<std::string> reduced;
     for (const Zero3Event& e : trace)

@@ -80,6 +80,7 @@ FullyShardedStrategy::FullyShardedStrategy(std::string name, std::shared_ptr<nn:
           }));
     }
   }
+  hook_root_readers();
   if (options_.offload_param)
     for (auto& unit : units_) unit->offload_shard();  // the optimizer then steps host shards
   if (host_copies()) {
@@ -106,6 +107,7 @@ FullyShardedStrategy::~FullyShardedStrategy() {
   engine_.reset();
   settle_all();
   for (auto& [u, id] : module_hooks_) units_[u]->module()->remove_hook(id);
+  for (auto& [module, id] : root_hooks_) module->remove_hook(id);
 }
 
 std::vector<Tensor> FullyShardedStrategy::shards() const {
@@ -319,6 +321,8 @@ void FullyShardedStrategy::finish() {
       accumulate(u);
     }
   release_all(/*persistent_too=*/false);
+  root_readers_ = 0;  // a graph dropped without its backward left some: they never run now
+  root_reader_unseen_ = false;
 }
 
 void FullyShardedStrategy::settle() noexcept {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ namespace genesis::parallel::detail {
 // traces: with prefetch the gather of unit i+1 is issued between forward_begin and forward_end
 // of unit i (and in backward the gather of unit i-1 right after backward_begin of unit i).
 struct Zero3Event {
-  enum class Kind { gather, forward_begin, forward_end, backward_begin, reduce_scatter };
+  // early_release: the root's gathered weights freed once its readers' backward is done.
+  enum class Kind { gather, forward_begin, forward_end, backward_begin, reduce_scatter, early_release };
   Kind kind;
   std::string unit;       // unit name; "" is the root unit
   bool prefetch = false;  // gather: issued ahead of the unit's use
@@ -103,6 +105,11 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   void release_all(bool persistent_too);
   std::vector<Tensor> shards() const;
   double sum_over_shards(double local) const;
+  // The root unit's early release (zero3_root_release.cpp): its gathered weights go once every
+  // module that reads them in backward is done, instead of at the end of the backward.
+  void hook_root_readers();
+  Tensor wrap_root_reader(const Tensor& input);
+  void root_reader_done();
   // The root and persistent units: no module hooks, gathered by forward() for the whole pass.
   bool whole_pass(std::size_t u) const { return units_[u]->module() == nullptr; }
   // offload_optimizer without offload_param: the optimizer steps host copies of device shards.
@@ -120,6 +127,13 @@ class FullyShardedStrategy : public Strategy, BucketPolicy {
   std::vector<ParamSlot> slots_;
   nn::NamedTensors frozen_;  // parameters outside the units (no grad): whole on every rank
   std::vector<std::pair<std::size_t, int>> module_hooks_;  // (unit, hook id)
+  // The root unit when its readers can be told apart (hook_root_readers), their hooks, the
+  // wrapped inputs of this backward still to run, and whether a reader ran this step on an input
+  // without a gradient (whose backward nothing would announce: no early release then).
+  std::optional<std::size_t> root_;
+  std::vector<std::pair<nn::Module*, int>> root_hooks_;
+  std::int64_t root_readers_ = 0;
+  bool root_reader_unseen_ = false;
   std::vector<Tensor> host_shards_;  // offload_optimizer: what the optimizer steps
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<Zero3Event> trace_;
