@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Independent safetensors reader for the C++ round-trip test: standard library only (json,
 # struct), written from the format's documentation rather than from genesis's code. Prints a
-# JSON list of {name, dtype, shape, sum} in header order; sums are taken in float64.
+# JSON list of {name, dtype, shape, sum} in header order; sums are taken in float64. A file with
+# bytes past its last tensor fails.
 import json
 import struct
 import sys
@@ -14,6 +15,11 @@ with open(sys.argv[1], "rb") as f:
 (n,) = struct.unpack("<Q", blob[:8])
 header = json.loads(blob[8:8 + n])
 data = blob[8 + n:]
+# The format has no room for bytes past the last tensor (the safetensors library refuses them):
+# a writer that pads its last block must cut the padding off.
+ends = [info["data_offsets"][1] for name, info in header.items() if name != "__metadata__"]
+if len(data) != max(ends, default=0):
+    sys.exit("data section of %d bytes, but the tensors end at %d" % (len(data), max(ends, default=0)))
 out = []
 for name, info in header.items():
     if name == "__metadata__":

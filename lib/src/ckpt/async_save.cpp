@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <tuple>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -101,11 +102,10 @@ AsyncSave::~AsyncSave() {
 }
 
 void AsyncSave::ensure_mapping() {
-  const std::size_t needed = layout_of(pieces_).second;
-  if (mapping_ && mapping_bytes_ >= needed) return;
+  if (mapping_ && mapping_bytes_ >= needed_bytes_) return;
   mapping_.reset();  // copies of an earlier save keep it until they go
-  mapping_ = map_buffers(needed);
-  mapping_bytes_ = needed;
+  mapping_ = map_buffers(needed_bytes_);
+  mapping_bytes_ = needed_bytes_;
 }
 
 Tensor AsyncSave::copy_piece(std::size_t i) {
@@ -131,7 +131,7 @@ void AsyncSave::start(const SaveOptions& options, const std::vector<StatePiece>&
                   detail::rescue_shards(options_, pieces_, rank_state_, group_));
   }
   detail::pause_for_test("snapshot", options_.step);
-  offsets_ = layout_of(pieces_).first;
+  std::tie(offsets_, needed_bytes_) = layout_of(pieces_);
   copied_.assign(pieces_.size(), false);
   sources_.assign(pieces_.size(), Tensor());
   copied_bytes_ = 0;

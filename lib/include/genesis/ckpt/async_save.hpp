@@ -98,6 +98,7 @@ class AsyncSave {
   std::shared_ptr<void> mapping_;  // the host buffers, kept for the next save
   std::size_t mapping_bytes_ = 0;
   std::vector<std::size_t> offsets_;  // of each piece in mapping_
+  std::size_t needed_bytes_ = 0;      // what all of this save's pieces take there
 
   std::unique_ptr<detail::RankWrite> written_;  // set by the write, read once it is done
   std::future<void> write_;
