@@ -49,7 +49,7 @@ TEST_CASE("cuBLASLt epilogues against separate kernels", "[.][bench-epilogues]")
     const Tensor dw3 = make_view(dw, {1, O, K}, {O * K, K, 1}, 0);
     const Tensor db2 = make_view(db, {1, O}, {O, 1}, 0);
     OpArgs dim0;
-    const double fused = ms_per_call([&] { dispatch(OpId::linear_weight_grad, {dy, x}, {dw, db}); });
+    const double fused = ms_per_call([&] { dispatch(OpId::linear_weight_grad, {dy, x, Tensor()}, {dw, db}); });
     const double gemm = ms_per_call([&] { dispatch(OpId::matmul, {dyt, x3}, {dw3}); });
     const double colsum = ms_per_call([&] { dispatch(OpId::sum_dim, {dy}, {db2}, dim0); });
     const double split = ms_per_call([&] {

@@ -1,5 +1,6 @@
 // Op-table cases of the neural-network rows over the last dim: the softmax family and their
-// backwards, cross_entropy (ignored targets, all ignored, GPT's vocabulary 50304), layer_norm
+// backwards, cross_entropy and cross_entropy_rows (ignored targets, all ignored, GPT's
+// vocabulary 50304; rows in place), layer_norm
 // (a mean of 100 that a one-pass variance gets wrong) and its backward, embedding and its
 // backward (repeated indices), dropout (a 64-bit seed, p = 0 and 1). A backward's saved data
 // (softmax's y, layer_norm's mean and rstd) comes from the CPU forward on the case's values.
@@ -115,6 +116,19 @@ void cross_entropy_cases(CaseList& cases, Generator& gen) {
     c.args = op_args({kIgnore});
     c.keep_f32 = {dloss, row_lse};
     cases.push_back(c);
+    // cross_entropy_rows: per-row losses and hits, and the gradient written over the logits
+    // themselves (linear_cross_entropy's use) or into a tensor of its own.
+    const Tensor coef = Tensor::full({}, 0.05);
+    for (bool in_place : {true, false}) {
+      const Tensor row_loss = Tensor::empty({s.n}), row_hit = Tensor::empty({s.n});
+      const Tensor grad = in_place ? logits : Tensor::empty({s.n, s.classes});
+      c = make_case(OpId::cross_entropy_rows,
+                    std::string(s.label) + (in_place ? ", rows, in place" : ", rows"),
+                    {logits, target, coef}, {row_loss, row_hit, grad}, s.dt);
+      c.args = op_args({kIgnore});
+      c.keep_f32 = {coef, row_loss, row_hit};
+      cases.push_back(c);
+    }
   }
 }
 

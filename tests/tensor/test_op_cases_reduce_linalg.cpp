@@ -4,7 +4,8 @@
 // tensor, ties and NaNs for max/argmax (the first NaN wins), an empty reduced dim for sum.
 // matmul: row- and column-major operands, stride-0 batches, a leading dimension wider than the
 // row, odd and unaligned shapes, K = 0. linear: with and without bias, odd, GPT's (256, 768) x
-// (2304, 768). linear_gelu and linear_weight_grad: fused and falling back. 16-bit variants of each.
+// (2304, 768). linear_gelu and linear_weight_grad: fused and falling back, and accumulating in
+// place. 16-bit variants of each.
 #include <limits>
 #include <string>
 #include <utility>
@@ -160,9 +161,21 @@ void add_linear_gelu(CaseList& cases, const std::string& label, std::vector<Tens
 void add_weight_grad(CaseList& cases, const std::string& label, std::vector<Tensor> in,
                      DType dt = DType::f32) {
   const std::int64_t O = in[0].size(1), K = in[1].size(1);
+  in.push_back(Tensor());  // no acc: dw is written, not added to
   OpCase c = make_case(OpId::linear_weight_grad, label, std::move(in),
                        {Tensor::empty({O, K}), Tensor::empty({O})}, dt);
   if (dt == DType::f32 && c.in[0].size(0) >= 1000) c.tol = kLongSum;
+  cases.push_back(c);
+}
+
+// in = {dy, x}; out = {dw, db} with dw's values from `acc`, added to (accumulated in place).
+void add_weight_grad_accumulated(CaseList& cases, const std::string& label, std::vector<Tensor> in,
+                                 const Tensor& acc, DType dt = DType::f32) {
+  const std::int64_t O = in[0].size(1);
+  in.push_back(acc);
+  OpCase c = make_case(OpId::linear_weight_grad, label, std::move(in), {acc, Tensor::empty({O})},
+                       dt);
+  c.written_inputs = {2};
   cases.push_back(c);
 }
 
@@ -175,6 +188,9 @@ void epilogue_cases(CaseList& cases, Generator& gen) {
                     {randn({64, 96}, gen), randn({48, 96}, gen, 0.1), randn({48}, gen)}, dt);
     add_weight_grad(cases, "dw, db of (512, 96) rows" + tag,
                     {randn({512, 96}, gen), randn({512, 40}, gen)}, dt);
+    add_weight_grad_accumulated(cases, "dw += dy^T x, db of (64, 40) rows" + tag,
+                                {randn({64, 40}, gen), randn({64, 24}, gen)},
+                                randn({40, 24}, gen), dt);
   }
   // GPT-2's MLP up-projection and its weight gradient over 1024 rows.
   add_linear_gelu(cases, "gelu (256, 768) x (3072, 768) + bias bf16",

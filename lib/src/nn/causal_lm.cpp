@@ -103,6 +103,29 @@ Tensor CausalLM::forward_packed(const Tensor& idx, const Tensor& positions) {
   return forward(idx);
 }
 
+CausalLM::LossTargets::LossTargets(CausalLM& model, Tensor targets)
+    : model_(model), saved_(std::move(model.loss_targets_)) {
+  GENESIS_CHECK(!model.has_value_head(), InvalidArgument,
+                "a language-modelling loss needs the language-model head; this model has a "
+                "value head");
+  model_.loss_targets_ = std::move(targets);
+  model_.loss_hits_ = Tensor();
+}
+
+CausalLM::LossTargets::~LossTargets() { model_.loss_targets_ = std::move(saved_); }
+
+Tensor CausalLM::head_output(const Tensor& h, const Tensor& head_weight) {
+  const Tensor& targets = loss_targets_;
+  if (!targets.defined()) return lm_logits(h);
+  GENESIS_CHECK(targets.shape() == Shape(h.shape().begin(), h.shape().end() - 1), InvalidArgument,
+                "loss targets of shape " + shape_str(targets.shape()) + " for hidden states " +
+                    shape_str(h.shape()));
+  ScoredLoss scored = head_weight.defined() ? linear_cross_entropy(h, head_weight, targets)
+                                            : cross_entropy_scored(lm_logits(h), targets);
+  loss_hits_ = std::move(scored.hits);
+  return std::move(scored.loss);
+}
+
 Tensor CausalLM::packed_positions(const Tensor& idx) const {
   const Tensor& p = packed_positions_;
   if (!p.defined()) return p;

@@ -89,7 +89,14 @@ Tensor DecoderLM::forward(const Tensor& idx) {
   if (score_) return (*score_)(h).reshape({B, T});  // values (B, T)
   if (v_head_) values_ = mul((*v_head_)(h.detach()), spec_.heads.critic_lr_scale).reshape({B, T});
   if (critic_) values_ = critic_->forward_packed(idx, packed);
-  return lm_logits(h);
+  if (!lm_head_) return head_output(h, embed_tokens_->weight);
+  // A head with a bias or an adapter is more than the product linear_cross_entropy takes: its
+  // logits (through its hooks) then give the loss.
+  const bool plain = !lm_head_->bias.defined() && !lm_head_->adapter();
+  if (!plain || !taking_loss()) return head_output(h, Tensor());
+  // The head's hooks around its loss as around its forward: ZeRO-3 gathers it for the loss.
+  return lm_head_->call_hooked(
+      h, [this](const Tensor& in) { return head_output(in, lm_head_->weight); });
 }
 
 Tensor DecoderLM::lm_logits(const Tensor& hidden) {

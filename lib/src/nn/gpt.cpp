@@ -123,7 +123,7 @@ Tensor GPT::forward(const Tensor& idx) {
   if (v_head_)
     values_ = mul((*v_head_)(h.detach()), config_.critic_lr_scale).reshape({idx.size(0), T});
   if (critic_) values_ = critic_->forward_packed(idx, packed);
-  return linear(h, wte_->weight);  // tied LM head: (B, T, vocab)
+  return head_output(h, wte_->weight);  // tied LM head: (B, T, vocab), or the loss
 }
 
 void GPT::set_gradient_checkpointing(bool on) {

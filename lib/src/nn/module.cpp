@@ -13,7 +13,11 @@ Tensor Module::forward(const Tensor&) {
 }
 
 Tensor Module::operator()(const Tensor& x) {
-  if (pre_hooks_.empty() && post_hooks_.empty()) return forward(x);
+  return call_hooked(x, [this](const Tensor& in) { return forward(in); });
+}
+
+Tensor Module::call_hooked(const Tensor& x, const std::function<Tensor(const Tensor&)>& body) {
+  if (pre_hooks_.empty() && post_hooks_.empty()) return body(x);
   // Copies, so a hook may register or remove hooks (its own included) while it runs.
   const auto pre = pre_hooks_;
   Tensor in = x;
@@ -21,7 +25,7 @@ Tensor Module::operator()(const Tensor& x) {
     Tensor replaced = hook(*this, in);
     if (replaced.defined()) in = std::move(replaced);
   }
-  Tensor out = forward(in);
+  Tensor out = body(in);
   const auto post = post_hooks_;
   for (const auto& [id, hook] : post) {
     Tensor replaced = hook(*this, in, out);

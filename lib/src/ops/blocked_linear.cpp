@@ -30,37 +30,46 @@ bool takes_blocked_linear(const Tensor& x, const Tensor& weight, const Tensor& b
          !amp::autocast_dtype();
 }
 
-Tensor blocked_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const std::int64_t O = weight.size(0), K = weight.size(1), rows = block_rows(K);
-  Shape out_shape = x.shape();
-  out_shape.back() = O;
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    const Tensor x2 = x.detach().contiguous().reshape({x.numel() / K, K});
-    Tensor out2 = Tensor::empty({x2.size(0), O}, DType::f32, x.device());
-    for (std::int64_t o = 0; o < O; o += rows) {
-      const std::int64_t end = std::min(O, o + rows);
-      const Tensor w = weight.slice(0, o, end).to(DType::f32);
-      const Tensor b = bias.defined() ? bias.slice(0, o, end).to(DType::f32) : Tensor();
-      out2.slice(1, o, end).copy_(linear(x2, w, b));
-    }
-    out = out2.reshape(out_shape);
+Tensor blocked_product(const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  NoGradGuard no_grad;
+  const std::int64_t O = weight.size(0), rows = block_rows(weight.size(1));
+  Tensor out = Tensor::empty({x2.size(0), O}, DType::f32, x2.device());
+  for (std::int64_t o = 0; o < O; o += rows) {
+    const std::int64_t end = std::min(O, o + rows);
+    const Tensor w = weight.slice(0, o, end).to(DType::f32);
+    const Tensor b = bias.defined() ? bias.slice(0, o, end).to(DType::f32) : Tensor();
+    out.slice(1, o, end).copy_(linear(x2, w, b));
   }
+  return out;
+}
+
+Tensor blocked_input_grad(const Tensor& dy, const Tensor& weight) {
+  NoGradGuard no_grad;
+  const std::int64_t O = weight.size(0), rows = block_rows(weight.size(1));
+  Tensor dx;
+  for (std::int64_t o = 0; o < O; o += rows) {
+    const std::int64_t end = std::min(O, o + rows);
+    const Tensor part =
+        matmul(dy.slice(1, o, end).contiguous(), weight.slice(0, o, end).to(DType::f32));
+    dx = dx.defined() ? add(dx, part) : part;
+  }
+  return dx;
+}
+
+Tensor blocked_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const std::int64_t K = weight.size(1);
+  Shape out_shape = x.shape();
+  out_shape.back() = weight.size(0);
+  const Tensor out =
+      blocked_product(x.detach().contiguous().reshape({x.numel() / K, K}), weight, bias)
+          .reshape(out_shape);
   autograd::record("blocked_linear", {x}, {out},
-                   [w = weight.detach(), rows, x_shape = x.shape()](
+                   [w = weight.detach(), x_shape = x.shape()](
                        const std::vector<Tensor>& g,
                        const autograd::NeedsGrad&) -> std::vector<Tensor> {
                      const std::int64_t O = w.size(0);
                      const Tensor dy = g[0].contiguous().reshape({g[0].numel() / O, O});
-                     Tensor dx;
-                     for (std::int64_t o = 0; o < O; o += rows) {
-                       const std::int64_t end = std::min(O, o + rows);
-                       const Tensor part = matmul(dy.slice(1, o, end).contiguous(),
-                                                  w.slice(0, o, end).to(DType::f32));
-                       dx = dx.defined() ? add(dx, part) : part;
-                     }
-                     return {dx.reshape(x_shape)};
+                     return {blocked_input_grad(dy, w).reshape(x_shape)};
                    });
   return out;
 }

@@ -15,4 +15,9 @@ bool takes_blocked_linear(const Tensor& x, const Tensor& weight, const Tensor& b
 // x W^T + b (f32), the gradient flowing to x only.
 Tensor blocked_linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
+// The two products of blocked_linear outside autograd: x2 (N, K) f32 times weight (O, K)
+// transposed, plus bias (or undefined) -> (N, O) f32; and dy (N, O) f32 times weight -> (N, K).
+Tensor blocked_product(const Tensor& x2, const Tensor& weight, const Tensor& bias);
+Tensor blocked_input_grad(const Tensor& dy, const Tensor& weight);
+
 }  // namespace genesis::detail

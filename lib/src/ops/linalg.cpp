@@ -206,7 +206,7 @@ Grads linear_grads(const Tensor& dy, const LinearOperands& l, const Shape& sx,
   if (needs[1]) {
     r[1] = gradient_buffer(l.w_edge, {l.O, l.K}, l.kt, dy.device());
     if (needs[2]) r[2] = gradient_buffer(l.bias_edge, {l.O}, l.kt, dy.device());
-    dispatch(OpId::linear_weight_grad, {dy, l.x2}, {r[1], r[2]});
+    dispatch(OpId::linear_weight_grad, {dy, l.x2, Tensor()}, {r[1], r[2]});
   } else if (needs[2]) {
     r[2] = sum(dy, {0});
   }

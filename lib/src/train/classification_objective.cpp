@@ -9,6 +9,7 @@
 
 #include "genesis/autograd/grad_mode.hpp"
 #include "genesis/data/sft.hpp"
+#include "genesis/nn/causal_lm.hpp"
 #include "genesis/ops/ops.hpp"
 
 namespace genesis::train {
@@ -20,10 +21,19 @@ struct BatchScore {
   double predictions = 0;  // scored targets
 };
 
-// `scored` is count_items() of the same rows.
-BatchScore score_logits(const Tensor& logits, const Tensor& targets, double scored) {
-  ScoredLoss scored_loss = cross_entropy_scored(logits, targets);  // ignored targets never hit
-  return {std::move(scored_loss.loss), std::move(scored_loss.hits), scored};
+// The rows' loss through the strategy's forward; `scored` is count_items() of the same rows. A
+// language model computes it inside its forward (CausalLM::LossTargets), where its head can
+// take the loss without making the whole logits.
+BatchScore score_rows(const ObjectiveContext& ctx, const Tensor& inputs, const Tensor& targets,
+                      double scored, bool last) {
+  auto* lm = dynamic_cast<nn::CausalLM*>(&ctx.strategy.module());
+  if (lm != nullptr && !lm->has_value_head()) {
+    const nn::CausalLM::LossTargets loss_targets(*lm, targets);
+    Tensor loss = ctx.strategy.forward(inputs, last);
+    return {std::move(loss), loss_targets.hits(), scored};
+  }
+  ScoredLoss scored_loss = cross_entropy_scored(ctx.strategy.forward(inputs, last), targets);
+  return {std::move(scored_loss.loss), std::move(scored_loss.hits), scored};  // ignored never hit
 }
 
 }  // namespace
@@ -38,8 +48,7 @@ double ClassificationObjective::count_items(const data::TensorDataset& rows) con
 }
 
 BatchLoss ClassificationObjective::compute_loss(const MicroBatch& batch, const ObjectiveContext& ctx) {
-  BatchScore s = score_logits(ctx.strategy.forward(batch.rows.inputs, batch.last),
-                              batch.rows.targets, batch.items);
+  BatchScore s = score_rows(ctx, batch.rows.inputs, batch.rows.targets, batch.items, batch.last);
   return {std::move(s.loss), {{"predictions", s.predictions}}, {{"correct", std::move(s.correct)}}};
 }
 
@@ -58,9 +67,8 @@ Evaluation ClassificationObjective::evaluate(const ObjectiveContext& ctx, const 
   for_each_eval_batch(eval_, budget, job, [&](data::TensorDataset batch, bool counted, std::int64_t) {
     const double scored = count_items(batch);
     batch = to_device(std::move(batch), ctx.device);
-    const Tensor logits = ctx.strategy.forward(batch.inputs, true);
+    BatchScore s = score_rows(ctx, batch.inputs, batch.targets, scored, true);
     if (!counted) return;
-    BatchScore s = score_logits(logits, batch.targets, scored);
     const std::vector<float> host = to_host({s.loss.to(DType::f32), s.correct.to(DType::f32)});
     loss_sum += host[0] * s.predictions;
     correct += host[1];

@@ -118,6 +118,27 @@ class CausalLM : public Module {
   // forward(idx) under PackedRows(*this, positions).
   Tensor forward_packed(const Tensor& idx, const Tensor& positions);
 
+  // The next tokens of a language-modelling loss, targets (B, T) i64 (-100: not scored). While a
+  // LossTargets lives, forward(idx) returns the mean cross-entropy of its logits against them
+  // (0-d f32, as cross_entropy) instead of the logits; where the head is a product alone (tied,
+  // or a Linear without bias or adapter) it is linear_cross_entropy, so the (B, T, vocab) logits
+  // and their gradient never exist whole. hits() then counts the targets that are their
+  // position's argmax. A guard, as PackedRows, so that it reaches the model through any
+  // strategy's forward unchanged.
+  class LossTargets {
+   public:
+    LossTargets(CausalLM& model, Tensor targets);
+    ~LossTargets();
+    LossTargets(const LossTargets&) = delete;
+    LossTargets& operator=(const LossTargets&) = delete;
+    // The last forward's count, 0-d f32 on the model's device; undefined before one.
+    const Tensor& hits() const { return model_.loss_hits_; }
+
+   private:
+    CausalLM& model_;
+    Tensor saved_;
+  };
+
   // Logits (B, T, vocab) of tokens idx (B, T) at positions cache.length onward, extending the
   // cache. Inference only: no graph, no dropout.
   Tensor forward_cached(const Tensor& idx, KVCache& cache);
@@ -148,6 +169,12 @@ class CausalLM : public Module {
                                bool last_only) = 0;
   // Logits of hidden states from cached_hidden (the LM head).
   virtual Tensor lm_logits(const Tensor& hidden) = 0;
+  // What forward returns for the final hidden states h (B, T, C): lm_logits(h), or under
+  // LossTargets their loss. head_weight: the head's (V, C) weight when the head is that product
+  // alone, else undefined (the loss is then taken from lm_logits(h)).
+  Tensor head_output(const Tensor& h, const Tensor& head_weight);
+  // Whether forward runs under LossTargets.
+  bool taking_loss() const { return loss_targets_.defined(); }
   // Where the model's weights are (generation's inputs go there).
   virtual Device device() const = 0;
 
@@ -161,6 +188,8 @@ class CausalLM : public Module {
 
  private:
   Tensor packed_positions_;  // set by PackedRows
+  Tensor loss_targets_;      // set by LossTargets
+  Tensor loss_hits_;
   Tensor forward_cached_rows(const Tensor& idx, KVCache& cache, std::int64_t first_row,
                              std::int64_t batch_rows, bool last_only);
   Tensor next_token_logits(const Tensor& idx, KVCache& cache);

@@ -39,6 +39,11 @@ class Module {
   // forward(x) between the hooks, in registration order. Parents call their children this way
   // (never child->forward directly) so that hooks on any submodule fire.
   Tensor operator()(const Tensor& x);
+  // The same hooks around another computation on this module's parameters: body(x) runs in
+  // forward's place (ZeRO-3 gathers the parameters for it and releases them after, as for
+  // forward). For what forward cannot give without changing what it returns: a language model's
+  // head taking its loss instead of making the logits.
+  Tensor call_hooked(const Tensor& x, const std::function<Tensor(const Tensor&)>& body);
 
   // Hook ids are unique per module across both kinds; remove_hook(id) of an unknown id does
   // nothing, so a hook may be removed twice (or by a destructor after a failed setup).

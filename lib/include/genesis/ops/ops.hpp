@@ -74,6 +74,14 @@ struct ScoredLoss {
 };
 ScoredLoss cross_entropy_scored(const Tensor& logits, const Tensor& target,
                                 std::int64_t ignore_index = -100);
+// cross_entropy_scored(linear(x, weight), target) without the (positions, vocabulary) logits: x
+// (..., K), weight (V, K) (a language model's head, no bias), target (...) i64. The product and
+// the loss run block_rows positions at a time (0: as many as 64 MiB of logits hold on the CPU,
+// 1 GiB on a GPU), and where a gradient is wanted each block's share of the gradients of x and
+// weight is taken while its logits exist, so that the backward only scales them (Liger-Kernel's
+// fused linear cross-entropy). Under autocast the products round as linear's do.
+ScoredLoss linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                std::int64_t ignore_index = -100, std::int64_t block_rows = 0);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Llama's RMSNorm over the last dim, as Hugging Face computes it: x in f32 scaled by
 // 1 / sqrt(mean(x^2) + eps), cast back to x's type, times weight.

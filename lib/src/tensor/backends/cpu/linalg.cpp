@@ -207,7 +207,8 @@ void linear_gelu_kernel(std::span<const Tensor> in, std::span<Tensor> out, const
   gelu_kernel(std::span<const Tensor>(&pre, 1), out.subspan(0, 1), args);
 }
 
-// dw = dy^T x as a matmul of views, db = sum over dim 0.
+// dw = dy^T x as a matmul of views (or, accumulating, one sgemm with beta = 1), db = sum over
+// dim 0.
 void linear_weight_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out,
                                const OpArgs&) {
   const Tensor& dy = in[0];
@@ -220,10 +221,21 @@ void linear_weight_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out
   const std::int64_t N = dy.size(0), O = dy.size(1), K = x.size(1);
   GENESIS_CHECK(out[0].defined() && out[0].shape() == Shape({O, K}), InvalidArgument,
                 "linear_weight_grad: dw must be of shape " + shape_str({O, K}));
-  const Tensor a[] = {make_view(dy, {1, O, N}, {0, 1, O}, dy.offset()),
-                      make_view(x, {1, N, K}, {0, K, 1}, x.offset())};
-  Tensor dw = make_view(out[0], {1, O, K}, {O * K, K, 1}, out[0].offset());
-  matmul_kernel(a, std::span<Tensor>(&dw, 1), {});
+  const bool accumulate = in.size() > 2 && in[2].defined();
+  if (accumulate) {
+    GENESIS_CHECK(in[2].data<float>() == out[0].data<float>() && out[0].is_contiguous(),
+                  InvalidArgument,
+                  "linear_weight_grad: acc must be dw itself, contiguous");
+    if (O * K > 0 && N > 0)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_int(O, "O"), as_int(K, "K"),
+                  as_int(N, "N"), 1.0f, dy.data<float>(), as_int(O, "O"), x.data<float>(),
+                  as_int(K, "K"), 1.0f, out[0].data<float>(), as_int(K, "K"));
+  } else {
+    const Tensor a[] = {make_view(dy, {1, O, N}, {0, 1, O}, dy.offset()),
+                        make_view(x, {1, N, K}, {0, K, 1}, x.offset())};
+    Tensor dw = make_view(out[0], {1, O, K}, {O * K, K, 1}, out[0].offset());
+    matmul_kernel(a, std::span<Tensor>(&dw, 1), {});
+  }
   if (!out[1].defined()) return;
   GENESIS_CHECK(out[1].shape() == Shape({O}), InvalidArgument,
                 "linear_weight_grad: db must be of shape " + shape_str({O}));

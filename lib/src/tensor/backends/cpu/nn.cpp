@@ -197,6 +197,47 @@ void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor>
   }
 }
 
+// (logits (N, C), target (N), coef 0-d) -> row_loss (N) = lse(row) - row[target], row_hit (N)
+// (when given) 1 where the target is the row's argmax, dlogits (when given, possibly the logits
+// themselves) = (softmax - onehot) * coef; ignored rows give 0 everywhere. The target's logit and
+// the argmax are read before the row is overwritten.
+void cross_entropy_rows_kernel(std::span<const Tensor> in, std::span<Tensor> out,
+                               const OpArgs& args) {
+  const Rows g = rows_of(in[0]);
+  const std::int64_t ignore = args.i[0];
+  const float* x = in[0].data<float>();
+  const std::int64_t* target = in[1].data<std::int64_t>();
+  check_indices("cross_entropy_rows", target, g.rows, g.cols, &ignore);
+  const float coef = *in[2].data<float>();
+  float* loss = out[0].data<float>();
+  float* hit = out[1].defined() ? out[1].data<float>() : nullptr;
+  float* dx = out[2].defined() ? out[2].data<float>() : nullptr;
+#pragma omp parallel for schedule(static) if (g.parallel())
+  for (std::int64_t r = 0; r < g.rows; ++r) {
+    const float* xr = x + r * g.cols;
+    float* dxr = dx == nullptr ? nullptr : dx + r * g.cols;
+    const std::int64_t t = target[r];
+    if (t == ignore) {
+      loss[r] = 0.0f;
+      if (hit != nullptr) hit[r] = 0.0f;
+      if (dxr != nullptr) std::memset(dxr, 0, g.cols * sizeof(float));
+      continue;
+    }
+    const float m = row_max(xr, g.cols);
+    const float picked = xr[t];
+    if (hit != nullptr) hit[r] = row_argmax(xr, g.cols) == t ? 1.0f : 0.0f;
+    const float sum = dxr == nullptr ? sum_exp_shifted(xr, g.cols, m)
+                                     : exp_shifted(xr, dxr, g.cols, m);
+    const float log_sum = std::log(sum);
+    loss[r] = static_cast<float>(static_cast<double>(m) + log_sum - static_cast<double>(picked));
+    if (dxr == nullptr) continue;
+    const float scale = coef / sum;
+#pragma omp simd
+    for (std::int64_t i = 0; i < g.cols; ++i) dxr[i] *= scale;
+    dxr[t] -= coef;
+  }
+}
+
 // ---- layer norm
 
 // x (N, C), w (C), b (C); eps f[0] -> y (N, C), mean (N), rstd (N). Two passes over the row

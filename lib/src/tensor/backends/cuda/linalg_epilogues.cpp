@@ -56,6 +56,23 @@ bool fused_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db
                     dw.raw_data(), e, false);
 }
 
+// dw += dy^T x: the product with beta = 1 where cuBLASLt has an algorithm, else into a fresh
+// buffer added in.
+void accumulate_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) {
+  const std::int64_t N = dy.size(0), O = dy.size(1), K = x.size(1);
+  if (N == 0 || O * K == 0) return;
+  const GemmOperand gdy = transposed_operand(dy), gx = matrix_operand(x);
+  if (run_matmul(blas_type(dy.dtype(), "linear_weight_grad"), 1, O, K, N, gdy, gx,
+                 dw.raw_data(), LtEpilogue{}, true))
+    return;
+  Tensor part = Tensor::empty(dw.shape(), dw.dtype(), dw.device());
+  dispatch(OpId::matmul,
+           {make_view(dy, {1, O, N}, {0, 1, O}, dy.offset()),
+            make_view(x, {1, N, K}, {0, K, 1}, x.offset())},
+           {make_view(part, {1, O, K}, {O * K, K, 1}, 0)});
+  dispatch(OpId::add, {dw, part}, {dw});
+}
+
 }  // namespace
 
 void linear_gelu_kernel(std::span<const Tensor> in, std::span<Tensor> out, const OpArgs& args) {
@@ -87,11 +104,18 @@ void linear_weight_grad_kernel(std::span<const Tensor> in, std::span<Tensor> out
                                   db.dtype() == dy.dtype()),
                 InvalidArgument, "linear_weight_grad: db must be contiguous " +
                                      std::string(dtype_name(dy.dtype())) + " " + shape_str({O}));
-  if (db.defined() && O * K > 0 && fused_weight_grad(dy, x, dw, db)) return;
-  dispatch(OpId::matmul,
-           {make_view(dy, {1, O, N}, {0, 1, O}, dy.offset()),
-            make_view(x, {1, N, K}, {0, K, 1}, x.offset())},
-           {make_view(dw, {1, O, K}, {O * K, K, 1}, dw.offset())});
+  if (in.size() > 2 && in[2].defined()) {
+    GENESIS_CHECK(in[2].raw_data() == dw.raw_data(), InvalidArgument,
+                  "linear_weight_grad: acc must be dw itself");
+    accumulate_weight_grad(dy, x, dw);
+  } else if (db.defined() && O * K > 0 && fused_weight_grad(dy, x, dw, db)) {
+    return;  // the product summed the bias gradient too
+  } else {
+    dispatch(OpId::matmul,
+             {make_view(dy, {1, O, N}, {0, 1, O}, dy.offset()),
+              make_view(x, {1, N, K}, {0, K, 1}, x.offset())},
+             {make_view(dw, {1, O, K}, {O * K, K, 1}, dw.offset())});
+  }
   if (!db.defined()) return;
   OpArgs dim0;
   dim0.i[0] = 0;

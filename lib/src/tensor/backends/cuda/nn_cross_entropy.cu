@@ -32,15 +32,16 @@ __device__ __forceinline__ ArgMax warp_better(ArgMax a) {
   return a;
 }
 
-// logits (rows, cols) -> row_loss[row] = m + log s - x[target] (0 for ignored rows), in double
-// as on the CPU, with kHits row_hit[row] = 1 where the target is the row's argmax, and (lse not
-// null) lse[row] = m + log s in f32. One read of the logits for all three.
-template <typename T, int kVec, bool kHits>
+// logits (rows, cols) -> row_loss[row] = m + log s - x[target] (0 for ignored rows), computed in
+// double as on the CPU (kept in double for cross_entropy's fold, f32 for cross_entropy_rows),
+// with kHits row_hit[row] = 1 where the target is the row's argmax, and (lse not null) lse[row] =
+// m + log s in f32. One read of the logits for all three.
+template <typename T, int kVec, bool kHits, typename Loss = double, typename Hit = unsigned char>
 __global__ void __launch_bounds__(1024)
-    cross_entropy_rows_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
-                              const std::int64_t* __restrict__ target, std::int64_t ignore,
-                              double* __restrict__ row_loss, unsigned char* __restrict__ row_hit,
-                              float* __restrict__ lse, IndexErrorSlot* slot) {
+    xent_rows_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols,
+                     const std::int64_t* __restrict__ target, std::int64_t ignore,
+                     Loss* __restrict__ row_loss, Hit* __restrict__ row_hit,
+                     float* __restrict__ lse, IndexErrorSlot* slot) {
   __shared__ MaxSum scratch[32];
   __shared__ ArgMax best_scratch[32];
   using P = Pack<T, kVec>;
@@ -51,8 +52,8 @@ __global__ void __launch_bounds__(1024)
   if (ignored || t < 0 || t >= cols) {
     if (threadIdx.x == 0) {
       if (!ignored) report_index_error(slot, OpId::cross_entropy, t, row, cols, ignore);
-      row_loss[row] = 0.0;
-      if constexpr (kHits) row_hit[row] = 0;
+      row_loss[row] = Loss(0);
+      if constexpr (kHits) row_hit[row] = Hit(0);
       if (lse != nullptr) lse[row] = 0.0f;
     }
     return;
@@ -82,20 +83,21 @@ __global__ void __launch_bounds__(1024)
   // The CPU takes the log of the f32 sum in f32 (std::log(float)), then adds in double.
   if (threadIdx.x == 0) {
     const float log_sum = logf(ms.s);
-    row_loss[row] = static_cast<double>(ms.m) + static_cast<double>(log_sum) -
-                    static_cast<double>(load_f32(xr + t));
+    row_loss[row] = static_cast<Loss>(static_cast<double>(ms.m) + static_cast<double>(log_sum) -
+                                      static_cast<double>(load_f32(xr + t)));
     if (lse != nullptr) lse[row] = ms.m + log_sum;
-    if constexpr (kHits) row_hit[row] = best.i == t;
+    if constexpr (kHits) row_hit[row] = best.i == t ? Hit(1) : Hit(0);
   }
 }
 
 // dlogits from the forward's per-row lse: y = exp(x - lse) * coef - coef * onehot(target), zero
 // for ignored rows; one read and one write of the logits, no reduction, so every thread streams.
 // A target out of range is reported (once per row, by the thread holding its first pack) and
-// its row zeroed.
+// its row zeroed. y may be x (cross_entropy_rows in place): each pack is read before it is
+// written, by the same thread.
 template <typename T, int kVec>
 __global__ void __launch_bounds__(kBlockThreads)
-    xent_grad_lse_kernel(const T* __restrict__ x, T* __restrict__ y, std::int64_t rows,
+    xent_grad_lse_kernel(const T* x, T* y, std::int64_t rows,
                          std::int64_t cols, const std::int64_t* __restrict__ target,
                          std::int64_t ignore, const float* __restrict__ lse,
                          const float* __restrict__ coef, IndexErrorSlot* slot) {
@@ -244,8 +246,8 @@ void cross_entropy_kernel(std::span<const Tensor> in, std::span<Tensor> out, con
               slot);
           GENESIS_CUDA_LAUNCH_CHECK();
         };
-        if (want_hits) run(cross_entropy_rows_kernel<T, kVec, true>);
-        else run(cross_entropy_rows_kernel<T, kVec, false>);
+        if (want_hits) run(xent_rows_kernel<T, kVec, true>);
+        else run(xent_rows_kernel<T, kVec, false>);
       });
     });
   } else if (want_hits) {
@@ -302,6 +304,66 @@ void cross_entropy_backward_kernel(std::span<const Tensor> in, std::span<Tensor>
     return;
   }
   launch_xent_grad_rows(logits, dlogits, target, ignore, ptr<float>(coef), op);
+}
+
+// (logits (N, C), target (N), coef 0-d f32) -> row_loss (N) f32, row_hit (N) f32 or undefined,
+// dlogits (N, C) or undefined, which may be the logits themselves: one pass for the row
+// statistics (kept as lse), one streaming pass for the gradient, as cross_entropy and its
+// backward with the lse handed over.
+void cross_entropy_rows_kernel(std::span<const Tensor> in, std::span<Tensor> out,
+                               const OpArgs& args) {
+  const char* op = "cross_entropy_rows";
+  const Tensor& logits = in[0];
+  GENESIS_CHECK(logits.dim() == 2, InvalidArgument,
+                "cross_entropy_rows: logits must be (N, C), got " + shape_str(logits.shape()));
+  const std::int64_t n = logits.size(0);
+  check_operand(op, "logits", logits, logits.dtype());
+  check_operand(op, "coef", in[2], DType::f32);
+  check_operand(op, "row_loss", out[0], DType::f32);
+  const bool want_hits = out[1].defined(), want_grad = out[2].defined();
+  if (want_hits) check_operand(op, "row_hit", out[1], DType::f32);
+  if (want_grad) check_operand(op, "dlogits", out[2], logits.dtype());
+  GENESIS_CHECK(out[0].numel() == n && (!want_hits || out[1].numel() == n) &&
+                    (!want_grad || out[2].shape() == logits.shape()),
+                InvalidArgument,
+                "cross_entropy_rows: outputs must be (N) and (N, C) for logits " +
+                    shape_str(logits.shape()));
+  check_target(op, in[1], n);
+  const RowShape g = rows_of(logits);
+  if (g.rows == 0) {  // no rows, or no classes: every target is then ignored, all zero
+    for (const Tensor* t : {&out[0], &out[1]})
+      if (t->defined() && n > 0)
+        GENESIS_CUDA_CHECK(
+            cudaMemsetAsync(t->raw_data(), 0, sizeof(float) * n, compute_stream()));
+    return;
+  }
+  const std::int64_t ignore = args.i[0];
+  const std::int64_t* target = ptr<std::int64_t>(in[1]);
+  const Tensor lse = want_grad ? Tensor::empty({g.rows}, DType::f32, logits.device()) : Tensor();
+  float* lse_ptr = want_grad ? ptr<float>(lse) : nullptr;
+  float* hit_ptr = want_hits ? ptr<float>(out[1]) : nullptr;
+  IndexErrorSlot* slot = index_error_slot();
+  with_float_type(logits.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    with_vec<T>(aligned16(logits) && (!want_grad || aligned16(out[2])), g.cols, [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const RowTeams teams = row_teams(g.rows, g.cols / kVec, op, 256);
+      auto run = [&](auto kernel) {
+        kernel<<<teams.blocks, dim3(teams.tx, teams.ty), 0, compute_stream()>>>(
+            ptr<T>(logits), g.rows, g.cols, target, ignore, ptr<float>(out[0]), hit_ptr,
+            lse_ptr, slot);
+        GENESIS_CUDA_LAUNCH_CHECK();
+      };
+      if (want_hits) run(xent_rows_kernel<T, kVec, true, float, float>);
+      else run(xent_rows_kernel<T, kVec, false, float, float>);
+      if (!want_grad) return;
+      xent_grad_lse_kernel<T, kVec><<<grid_for(g.rows * (g.cols / kVec)), kBlockThreads, 0,
+                                      compute_stream()>>>(
+          ptr<T>(logits), ptr<T>(out[2]), g.rows, g.cols, target, ignore, lse_ptr,
+          ptr<float>(in[2]), slot);
+      GENESIS_CUDA_LAUNCH_CHECK();
+    });
+  });
 }
 
 }  // namespace genesis::cuda
