@@ -9,6 +9,7 @@
 
 #include "genesis/core/error.hpp"
 #include "genesis/ops/ops.hpp"
+#include "genesis/tensor/host_memory.hpp"
 #include "genesis/tensor/op_table.hpp"
 #include "genesis/tensor/random.hpp"
 #include "support/gradcheck.hpp"
@@ -219,6 +220,25 @@ TEST_CASE("embedding gathers rows and scatters gradients of repeated indices", "
                       Contains("index 5") && Contains("[0, 5)"));
   REQUIRE_THROWS_AS(embedding(weight, Tensor::from_vector<std::int64_t>({-1}, {1})),
                     InvalidArgument);
+}
+
+TEST_CASE("embedding of a bf16 table converts only the rows it looks up", "[nn_ops]") {
+  // 16384 x 256: a 16 MiB table in f32, 8 MiB in bf16.
+  Tensor table = Tensor::empty({16384, 256}, DType::bf16);
+  for (std::int64_t r = 0; r < 16384; r += 1024)  // filled a block at a time: no f32 table either
+    table.slice(0, r, r + 1024).copy_(randn({1024, 256}, 43 + r));
+  const Tensor index = Tensor::from_vector<std::int64_t>({16383, 0, 7, 7, 9000}, {5});
+  const std::size_t before = host_allocator::stats().allocated_bytes;
+  REQUIRE(host_allocator::stats().peak_allocated_bytes < before + (4u << 20));
+  const Tensor out = embedding(table, index);
+  REQUIRE(host_allocator::stats().peak_allocated_bytes < before + (4u << 20));
+  REQUIRE(out.dtype() == DType::bf16);
+  REQUIRE(out.shape() == Shape{5, 256});
+  const std::vector<float> got = out.to(DType::f32).to_vector();
+  const std::vector<float> want = embedding(table.to(DType::f32), index).to_vector();
+  REQUIRE(got == want);
+  REQUIRE_THROWS_WITH(embedding(table, Tensor::from_vector<std::int64_t>({3, 16384}, {2})),
+                      Contains("index 16384 at position 1") && Contains("[0, 16384)"));
 }
 
 TEST_CASE("a tied embedding's gradient is the head's plus the lookup's, bit for bit",

@@ -4,6 +4,7 @@
 // Attention is in attention.cpp. Backwards call kernels directly, so they are not twice
 // differentiable.
 #include <bit>
+#include <cstring>
 #include <string>
 
 #include "genesis/autograd/autocast.hpp"
@@ -208,6 +209,27 @@ bool add_rows_into_grad(const Tensor& leaf, const Tensor& dy, const Tensor& inde
   dispatch(OpId::embedding_backward, {dy, index}, {grad}, accumulate);
   return true;
 }
+// The rows of a 16-bit table on the CPU named by iv, in f32: only the rows looked up are
+// converted (the CPU kernel takes f32, and the whole of a LoRA run's frozen 151936 x 1024 table
+// would be a 594 MiB copy each forward).
+Tensor lookup_rows_f32(const Tensor& weight, const Tensor& iv) {
+  const Tensor table = weight.detach().contiguous();
+  const std::int64_t V = table.size(0), n = iv.numel();
+  const std::int64_t* idx = iv.data<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    GENESIS_CHECK(idx[i] >= 0 && idx[i] < V, InvalidArgument,
+                  "embedding: index " + std::to_string(idx[i]) + " at position " +
+                      std::to_string(i) + " is outside [0, " + std::to_string(V) + ")");
+  Tensor picked = Tensor::empty({n, table.size(1)}, table.dtype(), table.device());
+  const std::size_t row = static_cast<std::size_t>(table.size(1)) * dtype_size(table.dtype());
+  const auto* from = static_cast<const std::byte*>(table.raw_data());
+  auto* to = static_cast<std::byte*>(picked.raw_data());
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(to + static_cast<std::size_t>(i) * row,
+                from + static_cast<std::size_t>(idx[i]) * row, row);
+  return picked.to(DType::f32);
+}
+
 }  // namespace
 
 // weight (V, C), index (any shape) -> (*index.shape, C); the gradient flows to weight only.
@@ -219,8 +241,13 @@ Tensor embedding(const Tensor& weight, const Tensor& index) {
   const Shape weight_shape = weight.shape();
   Shape shape = index.shape();
   shape.push_back(weight_shape[1]);
-  Tensor y = Tensor::empty(shape, DType::f32, weight.device());
-  dispatch(OpId::embedding, {f32(weight), iv}, {y});
+  Tensor y;
+  if (weight.dtype() != DType::f32 && weight.device().is_cpu()) {
+    y = lookup_rows_f32(weight, iv).reshape(shape);
+  } else {
+    y = Tensor::empty(shape, DType::f32, weight.device());
+    dispatch(OpId::embedding, {f32(weight), iv}, {y});
+  }
   const DType dtype = weight.dtype();
   Tensor out = cast(y, dtype);
   record("embedding", {weight}, {out},

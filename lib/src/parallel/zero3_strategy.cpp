@@ -133,6 +133,12 @@ Tensor FullyShardedStrategy::forward(const Tensor& input, bool /*sync_gradients*
     engine_->arm();
     for (Reduction& r : reductions_) r = Reduction{};
     for (const ParamSlot& s : slots_) autograd::withdraw_grad_destination(Tensor(s.param));
+    // The root's gradient buffer now rather than once its last gradient is in: the head's
+    // gradient (taken in forward by linear_cross_entropy, in backward's first node by linear)
+    // is then written where it is reduced, instead of into a vocabulary-sized table of its own
+    // that sits beside the buffer while it is copied in at the end of the backward.
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      if (whole_pass(u) && !units_[u]->persistent()) view_gradients(u);
   }
   // A forward without autograd between a forward and its backward (a LoRA run's reference is the
   // policy without its adapters) leaves gathered what that backward still needs.
