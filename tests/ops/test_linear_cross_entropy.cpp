@@ -109,8 +109,7 @@ TEST_CASE("linear_cross_entropy gradients match finite differences", "[linear_cr
 TEST_CASE("linear_cross_entropy with every target ignored is 0 with zero gradients",
           "[linear_cross_entropy]") {
   const Tensor x = random_leaf({4, 8}, 9), w = random_leaf({12, 8}, 10);
-  const Result got =
-      run(true, x, w, Tensor::full({4}, -100, DType::i64), 3);
+  const Result got = run(true, x, w, Tensor::full({4}, -100, DType::i64), 3);
   REQUIRE(got.loss == 0.0f);
   REQUIRE(got.hits == 0.0f);
   for (float g : got.dx.to_vector()) REQUIRE(g == 0.0f);

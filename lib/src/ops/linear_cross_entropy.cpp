@@ -65,7 +65,7 @@ class HeadProducts {
 };
 
 struct Operands {
-  Tensor x;       // (N, K) in the kernel's type, rounded as linear rounds it under autocast
+  Tensor x;  // (N, K) in the kernel's type, rounded as linear rounds it under autocast
   std::optional<HeadProducts> head;
   DType kt = DType::f32;
   // Under autocast on the CPU (f32 kernels): the type linear's results and gradients are rounded
@@ -96,13 +96,15 @@ Operands operands(const Tensor& x, const Tensor& weight) {
 std::int64_t block_rows(std::int64_t requested, std::int64_t V, DType kt, Device device) {
   if (requested > 0) return requested;
   const std::int64_t budget = device.is_cuda() ? kCudaBlockBytes : kCpuBlockBytes;
-  return std::max<std::int64_t>(1, budget / std::max<std::int64_t>(1, V * static_cast<std::int64_t>(dtype_size(kt))));
+  return std::max<std::int64_t>(
+      1, budget / std::max<std::int64_t>(1, V * static_cast<std::int64_t>(dtype_size(kt))));
 }
 
 // 1 / (targets that are not ignore_index), 0-d f32 on the targets' device; 1 when none is.
 Tensor inverse_count(const Tensor& target, std::int64_t ignore_index) {
   const Device dev = target.device();
-  const Tensor ignored = eq(target, Tensor::scalar(static_cast<double>(ignore_index), DType::i64, dev));
+  const Tensor ignored =
+      eq(target, Tensor::scalar(static_cast<double>(ignore_index), DType::i64, dev));
   const Tensor count = add(neg(sum(ignored.to(DType::f32))), static_cast<double>(target.numel()));
   const Tensor one = Tensor::ones({}, DType::f32, dev);
   return div(one, maximum(count, one));
@@ -121,8 +123,7 @@ ScoredLoss linear_cross_entropy(const Tensor& x, const Tensor& weight, const Ten
   const char* op = "linear_cross_entropy";
   nn_compute::check_floating(op, "x", x);
   nn_compute::check_floating(op, "weight", weight);
-  GENESIS_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1),
-                InvalidArgument,
+  GENESIS_CHECK(weight.dim() == 2 && x.dim() >= 1 && x.size(-1) == weight.size(1), InvalidArgument,
                 std::string(op) + ": x of shape " + shape_str(x.shape()) + " and weight of shape " +
                     shape_str(weight.shape()) + " do not match (expected (..., K) and (V, K))");
   const Shape lead(x.shape().begin(), x.shape().end() - 1);
@@ -130,9 +131,9 @@ ScoredLoss linear_cross_entropy(const Tensor& x, const Tensor& weight, const Ten
                     (target.dtype() == DType::i64 || target.dtype() == DType::i32),
                 InvalidArgument,
                 std::string(op) + ": target must be i64 of shape " + shape_str(lead) + ", got " +
-                    (target.defined() ? std::string(dtype_name(target.dtype())) + " " +
-                                            shape_str(target.shape())
-                                      : std::string("none")));
+                    (target.defined()
+                         ? std::string(dtype_name(target.dtype())) + " " + shape_str(target.shape())
+                         : std::string("none")));
   const bool want_x = autograd::grad_enabled() && x.requires_grad();
   const bool want_w = autograd::grad_enabled() && weight.requires_grad();
   const bool want_grad = want_x || want_w;
@@ -168,8 +169,8 @@ ScoredLoss linear_cross_entropy(const Tensor& x, const Tensor& weight, const Ten
       if (!want_grad) continue;
       if (o.rounding) detail::round_through(grad, *o.rounding, true);
       if (want_x) o.head->input_grad(grad, dx.slice(0, r0, r1));
-      if (want_w) dispatch(OpId::linear_weight_grad, {grad, xb, r0 == 0 ? Tensor() : dw},
-                           {dw, Tensor()});
+      if (want_w)
+        dispatch(OpId::linear_weight_grad, {grad, xb, r0 == 0 ? Tensor() : dw}, {dw, Tensor()});
     }
     if (want_w && N == 0) dw.zero_();
     if (o.rounding) {
